@@ -1,0 +1,43 @@
+"""`python -m sandbox serve --port N [--host H] [--crds DIR ...] [--state FILE] [--kubeconfig PATH]`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .cluster import Sandbox
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description="A Kubernetes API emulator.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve the API until SIGINT/SIGTERM")
+    serve.add_argument("--port", type=int, default=8001)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--crds", nargs="*", default=[], metavar="DIR", help="folders of CRD YAML to serve")
+    serve.add_argument("--builtin-custom-kinds", action="store_true",
+                       help="also register permissive portal kinds that --crds did not provide")
+    serve.add_argument("--state", help="state file: loaded at start, saved after changes and at shutdown")
+    serve.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
+    args = parser.parse_args(argv)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    sandbox = Sandbox(crd_dirs=args.crds, builtin_custom_kinds=True if args.builtin_custom_kinds else None,
+                      state_file=args.state, host=args.host, port=args.port).start()
+    if args.kubeconfig:
+        sandbox.write_kubeconfig(args.kubeconfig)
+    print(f"sandbox serving on {sandbox.url}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        sandbox.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,421 @@
+"""HTTP front end: kube-apiserver routing, discovery, watch streaming, and the `/_sandbox/` control endpoints."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import threading
+import time
+from collections import Counter
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+from . import errors
+from .errors import ApiError
+from .faults import FIELDS, Faults
+from .selectors import combine, field_selector, label_selector
+from .store import Gone, Store
+
+GIT_VERSION = "v1.33.0"
+VERSION_INFO = {"major": "1", "minor": "33", "gitVersion": GIT_VERSION, "gitCommit": "sandbox",
+                "gitTreeState": "clean", "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2",
+                "compiler": "gc", "platform": "linux/amd64"}
+PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-merge-patch+json": "strategic",
+               "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_WATCH_POLL = 0.5  # how often an idle watch checks for a stopping server or a vanished client
+_DEFAULT_WATCH_TIMEOUT = 1800
+
+
+class Stats:
+    """Request counts since start or reset; `writes` comes from the store (operations that changed state)."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._requests = 0
+            self._by_verb: Counter = Counter()
+            self._writes_base = self._store.writes
+
+    def count(self, verb: str) -> None:
+        with self._lock:
+            self._requests += 1
+            self._by_verb[verb] += 1
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {"requests": self._requests, "by_verb": dict(self._by_verb),
+                    "writes": self._store.writes - self._writes_base}
+
+
+class Request:
+    """One parsed request against a resource path."""
+
+    def __init__(self, method: str, path: str, query: dict, headers, body: bytes):
+        self.method, self.path, self.query, self.headers, self.body = method, path, query, headers, body
+        self.rt = self.version = self.namespace = self.name = self.subresource = None
+        self.group = ""
+        self.watch = self.flag("watch")
+        self.verb = ""
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        return self.query.get(name, default)
+
+    def flag(self, name: str) -> bool:
+        """A boolean query parameter as Go's ParseBool reads it (the Python client sends `True`)."""
+        return (self.query.get(name) or "").lower() in ("1", "t", "true")
+
+    @property
+    def dry_run(self) -> bool:
+        return self.query.get("dryRun") == "All"
+
+    @property
+    def field_validation(self) -> str:
+        return self.query.get("fieldValidation") or "Warn"
+
+    def json_body(self):
+        try:
+            return json.loads(self.body or b"null")
+        except ValueError as exc:
+            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+
+class Api:
+    """Routes a request to discovery, the store, or the sandbox control endpoints."""
+
+    def __init__(self, store: Store, faults: Faults, stats: Stats):
+        self.store, self.faults, self.stats = store, faults, stats
+        self.registry = store.registry
+        self.stopping = threading.Event()
+
+    # Entry point -----------------------------------------------------------------------------------------------
+
+    def handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        split = urlsplit(h.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else b""
+        path = split.path.rstrip("/") or "/"
+        try:
+            if path.startswith("/_sandbox/"):
+                return self._control(h, method, path, body)
+            req = Request(method, path, query, h.headers, body)
+            self._route(req)
+            self.stats.count(req.verb or "discovery")
+            if req.rt is None:
+                return self._discovery(h, req)
+            fault = self.faults.match(req.verb, req.group, req.rt.plural, req.subresource, req.namespace, req.name)
+            if fault is not None:
+                if fault.delay:
+                    time.sleep(fault.delay)
+                if fault.status is not None:
+                    message = fault.message or f"injected fault {fault.id}: {fault.reason}"
+                    raise ApiError(fault.status, fault.reason, message)
+            self._serve(h, req)
+        except ApiError as exc:
+            send(h, exc.code, exc.status())
+
+    # Routing ---------------------------------------------------------------------------------------------------
+
+    def _route(self, req: Request) -> None:
+        parts = req.path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return
+        if not rest:
+            return
+        if rest[0] == "watch":
+            req.watch, rest = True, rest[1:]
+        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+            req.namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise errors.path_not_found()
+        rt = self.registry.lookup(group, version, rest[0])
+        if rt is None or (req.namespace and not rt.namespaced):
+            raise errors.path_not_found()
+        req.rt, req.group, req.version = rt, group, version
+        req.name = rest[1] if len(rest) > 1 else None
+        req.subresource = rest[2] if len(rest) > 2 else None
+        if req.subresource and req.subresource not in rt.subresources:
+            raise errors.path_not_found()
+        req.verb = self._verb(req)
+
+    @staticmethod
+    def _verb(req: Request) -> str:
+        content_type = (req.headers.get("Content-Type") or "").split(";")[0].strip()
+        named = req.name is not None
+        verb = {
+            "GET": ("get" if named and not req.watch else "watch" if req.watch else "list"),
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "apply" if content_type == "application/apply-patch+yaml" else "patch",
+            "DELETE": "delete" if named else "deletecollection",
+        }.get(req.method)
+        if verb is None or (verb in ("update", "patch", "apply") and not named) or (verb == "create" and named):
+            raise errors.method_not_allowed(req.rt.plural, req.group)
+        return verb
+
+    # Discovery and server info ---------------------------------------------------------------------------------
+
+    def _discovery(self, h, req: Request) -> None:
+        path, registry = req.path, self.registry
+        if req.method != "GET":
+            raise errors.method_not_allowed("", "")
+        if path in ("/healthz", "/readyz", "/livez"):
+            return send(h, 200, "ok", "text/plain")
+        if path == "/version":
+            return send(h, 200, VERSION_INFO)
+        if path == "/api":
+            return send(h, 200, registry.api_versions())
+        if path == "/apis":
+            return send(h, 200, registry.api_group_list())
+        parts = path.strip("/").split("/")
+        doc = None
+        if parts[0] == "api" and len(parts) == 2:
+            doc = registry.api_resource_list("", parts[1])
+        elif parts[0] == "apis" and len(parts) == 2:
+            doc = registry.api_group(parts[1])
+        elif parts[0] == "apis" and len(parts) == 3:
+            doc = registry.api_resource_list(parts[1], parts[2])
+        if doc is None:
+            raise errors.path_not_found()
+        send(h, 200, doc)
+
+    # Resource requests -----------------------------------------------------------------------------------------
+
+    def _serve(self, h, req: Request) -> None:
+        store, rt = self.store, req.rt
+        options = {"version": req.version}
+        warnings: list[str] = []
+        writing = {**options, "dry_run": req.dry_run, "strict": req.field_validation == "Strict",
+                   "warnings": warnings}
+        if req.verb == "get":
+            if req.subresource == "log":
+                return send(h, 200, store.get_log(req.namespace, req.name), "text/plain")
+            return send(h, 200, store.get(rt, req.namespace, req.name, **options))
+        if req.verb in ("list", "watch"):
+            matcher = combine(label_selector(req.param("labelSelector")), field_selector(req.param("fieldSelector")))
+            if req.verb == "watch":
+                if req.name:
+                    matcher = combine(matcher, field_selector(f"metadata.name={req.name}"))
+                return self._watch(h, req, matcher)
+            limit = int(req.param("limit") or 0) or None
+            return send(h, 200, store.list(rt, req.namespace, matcher, limit=limit,
+                                           continue_=req.param("continue"), **options))
+        if req.verb == "create":
+            if rt.namespaced and not req.namespace:
+                raise errors.method_not_allowed(rt.plural, req.group)
+            obj = self._object_body(req)
+            result = store.create(rt, obj, req.namespace, **writing)
+            return send(h, 201, result, warnings=self._warnings(req, warnings))
+        if req.verb == "update":
+            result = store.update(rt, self._object_body(req), req.namespace, req.name,
+                                  subresource=req.subresource, **writing)
+            return send(h, 200, result, warnings=self._warnings(req, warnings))
+        if req.verb == "patch":
+            content_type = (req.headers.get("Content-Type") or "").split(";")[0].strip()
+            patch_type = PATCH_TYPES.get(content_type)
+            if patch_type is None:
+                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                                                             f"accepted media types include: {', '.join(PATCH_TYPES)}")
+            result = store.patch(rt, req.namespace, req.name, req.json_body(), patch_type,
+                                 subresource=req.subresource, **writing)
+            return send(h, 200, result, warnings=self._warnings(req, warnings))
+        if req.verb == "apply":
+            manager = req.param("fieldManager")
+            if not manager:
+                raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: "
+                                         "is required for apply patch")
+            try:
+                body = yaml.load(req.body or b"{}", Loader=_YAML_LOADER)
+            except yaml.YAMLError as exc:
+                raise errors.bad_request(f"error decoding YAML: {exc}") from None
+            result, created = store.apply(rt, req.namespace, req.name, body, manager,
+                                          force=req.flag("force"), subresource=req.subresource,
+                                          **writing)
+            return send(h, 201 if created else 200, result, warnings=self._warnings(req, warnings))
+        options_body = self._delete_options(req)
+        dry_run = req.dry_run or "All" in (options_body.get("dryRun") or [])
+        if req.verb == "delete":
+            return send(h, 200, store.delete(rt, req.namespace, req.name, dry_run=dry_run,
+                                             preconditions=options_body.get("preconditions"), **options))
+        matcher = combine(label_selector(req.param("labelSelector")), field_selector(req.param("fieldSelector")))
+        send(h, 200, store.delete_collection(rt, req.namespace, matcher, dry_run=dry_run, **options))
+
+    @staticmethod
+    def _object_body(req: Request) -> dict:
+        obj = req.json_body()
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        kind = obj.get("kind")
+        if kind and kind != req.rt.kind:
+            raise errors.bad_request(f"the kind of the object ({kind}) does not match the kind on the URL "
+                                     f"({req.rt.kind})")
+        return obj
+
+    @staticmethod
+    def _delete_options(req: Request) -> dict:
+        body = req.json_body() if req.body.strip() else None
+        return body if isinstance(body, dict) else {}
+
+    @staticmethod
+    def _warnings(req: Request, warnings: list[str]) -> list[str]:
+        return [] if req.field_validation == "Ignore" else warnings
+
+    # Watch -----------------------------------------------------------------------------------------------------
+
+    def _watch(self, h, req: Request, matcher) -> None:
+        rv = req.param("resourceVersion")
+        try:
+            since = None if rv in (None, "", "0") else int(rv)
+        except ValueError:
+            raise errors.bad_request(f'invalid resource version "{rv}"') from None
+        timeout = float(req.param("timeoutSeconds") or _DEFAULT_WATCH_TIMEOUT)
+        deadline = time.monotonic() + timeout
+        h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                      b"Cache-Control: no-cache, private\r\n\r\n")
+        store, rt, namespace = self.store, req.rt, req.namespace
+        try:
+            events, last = store.watch_start(rt, since, matcher, namespace)
+            while True:
+                for _, event_type, obj in events:
+                    write_chunk(h, {"type": event_type, "object": store.render(rt, obj, req.version)})
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.stopping.is_set() or _client_gone(h.connection):
+                    break
+                current = store.wait_for_change(last, min(remaining, _WATCH_POLL))
+                events = []
+                if current > last:
+                    events, last = store.events_since(rt, last, matcher, namespace)
+        except Gone as exc:
+            write_chunk(h, {"type": "ERROR", "object": ApiError(410, "Expired", str(exc)).status()})
+        except OSError:
+            h.close_connection = True
+            return
+        with contextlib.suppress(OSError):
+            h.wfile.write(b"0\r\n\r\n")
+
+    # Control endpoints -----------------------------------------------------------------------------------------
+
+    def _control(self, h, method: str, path: str, body: bytes) -> None:
+        if path == "/_sandbox/healthz" and method == "GET":
+            return send(h, 200, {"status": "ok"})
+        if path == "/_sandbox/stats" and method == "GET":
+            return send(h, 200, self.stats.snapshot())
+        if path == "/_sandbox/stats/reset" and method == "POST":
+            self.stats.reset()
+            return send(h, 200, self.stats.snapshot())
+        if path == "/_sandbox/faults":
+            if method == "GET":
+                return send(h, 200, {"faults": self.faults.list()})
+            if method == "DELETE":
+                self.faults.clear()
+                return send(h, 200, {"faults": []})
+            if method == "POST":
+                try:
+                    spec = json.loads(body or b"{}")
+                    unknown = set(spec) - set(FIELDS)
+                    if unknown:
+                        raise ValueError(f"unknown fault fields: {', '.join(sorted(unknown))}")
+                    fault_id = self.faults.add(**spec)
+                except (ValueError, TypeError) as exc:
+                    raise errors.bad_request(str(exc)) from None
+                return send(h, 201, self.faults.get(fault_id))
+        if path.startswith("/_sandbox/faults/") and method == "DELETE":
+            try:
+                removed = self.faults.remove(int(path.rsplit("/", 1)[1]))
+            except ValueError:
+                removed = False
+            if not removed:
+                raise errors.path_not_found()
+            return send(h, 200, {"faults": self.faults.list()})
+        raise errors.path_not_found()
+
+
+def _client_gone(sock) -> bool:
+    """True when the client closed its end (a readable socket with nothing to read)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+def send(h: BaseHTTPRequestHandler, code: int, body, content_type: str = "application/json",
+         warnings: list[str] = ()) -> None:
+    """One write per response (headers and body together) so Nagle's algorithm never delays a keep-alive client."""
+    if isinstance(body, str) and content_type != "application/json":
+        data = body.encode()
+    else:
+        data = json.dumps(body, separators=(",", ":")).encode()
+    lines = [f"HTTP/1.1 {code} {HTTPStatus(code).phrase}", f"Content-Type: {content_type}",
+             f"Content-Length: {len(data)}", "Cache-Control: no-cache, private"]
+    lines += ["Warning: 299 - " + json.dumps(w) for w in warnings]
+    if h.close_connection:
+        lines.append("Connection: close")
+    h.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+
+
+def write_chunk(h: BaseHTTPRequestHandler, event: dict) -> None:
+    data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the official client reuses its connections
+    server_version = "sandbox"
+
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self.connection)
+
+    def finish(self):
+        self.server.connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format, *args):  # noqa: A002 - the signature is BaseHTTPRequestHandler's
+        pass
+
+    def _dispatch(self):
+        try:
+            self.server.api.handle(self, self.command)
+        except (ConnectionError, BrokenPipeError):
+            self.close_connection = True
+        except Exception as exc:  # an unexpected bug answers 500 instead of killing the connection silently
+            with contextlib.suppress(OSError):
+                send(self, 500, ApiError(500, "InternalError", f"sandbox error: {exc!r}").status())
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+
+class ApiServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # keep-alive handler threads are closed by `close_connections`, never joined
+    allow_reuse_address = True
+
+    def __init__(self, address, api: Api):
+        self.api = api
+        self.connections: set = set()
+        super().__init__(address, Handler)
+
+    def close_connections(self) -> None:
+        """Drop open client connections so idle keep-alive handlers and watches end promptly."""
+        self.api.stopping.set()
+        self.api.store.wake_watchers()
+        for conn in list(self.connections):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)

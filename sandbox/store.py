@@ -1,0 +1,596 @@
+"""The in-memory object store with Kubernetes semantics, shared by the HTTP server and in-process controllers.
+
+Objects are stored once per kind (not per version), indexed by (group, kind) -> namespace -> name, so a request
+only touches the objects it asks for. A stored object is never mutated in place: every write stores a new dict,
+which lets watch histories and readers share them safely. Methods return copies.
+
+Controllers subscribe with `store.subscribe(callback)`; `callback(event_type, resource_type, obj)` runs after each
+committed change (ADDED / MODIFIED / DELETED), synchronously and under the store lock (which is re-entrant, so a
+callback may write to the store, but it must be quick).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+
+from . import errors
+from .errors import ApiError
+from .kinds import Registry, ResourceType
+from .patch import (
+    PatchError,
+    applied_fields,
+    deep_merge,
+    fields_v1,
+    get_path,
+    json_patch,
+    merge_patch,
+    overlaps,
+    paths_from_fields_v1,
+    remove_path,
+    strategic_merge_patch,
+)
+from .selectors import Matcher
+from .validation import Validator
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+_NAMESPACE_KEY = ("", "Namespace")
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_IMMUTABLE_METADATA = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                       "deletionGracePeriodSeconds", "generation")
+
+
+def clone(value):
+    """A deep copy of JSON data; several times faster than copy.deepcopy, and stored objects are only JSON."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Gone(Exception):
+    """A watch asked for history older than the bounded per-kind event history."""
+
+
+def _spec_changed(old: dict, new: dict) -> bool:
+    """What bumps metadata.generation: spec, or for kinds without spec any field outside metadata and status."""
+    if "spec" in old or "spec" in new:
+        return old.get("spec") != new.get("spec")
+    ignored = ("metadata", "status", "apiVersion", "kind")
+    return {k: v for k, v in old.items() if k not in ignored} != {k: v for k, v in new.items() if k not in ignored}
+
+
+def _without_rv(obj: dict) -> dict:
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    return {**obj, "metadata": meta}
+
+
+class Store:
+    def __init__(self, registry: Registry, validator: Validator | None = None, history: int = 1000):
+        self.registry = registry
+        self.validator = validator or Validator(registry=registry)
+        self._history_size = history
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._rv = 0
+        self._objects: dict[tuple[str, str], dict[str, dict[str, dict]]] = {}
+        self._history: dict[tuple[str, str], deque] = {}
+        self._floor: dict[tuple[str, str], int] = {}  # newest resourceVersion evicted from a kind's history
+        self._subscribers: list[Callable] = []
+        self._logs: dict[tuple[str, str], str] = {}
+        self.writes = 0
+
+    # Plumbing --------------------------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def kind(self, api_version: str, kind: str) -> ResourceType:
+        """The resource type of `apiVersion`/`kind`, for in-process callers."""
+        rt = self.registry.for_object(api_version, kind)
+        if rt is None:
+            raise KeyError(f'no matches for kind "{kind}" in version "{api_version}"')
+        return rt
+
+    def subscribe(self, callback: Callable[[str, ResourceType, dict], None]) -> Callable[[], None]:
+        """Call `callback(event_type, resource_type, obj)` after every committed change; returns an unsubscribe."""
+        with self._lock:
+            self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def _commit(self, rt: ResourceType, event_type: str, obj: dict) -> dict:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        meta = obj["metadata"]
+        slot = self._objects.setdefault(rt.key, {})
+        namespace = meta.get("namespace", "")
+        if event_type == DELETED:
+            names = slot.get(namespace, {})
+            names.pop(meta["name"], None)
+            if not names:
+                slot.pop(namespace, None)
+            if rt.key == ("", "Pod"):
+                self._logs.pop((namespace, meta["name"]), None)
+        else:
+            slot.setdefault(namespace, {})[meta["name"]] = obj
+        history = self._history.setdefault(rt.key, deque(maxlen=self._history_size))
+        if len(history) == self._history_size:
+            self._floor[rt.key] = history[0][0]
+        history.append((self._rv, event_type, obj))
+        for callback in list(self._subscribers):
+            callback(event_type, rt, clone(obj))
+        self._changed.notify_all()
+        return obj
+
+    def _stored(self, rt: ResourceType, namespace: str | None, name: str) -> dict | None:
+        return self._objects.get(rt.key, {}).get(namespace or "", {}).get(name)
+
+    def _require(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        obj = self._stored(rt, namespace, name)
+        if obj is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return obj
+
+    @staticmethod
+    def render(rt: ResourceType, obj: dict, version: str | None) -> dict:
+        """The stored object as seen through `version` (no conversion: custom kinds' versions share one schema)."""
+        return {**obj, "apiVersion": rt.api_version(version)}
+
+    def _out(self, rt, obj, version):
+        return clone(self.render(rt, obj, version))
+
+    # Reads -----------------------------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str, *, version: str | None = None) -> dict:
+        with self._lock:
+            return self._out(rt, self._require(rt, namespace, name), version)
+
+    def list(self, rt: ResourceType, namespace: str | None = None, matcher: Matcher | None = None, *,
+             version: str | None = None, limit: int | None = None, continue_: str | None = None) -> dict:
+        """A `<Kind>List` sorted by namespace and name, with `limit`/`continue` paging."""
+        start = None
+        if continue_:
+            try:
+                start = tuple(json.loads(base64.urlsafe_b64decode(continue_.encode())))
+            except ValueError:
+                raise errors.ApiError(410, "Expired", "The provided continue parameter is too old") from None
+        with self._lock:
+            slot = self._objects.get(rt.key, {})
+            if namespace:
+                pools = [(namespace, slot.get(namespace, {}))]
+            else:
+                pools = sorted(slot.items())
+            items, more = [], 0
+            for ns, names in pools:
+                for name in sorted(names):
+                    if start is not None and (ns, name) <= start:
+                        continue
+                    obj = names[name]
+                    if matcher is not None and not matcher(obj):
+                        continue
+                    if limit and len(items) >= limit:
+                        more += 1
+                        continue
+                    items.append(self._out(rt, obj, version))
+            meta: dict = {"resourceVersion": str(self._rv)}
+        if more:
+            last = items[-1]["metadata"]
+            token = json.dumps([last.get("namespace", ""), last["name"]]).encode()
+            meta["continue"] = base64.urlsafe_b64encode(token).decode()
+            meta["remainingItemCount"] = more
+        return {"apiVersion": rt.api_version(version), "kind": f"{rt.kind}List", "metadata": meta, "items": items}
+
+    # Writes ----------------------------------------------------------------------------------------------------
+
+    def _defaults(self, rt: ResourceType, obj: dict, creating: bool) -> None:
+        meta = obj["metadata"]
+        if rt.key == _NAMESPACE_KEY:
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+            if creating:
+                obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+                obj["status"] = {"phase": "Active"}
+        elif rt.key == ("", "Pod") and creating:
+            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        elif rt.key == ("", "Secret"):
+            string_data = obj.pop("stringData", None) or {}
+            data = obj.setdefault("data", {}) if string_data else obj.get("data")
+            for key, value in string_data.items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
+            obj.setdefault("type", "Opaque")
+        elif rt.key == ("", "Service"):
+            obj.setdefault("spec", {}).setdefault("type", "ClusterIP")
+
+    def _prepare_create(self, rt, obj, namespace, version) -> dict:
+        obj = clone(obj)
+        if not isinstance(obj.get("metadata"), dict):
+            obj["metadata"] = {}
+        meta = obj["metadata"]
+        obj["apiVersion"], obj["kind"] = rt.api_version(version), rt.kind
+        if rt.namespaced:
+            if namespace and meta.get("namespace") and meta["namespace"] != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                         "on the request")
+            meta["namespace"] = namespace or meta.get("namespace") or "default"
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
+        for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                    "generation"):
+            meta.pop(key, None)
+        if rt.has_status:
+            obj.pop("status", None)  # status is written through /status only
+        if meta.get("name"):
+            self._defaults(rt, obj, creating=True)
+        return obj
+
+    def _create_locked(self, rt, obj, version, dry_run, strict, warnings) -> dict:
+        meta = obj["metadata"]
+        warnings.extend(self.validator.check(rt, version or rt.versions[0], obj, strict=strict))
+        namespace = meta.get("namespace")
+        if rt.namespaced:
+            ns = self._stored(self.registry.by_key[_NAMESPACE_KEY], None, namespace)
+            if ns is None:
+                raise errors.not_found("namespaces", "", namespace)
+            if ns["metadata"].get("deletionTimestamp"):
+                raise ApiError(403, "Forbidden", f'{rt.plural} "{meta["name"]}" is forbidden: unable to create new '
+                                                 f"content in namespace {namespace} because it is being terminated",
+                               name=meta["name"], group=rt.group, kind=rt.plural)
+        if self._stored(rt, namespace, meta["name"]) is not None:
+            raise errors.already_exists(rt.plural, rt.group, meta["name"])
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now()
+        meta["generation"] = 1
+        if dry_run:
+            return obj
+        self.writes += 1
+        return self._commit(rt, ADDED, obj)
+
+    def create(self, rt: ResourceType, obj: dict, namespace: str | None = None, *, version: str | None = None,
+               dry_run: bool = False, strict: bool = False, warnings: list | None = None) -> dict:
+        obj = self._prepare_create(rt, obj, namespace, version)
+        with self._lock:
+            return self._out(rt, self._create_locked(rt, obj, version, dry_run, strict, [] if warnings is None
+                                                     else warnings), version)
+
+    def _prepare_update(self, rt, old: dict, new: dict, subresource: str | None, keep_managed: bool = True) -> dict:
+        if subresource == "status":
+            result = clone(old)
+            if new.get("status") is None:
+                result.pop("status", None)
+            else:
+                result["status"] = clone(new["status"])
+            return result
+        result = clone(new)
+        if not isinstance(result.get("metadata"), dict):
+            result["metadata"] = {}
+        result["apiVersion"], result["kind"] = old["apiVersion"], rt.kind
+        if rt.has_status:
+            if "status" in old:
+                result["status"] = clone(old["status"])
+            else:
+                result.pop("status", None)
+        meta, old_meta = result["metadata"], old["metadata"]
+        for key in _IMMUTABLE_METADATA + (("managedFields",) if keep_managed else ()):
+            if key in old_meta:
+                meta[key] = clone(old_meta[key])
+            else:
+                meta.pop(key, None)
+        self._defaults(rt, result, creating=False)
+        return result
+
+    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings) -> dict:
+        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False))
+        meta = new["metadata"]
+        if _spec_changed(old, new):
+            meta["generation"] = old["metadata"].get("generation", 1) + 1
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if _without_rv(new) == _without_rv(old):
+            return old
+        if dry_run:
+            return new
+        self.writes += 1
+        self._commit(rt, MODIFIED, new)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._remove_locked(rt, new)
+        return new
+
+    def update(self, rt: ResourceType, obj: dict, namespace: str | None, name: str, *, subresource: str | None = None,
+               version: str | None = None, dry_run: bool = False, strict: bool = False,
+               warnings: list | None = None) -> dict:
+        meta = obj.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                     f"({name})")
+        with self._lock:
+            old = self._require(rt, namespace, name)
+            if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
+            new = self._prepare_update(rt, old, obj, subresource)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            return self._out(rt, result, version)
+
+    def patch(self, rt: ResourceType, namespace: str | None, name: str, body, patch_type: str, *,
+              subresource: str | None = None, version: str | None = None, dry_run: bool = False,
+              strict: bool = False, warnings: list | None = None) -> dict:
+        """`patch_type`: "merge", "strategic" or "json"."""
+        with self._lock:
+            old = self._require(rt, namespace, name)
+            current = self.render(rt, old, version)
+            try:
+                if patch_type == "json":
+                    patched = json_patch(current, body)
+                elif isinstance(body, dict):
+                    patched = (strategic_merge_patch if patch_type == "strategic" else merge_patch)(current, body)
+                else:
+                    raise PatchError("a merge patch must be a JSON object")
+            except PatchError as exc:
+                raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: "
+                                               f"{exc}") from None
+            if not isinstance(patched, dict):
+                raise errors.bad_request("the patch produced something that is not an object")
+            patched = clone(patched)
+            rv = (patched.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
+            new = self._prepare_update(rt, old, patched, subresource)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            return self._out(rt, result, version)
+
+    def apply(self, rt: ResourceType, namespace: str | None, name: str, applied: dict, manager: str, *,
+              force: bool = False, subresource: str | None = None, version: str | None = None,
+              dry_run: bool = False, strict: bool = False, warnings: list | None = None) -> tuple[dict, bool]:
+        """Server-side apply; returns (object, created)."""
+        warnings = [] if warnings is None else warnings
+        if not isinstance(applied, dict):
+            raise errors.bad_request("the apply configuration must be an object")
+        meta = applied.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                     f"({name})")
+        status_only = subresource == "status"
+        fields = applied_fields(applied, status_only)
+        with self._lock:
+            old = self._stored(rt, namespace, name)
+            if old is None:
+                if status_only:
+                    raise errors.not_found(rt.plural, rt.group, name)
+                obj = self._prepare_create(rt, {**applied, "metadata": {**meta, "name": name}}, namespace, version)
+                obj["metadata"]["managedFields"] = [self._managed_entry(rt, version, manager, fields, subresource)]
+                created = self._create_locked(rt, obj, version, dry_run, strict, warnings)
+                return self._out(rt, created, version), True
+            if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
+            entries = clone(old["metadata"].get("managedFields") or [])
+            owned = {e["manager"]: paths_from_fields_v1(e.get("fieldsV1") or {}) for e in entries
+                     if e.get("operation") == "Apply" and e.get("subresource", "") == (subresource or "")}
+            previous = owned.pop(manager, set())
+            self._resolve_conflicts(rt, name, old, applied, fields, owned, force)
+            section = {k: v for k, v in applied.items() if (k == "status") == status_only and k not in
+                       ("apiVersion", "kind")}
+            if not status_only:
+                section["metadata"] = {k: v for k, v in meta.items() if k not in ("name", "namespace",
+                                                                                   "resourceVersion")}
+            merged = deep_merge(clone(old), section)
+            for path in previous - fields:
+                if not any(overlaps(path, other) for paths in owned.values() for other in paths):
+                    remove_path(merged, path)
+            merged["metadata"]["managedFields"] = self._managed_entries(rt, version, entries, manager, previous,
+                                                                        fields, owned, subresource)
+            new = self._prepare_update(rt, old, merged, subresource, keep_managed=False)
+            if status_only:
+                new["metadata"]["managedFields"] = merged["metadata"]["managedFields"]
+            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings)
+            return self._out(rt, result, version), False
+
+    @staticmethod
+    def _resolve_conflicts(rt, name, old, applied, fields, owned, force) -> None:
+        causes = []
+        for other, paths in owned.items():
+            for theirs in list(paths):
+                for mine in fields:
+                    if not overlaps(mine, theirs):
+                        continue
+                    longer = mine if len(mine) >= len(theirs) else theirs
+                    if get_path(old, longer) == get_path(applied, longer):
+                        continue
+                    if force:
+                        paths.discard(theirs)
+                    else:
+                        causes.append({"reason": "FieldManagerConflict", "message": f'conflict with "{other}"',
+                                       "field": "." + ".".join(longer)})
+                    break
+        if causes:
+            listed = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
+            count = f"{len(causes)} conflict" + ("s" if len(causes) > 1 else "")
+            raise ApiError(409, "Conflict", f"Apply failed with {count}:\n{listed}", name=name, group=rt.group,
+                           kind=rt.plural, causes=causes)
+
+    @staticmethod
+    def _managed_entry(rt, version, manager, fields, subresource) -> dict:
+        entry = {"manager": manager, "operation": "Apply", "apiVersion": rt.api_version(version), "time": now(),
+                 "fieldsType": "FieldsV1", "fieldsV1": fields_v1(fields)}
+        if subresource:
+            entry["subresource"] = subresource
+        return entry
+
+    def _managed_entries(self, rt, version, entries, manager, previous, fields, owned, subresource) -> list[dict]:
+        """managedFields after an apply; unchanged entries keep their time so a no-op apply changes nothing."""
+        result = []
+        for entry in entries:
+            name, sub = entry["manager"], entry.get("subresource", "")
+            if entry.get("operation") != "Apply" or sub != (subresource or ""):
+                result.append(entry)
+            elif name == manager:
+                if fields == previous:
+                    result.append(entry)
+            elif owned.get(name):
+                if paths_from_fields_v1(entry.get("fieldsV1") or {}) != owned[name]:
+                    entry = {**entry, "fieldsV1": fields_v1(owned[name]), "time": now()}
+                result.append(entry)
+        if fields != previous and fields:
+            result.append(self._managed_entry(rt, version, manager, fields, subresource))
+        return result
+
+    # Deletes ---------------------------------------------------------------------------------------------------
+
+    def _remove_locked(self, rt: ResourceType, obj: dict) -> dict:
+        if rt.key == _NAMESPACE_KEY:
+            name = obj["metadata"]["name"]
+            for key, slot in list(self._objects.items()):
+                child_rt = self.registry.by_key.get(key)
+                for child in list(slot.get(name, {}).values()):
+                    if child_rt is not None:
+                        self._commit(child_rt, DELETED, clone(child))
+        return self._commit(rt, DELETED, clone(obj))
+
+    def delete(self, rt: ResourceType, namespace: str | None, name: str, *, version: str | None = None,
+               dry_run: bool = False, preconditions: dict | None = None) -> dict:
+        with self._lock:
+            old = self._require(rt, namespace, name)
+            self._check_preconditions(rt, old, preconditions or {})
+            return self._out(rt, self._delete_locked(rt, old, dry_run), version)
+
+    def _check_preconditions(self, rt, old, preconditions) -> None:
+        for field in ("uid", "resourceVersion"):
+            wanted = preconditions.get(field)
+            if wanted and wanted != old["metadata"].get(field):
+                label = "UID" if field == "uid" else "ResourceVersion"
+                raise errors.conflict(rt.plural, rt.group, old["metadata"]["name"],
+                                      f"Precondition failed: {label} in precondition: {wanted}, {label} in object "
+                                      f"meta: {old['metadata'].get(field)}")
+
+    def _delete_locked(self, rt, old, dry_run) -> dict:
+        meta = old["metadata"]
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return old
+            new = clone(old)
+            new["metadata"]["deletionTimestamp"] = now()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            if rt.key == _NAMESPACE_KEY:
+                new["status"] = {"phase": "Terminating"}
+            if dry_run:
+                return new
+            self.writes += 1
+            return self._commit(rt, MODIFIED, new)
+        if dry_run:
+            return old
+        self.writes += 1
+        deleted = clone(old)
+        if rt.key == _NAMESPACE_KEY:
+            deleted["metadata"]["deletionTimestamp"] = now()
+            deleted["status"] = {"phase": "Terminating"}
+        return self._remove_locked(rt, deleted)
+
+    def delete_collection(self, rt: ResourceType, namespace: str | None = None, matcher: Matcher | None = None, *,
+                          version: str | None = None, dry_run: bool = False) -> dict:
+        with self._lock:
+            listing = self.list(rt, namespace, matcher, version=version)
+            writes = self.writes
+            items = [self._out(rt, self._delete_locked(rt, self._require(rt, o["metadata"].get("namespace"),
+                                                                         o["metadata"]["name"]), dry_run), version)
+                     for o in listing["items"]]
+            self.writes = min(self.writes, writes + 1)  # one request, one write
+            listing["items"] = items
+            listing["metadata"]["resourceVersion"] = str(self._rv)
+            return listing
+
+    # Pod logs --------------------------------------------------------------------------------------------------
+
+    def set_log(self, namespace: str, pod: str, text: str) -> None:
+        """Set a pod's log text (what `pods/log` answers); a simulated kubelet writes here."""
+        with self._lock:
+            self._logs[(namespace, pod)] = text
+
+    def append_log(self, namespace: str, pod: str, text: str) -> None:
+        with self._lock:
+            self._logs[(namespace, pod)] = self._logs.get((namespace, pod), "") + text
+
+    def get_log(self, namespace: str, pod: str) -> str:
+        with self._lock:
+            self._require(self.registry.by_key[("", "Pod")], namespace, pod)
+            return self._logs.get((namespace, pod), "")
+
+    # Watch -----------------------------------------------------------------------------------------------------
+
+    def watch_start(self, rt: ResourceType, since: int | None, matcher: Matcher | None,
+                    namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
+        """Initial events and the resourceVersion to continue from. `since=None`: synthetic ADDED for every
+        current object (what a watch without resourceVersion gets); else the history after `since`."""
+        with self._lock:
+            if since is None:
+                slot = self._objects.get(rt.key, {})
+                pools = [slot.get(namespace, {})] if namespace else list(slot.values())
+                events = [(int(o["metadata"]["resourceVersion"]), ADDED, o) for names in pools
+                          for o in names.values() if matcher is None or matcher(o)]
+                events.sort(key=lambda e: e[0])
+                return events, self._rv
+            return self.events_since(rt, since, matcher, namespace)
+
+    def events_since(self, rt: ResourceType, since: int, matcher: Matcher | None,
+                     namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
+        """Events of this kind after `since`, and the resourceVersion they bring the watcher up to."""
+        with self._lock:
+            if since < self._floor.get(rt.key, 0):
+                raise Gone(f"too old resource version: {since} ({self._floor[rt.key] + 1})")
+            history = self._history.get(rt.key, ())
+            out = []
+            for event in reversed(history):
+                if event[0] <= since:
+                    break
+                obj = event[2]
+                if namespace and obj["metadata"].get("namespace") != namespace:
+                    continue
+                if matcher is None or matcher(obj):
+                    out.append(event)
+            out.reverse()
+            return out, self._rv
+
+    def wait_for_change(self, since: int, timeout: float) -> int:
+        """Block until the store's resourceVersion passes `since` or `timeout` elapses; returns the current one."""
+        with self._changed:
+            if self._rv <= since:
+                self._changed.wait(timeout)
+            return self._rv
+
+    def wake_watchers(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    # Persistence -----------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            objects = [obj for slot in self._objects.values() for names in slot.values() for obj in names.values()]
+            return {"resourceVersion": self._rv, "objects": clone(objects),
+                    "logs": [[ns, pod, text] for (ns, pod), text in self._logs.items()]}
+
+    def restore(self, data: dict) -> int:
+        """Load a snapshot into an empty store; objects of kinds this registry lacks are skipped. Returns count."""
+        count = 0
+        with self._lock:
+            self._rv = max(self._rv, int(data.get("resourceVersion", 0)))
+            for obj in data.get("objects", []):
+                rt = self.registry.for_object(obj.get("apiVersion", ""), obj.get("kind", ""))
+                if rt is None:
+                    continue
+                meta = obj["metadata"]
+                self._objects.setdefault(rt.key, {}).setdefault(meta.get("namespace", ""), {})[meta["name"]] = obj
+                count += 1
+            for ns, pod, text in data.get("logs", []):
+                self._logs[(ns, pod)] = text
+        return count

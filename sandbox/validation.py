@@ -1,0 +1,397 @@
+"""Validation of objects as kube-apiserver does it, minus admission webhooks and CEL.
+
+- Core kinds: the Kubernetes OpenAPI schemas shipped in `kubernetes-validate` (the newest version it has),
+  loaded once per process; one compiled jsonschema validator per kind.
+- Custom kinds: each CRD version's `openAPIV3Schema` converted once to JSON Schema. `x-kubernetes-validations`
+  (CEL rules) are NOT evaluated, and `format` is not asserted.
+- Both: unknown fields are pruned with a warning (the API server's default `fieldValidation=Warn`), or rejected
+  with `fieldValidation=Strict` (400 BadRequest, "strict decoding error", as kube-apiserver answers).
+- Names (DNS-1123 subdomain or label, or a path segment for RBAC kinds) and resource quantities.
+
+`validate(obj)` / `Validator(crd_dirs).validate(obj)` give the same checks without a server, for manifest tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+
+from .errors import ApiError, invalid
+from .kinds import Registry, ResourceType
+from .quantity import parse_quantity
+
+_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def _cause(field: str, message: str, reason: str = "FieldValueInvalid") -> dict:
+    return {"reason": reason, "message": message, "field": field}
+
+
+def _render(value) -> str:
+    return json.dumps(value) if not isinstance(value, dict | list) else "object" if isinstance(value, dict) else "array"
+
+
+def name_causes(name: str | None, rule: str, field: str = "metadata.name") -> list[dict]:
+    if not name:
+        return [_cause(field, "Required value: name or generateName is required", "FieldValueRequired")]
+    if rule == "path":
+        if name in (".", "..") or "/" in name or "%" in name:
+            return [_cause(field, f'Invalid value: "{name}": may not contain \'/\' or \'%\', or be \'.\' or \'..\'')]
+        return []
+    limit, regex, message = (63, _LABEL_RE, _LABEL_MSG) if rule == "label" else (253, _SUBDOMAIN_RE, _SUBDOMAIN_MSG)
+    causes = []
+    if len(name) > limit:
+        causes.append(_cause(field, f'Invalid value: "{name}": must be no more than {limit} characters'))
+    if not regex.match(name):
+        causes.append(_cause(field, f'Invalid value: "{name}": {message}'))
+    return causes
+
+
+# Quantities ----------------------------------------------------------------------------------------------------
+
+def _is_extended_resource(name: str) -> bool:
+    """Mirrors IsExtendedResourceName: a prefixed name outside kubernetes.io, not a quota "requests." name."""
+    if "/" not in name or name.startswith("requests."):
+        return False
+    prefix = name.split("/", 1)[0]
+    return not (prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"))
+
+
+def _quantity_map_causes(values, field: str, *, non_negative: bool = True) -> list[dict]:
+    if not isinstance(values, dict):
+        return []
+    causes = []
+    for resource, value in values.items():
+        path = f"{field}[{resource}]"
+        try:
+            amount = parse_quantity(value)
+        except ValueError as exc:
+            causes.append(_cause(path, f"Invalid value: {_render(value)}: {exc}"))
+            continue
+        if non_negative and amount < 0:
+            causes.append(_cause(path, f"Invalid value: {_render(value)}: must be greater than or equal to 0"))
+        if _is_extended_resource(resource) and amount != amount.to_integral_value():
+            causes.append(_cause(path, f"Invalid value: {_render(value)}: must be an integer"))
+    return causes
+
+
+def quantity_causes(obj: dict) -> list[dict]:
+    """`resources.requests/limits` anywhere (pod templates nest in many kinds), quota `hard`, LimitRange limits."""
+    causes: list[dict] = []
+
+    def walk(node, path: str):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                child = f"{path}.{key}" if path else key
+                if key == "resources" and isinstance(value, dict):
+                    for part in ("requests", "limits"):
+                        causes.extend(_quantity_map_causes(value.get(part), f"{child}.{part}"))
+                walk(value, child)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+
+    walk(obj.get("spec"), "spec")
+    kind = obj.get("kind")
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if kind == "ResourceQuota":
+        causes.extend(_quantity_map_causes(spec.get("hard"), "spec.hard"))
+    elif kind == "LimitRange":
+        for i, limit in enumerate(spec.get("limits") or []):
+            if isinstance(limit, dict):
+                for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                    causes.extend(_quantity_map_causes(limit.get(part), f"spec.limits[{i}].{part}"))
+    return causes
+
+
+# Schema validators ---------------------------------------------------------------------------------------------
+
+def _list_map_keys(validator, keys, instance, schema):
+    if not isinstance(instance, list):
+        return
+    seen = set()
+    for item in instance:
+        if isinstance(item, dict):
+            key = tuple(json.dumps(item.get(k), sort_keys=True) for k in keys)
+            if key in seen:
+                values = ", ".join(f'"{k}":{json.dumps(item.get(k))}' for k in keys)
+                yield jsonschema.ValidationError(f"Duplicate value: map[{values}]", validator="duplicate")
+            seen.add(key)
+
+
+_SchemaValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"x-list-map-keys": _list_map_keys})
+
+
+def _schema_dir() -> Path:
+    import kubernetes_validate.utils as kv
+
+    base = Path(kv.__file__).parent / "kubernetes-json-schema"
+    return base / f"v{kv.latest_version()}-local-strict"
+
+
+@cache
+def _core_definitions() -> tuple[Path, dict]:
+    directory = _schema_dir()
+    return directory, json.loads((directory / "_definitions.json").read_text())["$defs"]
+
+
+def _inline_refs(node, definitions: dict, resolved: dict):
+    """Replace every `$ref` by the (shared) definition it names, once: resolving references per validation
+    costs more than the validation itself. Recursive definitions become cyclic dicts, which jsonschema walks fine
+    because it only descends as deep as the instance goes."""
+    if isinstance(node, list):
+        return [_inline_refs(item, definitions, resolved) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and "#/$defs/" in ref:
+        name = ref.rsplit("/", 1)[1]
+        if name not in resolved:
+            target = resolved[name] = {}
+            target.update(_inline_refs(definitions[name], definitions, resolved))
+        return resolved[name]
+    return {k: _inline_refs(v, definitions, resolved) for k, v in node.items()}
+
+
+_validators: dict[tuple, jsonschema.protocols.Validator | None] = {}
+_resolved_definitions: dict[str, dict] = {}  # shared by every core kind's inlined schema
+_validators_lock = threading.Lock()
+
+
+def _core_validator(rt: ResourceType, version: str):
+    key = ("core", rt.group, version, rt.kind)
+    with _validators_lock:
+        if key not in _validators:
+            directory, definitions = _core_definitions()
+            prefix = rt.group.split(".")[0]
+            name = f"{rt.kind.lower()}-{prefix}-{version}.json" if rt.group else f"{rt.kind.lower()}-{version}.json"
+            path = directory / name
+            if path.exists():
+                schema = _inline_refs(json.loads(path.read_text()), definitions, _resolved_definitions)
+                _validators[key] = _SchemaValidator(schema)
+            else:
+                _validators[key] = None
+        return _validators[key]
+
+
+def convert_crd_schema(node: dict, *, top: bool = False) -> dict:
+    """OpenAPI v3 (structural CRD schema) -> JSON Schema 2020-12, with unknown fields flagged by
+    `additionalProperties: false` (the caller decides whether that prunes or rejects)."""
+    out: dict = {}
+    preserve = node.get("x-kubernetes-preserve-unknown-fields", False)
+    if node.get("x-kubernetes-int-or-string"):
+        types = ["integer", "string"]
+    elif node.get("type"):
+        types = [node["type"]]
+    else:
+        types = []
+    if types:
+        out["type"] = types + (["null"] if node.get("nullable") else [])
+    for keyword in ("enum", "pattern", "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems",
+                    "minProperties", "maxProperties", "required", "uniqueItems", "multipleOf"):
+        if keyword in node:
+            out[keyword] = node[keyword]
+    if "enum" in out and node.get("nullable"):
+        out["enum"] = [*out["enum"], None]
+    for bound in ("Minimum", "Maximum"):
+        if node.get(f"exclusive{bound}") is True and bound.lower() in out:
+            out[f"exclusive{bound}"] = out.pop(bound.lower())
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        if keyword in node:
+            out[keyword] = [convert_crd_schema(sub) for sub in node[keyword]]
+    if "not" in node:
+        out["not"] = convert_crd_schema(node["not"])
+    if "items" in node:
+        out["items"] = convert_crd_schema(node["items"])
+    list_type = node.get("x-kubernetes-list-type")
+    if list_type == "set":
+        out["uniqueItems"] = True
+    elif list_type == "map" and node.get("x-kubernetes-list-map-keys"):
+        out["x-list-map-keys"] = node["x-kubernetes-list-map-keys"]
+    properties = {k: convert_crd_schema(v) for k, v in (node.get("properties") or {}).items()}
+    if node.get("x-kubernetes-embedded-resource"):
+        properties.setdefault("apiVersion", {"type": "string"})
+        properties.setdefault("kind", {"type": "string"})
+        properties.setdefault("metadata", {"type": "object"})
+    if top:
+        # ObjectMeta is validated by the server's own rules, not the CRD's (usually empty) metadata schema.
+        properties["metadata"] = {"type": "object"}
+        properties.setdefault("apiVersion", {"type": "string"})
+        properties.setdefault("kind", {"type": "string"})
+    if properties:
+        out["properties"] = properties
+    additional = node.get("additionalProperties")
+    if isinstance(additional, dict):
+        out["additionalProperties"] = convert_crd_schema(additional)
+    elif additional is True:
+        out["additionalProperties"] = True
+    elif not preserve and "object" in types:
+        out["additionalProperties"] = False
+    return out
+
+
+def _crd_validator(rt: ResourceType, version: str):
+    key = ("crd", id(rt), version)
+    with _validators_lock:
+        if key not in _validators:
+            schema = convert_crd_schema(rt.crd_schemas[version], top=True)
+            schema["properties"]["apiVersion"] = {"const": rt.api_version(version)}
+            schema["properties"]["kind"] = {"const": rt.kind}
+            _validators[key] = (_SchemaValidator(schema), rt)  # keep rt alive so id(rt) stays unique
+        return _validators[key][0]
+
+
+# Error rendering -----------------------------------------------------------------------------------------------
+
+def _field(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _unknown_keys(error) -> list[str]:
+    known = set(error.schema.get("properties", {}))
+    patterns = [re.compile(p) for p in error.schema.get("patternProperties", {})]
+    return [k for k in error.instance if k not in known and not any(p.search(k) for p in patterns)]
+
+
+def _unknown_paths(error) -> list[str]:
+    base = _field(error.absolute_path)
+    return [f"{base}.{k}" if base else k for k in _unknown_keys(error)]
+
+
+def _error_cause(error) -> dict:
+    field = _field(error.absolute_path)
+    value = error.instance
+    kind = error.validator
+    if kind == "required":
+        missing = re.match(r"'(.*)' is a required property", error.message)
+        name = missing.group(1) if missing else "?"
+        return _cause(f"{field}.{name}" if field else name, "Required value", "FieldValueRequired")
+    if kind == "type":
+        wanted = error.validator_value
+        wanted = [t for t in wanted if t != "null"] if isinstance(wanted, list) else [wanted]
+        got = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+            type(value), "integer" if isinstance(value, int) else "number")
+        return _cause(field, f'Invalid value: "{got}": {field} in body must be of type {" or ".join(wanted)}: '
+                             f'"{got}"', "FieldValueTypeInvalid")
+    if kind in ("enum", "const"):
+        options = error.validator_value if kind == "enum" else [error.validator_value]
+        supported = ", ".join(json.dumps(o) for o in options)
+        return _cause(field, f"Unsupported value: {_render(value)}: supported values: {supported}",
+                      "FieldValueNotSupported")
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {"minimum": "greater than or equal to", "exclusiveMinimum": "greater than",
+                 "maximum": "less than or equal to", "exclusiveMaximum": "less than"}[kind]
+        return _cause(field, f"Invalid value: {_render(value)}: {field} in body should be {words} "
+                             f"{error.validator_value}")
+    if kind == "pattern":
+        return _cause(field, f"Invalid value: {_render(value)}: {field} in body should match "
+                             f"'{error.validator_value}'")
+    if kind in ("maxLength", "maxItems", "maxProperties"):
+        return _cause(field, f"Too long: may not have more than {error.validator_value} "
+                             f"{'bytes' if kind == 'maxLength' else 'items'}", "FieldValueTooLong")
+    if kind in ("uniqueItems", "duplicate"):
+        return _cause(field, "Duplicate value: " + (_render(value) if kind == "uniqueItems" else error.message[17:]),
+                      "FieldValueDuplicate")
+    return _cause(field, f"Invalid value: {_render(value)}: {error.message}")
+
+
+def _prune(obj: dict, error) -> None:
+    node = obj
+    for part in error.absolute_path:
+        node = node[part]
+    for key in _unknown_keys(error):
+        node.pop(key, None)
+
+
+def _strict_message(rt: ResourceType, version: str, paths: list[str]) -> str:
+    fields = ", ".join(f'unknown field "{p}"' for p in paths)
+    return f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: strict decoding error: {fields}'
+
+
+class Validator:
+    """Validates objects against a `Registry` of kinds (built from `crd_dirs` when none is given)."""
+
+    def __init__(self, crd_dirs=(), builtin_custom_kinds: bool | None = None, registry: Registry | None = None):
+        self.registry = registry if registry is not None else Registry.build(crd_dirs, builtin_custom_kinds)
+
+    def schema_validator(self, rt: ResourceType, version: str):
+        return _core_validator(rt, version) if rt.builtin else _crd_validator(rt, version)
+
+    def problems(self, rt: ResourceType, version: str, obj: dict, *, check_name: bool = True):
+        """(unknown-field errors, causes) for `obj`, without deciding what they mean."""
+        meta = obj.get("metadata") or {}
+        causes = name_causes(meta.get("name"), rt.name_rule) if check_name else []
+        unknown = []
+        validator = self.schema_validator(rt, version)
+        if validator is not None:
+            for error in validator.iter_errors(obj):
+                if error.validator == "additionalProperties" and error.validator_value is False:
+                    unknown.append(error)
+                else:
+                    causes.append(_error_cause(error))
+        causes.extend(quantity_causes(obj))
+        return unknown, causes
+
+    def check(self, rt: ResourceType, version: str, obj: dict, *, strict: bool, check_name: bool = True) -> list[str]:
+        """Raise ApiError (422 Invalid, or 400 for strict unknown fields) or return warnings.
+
+        Without strict, unknown fields are removed from `obj` in place (pruning) and reported as warnings.
+        """
+        unknown, causes = self.problems(rt, version, obj, check_name=check_name)
+        unknown_paths = [path for error in unknown for path in _unknown_paths(error)]
+        if strict and unknown_paths:
+            raise ApiError(400, "BadRequest", _strict_message(rt, version, unknown_paths))
+        if causes:
+            meta = obj.get("metadata") or {}
+            raise invalid(rt.kind, rt.group, meta.get("name") or meta.get("generateName") or "", causes)
+        for error in unknown:
+            _prune(obj, error)
+        return [f'unknown field "{p}"' for p in unknown_paths]
+
+    def validate(self, obj: dict, *, strict: bool = True) -> list[str]:
+        """Problems with `obj` as messages (empty = valid). An unknown apiVersion/kind is reported, never skipped."""
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not api_version or not kind:
+            return ["apiVersion and kind are required"]
+        rt = self.registry.for_object(api_version, kind)
+        if rt is None:
+            return [f'no matches for kind "{kind}" in version "{api_version}"']
+        problems = []
+        if not rt.namespaced and (obj.get("metadata") or {}).get("namespace"):
+            problems.append(f"metadata.namespace: Forbidden: {kind} is cluster-scoped")
+        unknown, causes = self.problems(rt, api_version.rpartition("/")[2], obj)
+        unknown_paths = [path for error in unknown for path in _unknown_paths(error)]
+        if strict and unknown_paths:
+            problems.append(_strict_message(rt, api_version.rpartition("/")[2], unknown_paths))
+        problems.extend(f"{c['field']}: {c['message']}" for c in causes)
+        return problems
+
+
+_default: Validator | None = None
+
+
+def validate(obj: dict, *, strict: bool = True) -> list[str]:
+    """Validate against the core kinds and the portal's builtin (permissive) custom kinds.
+
+    For the upstream CRDs build a `Validator(crd_dirs=[...])` and call its `validate`.
+    """
+    global _default
+    if _default is None:
+        _default = Validator()
+    return _default.validate(obj, strict=strict)
