@@ -1,0 +1,196 @@
+"""Settings read from the environment.
+
+With no configuration the portal runs embedded: SQLite, Celery tasks executed in-process, the sandbox
+cluster and demo data. `PORTAL_MODE=production` switches to the hardened shape and requires a secret key,
+a database URL and allowed hosts. Every variable is listed in the README.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+PORTAL_MODE = env("PORTAL_MODE", "demo")
+if PORTAL_MODE not in {"demo", "production"}:
+    raise ImproperlyConfigured("PORTAL_MODE must be 'demo' or 'production'")
+PRODUCTION = PORTAL_MODE == "production"
+
+if PRODUCTION:
+    for required in ("SECRET_KEY", "DATABASE_URL", "ALLOWED_HOSTS"):
+        if not env(required):
+            raise ImproperlyConfigured(f"{required} must be set when PORTAL_MODE=production")
+
+SECRET_KEY = env("SECRET_KEY", "demo-only-insecure-key-do-not-use-in-production")
+DEBUG = env_bool("DJANGO_DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+    "tenants",
+    "quotas",
+    "jobs",
+    "billing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}"),
+        conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A busy timeout lets the web process and in-process tasks share the file without "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "tenants:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# The demo serves static files straight from the apps; production serves the collected, hashed copies.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+
+# Celery: with REDIS_URL the portal uses real workers and beat; without it tasks run in-process.
+REDIS_URL = env("REDIS_URL")
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_DEFAULT_QUEUE", "celery")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+RECONCILE_SWEEP_SECONDS = int(env("RECONCILE_SWEEP_SECONDS", "300"))
+RECONCILE_DUE_SECONDS = int(env("RECONCILE_DUE_SECONDS", "5"))
+JOB_SYNC_SECONDS = int(env("JOB_SYNC_SECONDS", "10"))
+# A reconcile nudge that never arrives (lost message, dead worker) is picked up after this lease.
+RECONCILE_LEASE_SECONDS = int(env("RECONCILE_LEASE_SECONDS", "30"))
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-due": {"task": "tenants.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
+    "reconcile-sweep": {"task": "tenants.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
+    "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
+    "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
+    "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
+}
+QUOTA_EXPIRY_NOTICE_DAYS = int(env("QUOTA_EXPIRY_NOTICE_DAYS", "3"))
+
+# Kubernetes: the field manager every server-side apply uses, and how long one call may take.
+KUBE_FIELD_MANAGER = "gpu-portal"
+KUBE_REQUEST_TIMEOUT = float(env("KUBE_REQUEST_TIMEOUT", "10"))
+KUBECONFIG = env("KUBECONFIG")
+# Team namespaces are "<prefix><slug>"; slugs are limited so the name always fits 63 characters.
+NAMESPACE_PREFIX = env("NAMESPACE_PREFIX", "")
+# Prometheus scrapes team pods from this namespace; the team NetworkPolicies let it in.
+MONITORING_NAMESPACE = env("MONITORING_NAMESPACE", "monitoring")
+RECONCILE_BACKOFF_BASE_SECONDS = float(env("RECONCILE_BACKOFF_BASE_SECONDS", "5"))
+RECONCILE_BACKOFF_MAX_SECONDS = float(env("RECONCILE_BACKOFF_MAX_SECONDS", "600"))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(env("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    SECURE_REFERRER_POLICY = "same-origin"
+    X_FRAME_OPTIONS = "DENY"
