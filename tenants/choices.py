@@ -1,0 +1,44 @@
+from django.db import models
+
+
+class Connection(models.TextChoices):
+    SANDBOX = "sandbox", "Sandbox cluster"
+    KUBECONFIG = "kubeconfig", "Kubeconfig context"
+    IN_CLUSTER = "in_cluster", "In-cluster service account"
+
+
+class Scheduler(models.TextChoices):
+    KUEUE = "kueue", "Kueue"
+    VOLCANO = "volcano", "Volcano"
+
+
+class Sharing(models.TextChoices):
+    EXCLUSIVE = "exclusive", "Exclusive (whole GPU)"
+    MIG = "mig", "MIG slice"
+    TIME_SLICED = "time_sliced", "Time-sliced"
+
+
+class TeamState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    SUSPENDED = "suspended", "Suspended"
+    ARCHIVED = "archived", "Archived"
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin", "Team admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+class PreemptionPolicy(models.TextChoices):
+    PREEMPT_LOWER = "PreemptLowerPriority", "Preempts lower priority"
+    NEVER = "Never", "Never preempts"
+
+
+class SyncState(models.TextChoices):
+    """What the UI says about a reconciled row; derived from its conditions and generations."""
+
+    APPLIED = "applied", "Applied"
+    PENDING = "pending", "Pending"
+    RETRYING = "retrying", "Retrying"
+    REJECTED = "rejected", "Rejected"

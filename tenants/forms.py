@@ -1,0 +1,53 @@
+from django import forms
+from django.contrib.auth import get_user_model
+
+from .choices import Role, TeamState
+from .models import Team
+
+
+class TeamCreateForm(forms.ModelForm):
+    """Labels, help texts and the slug rules come from the model; the service validates again when it saves."""
+
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "cost_center", "idp_group", "parent"]
+        labels = {"cost_center": "Cost centre", "idp_group": "Identity-provider group", "parent": "Department"}
+
+    def __init__(self, *args, parents=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["parent"].queryset = parents if parents is not None else Team.objects.none()
+        self.fields["parent"].empty_label = "— none —"
+        self.fields["slug"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+
+
+class MemberAddForm(forms.Form):
+    username = forms.CharField(max_length=150, widget=forms.TextInput(attrs={"autocomplete": "off"}))
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+    def clean_username(self):
+        username = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"There is no active user named “{username}”.")
+        self.user = user
+        return username
+
+
+class MemberRoleForm(forms.Form):
+    username = forms.CharField(max_length=150, widget=forms.HiddenInput)
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class MemberRemoveForm(forms.Form):
+    username = forms.CharField(max_length=150, widget=forms.HiddenInput)
+
+
+class TeamStateForm(forms.Form):
+    state = forms.ChoiceField(choices=TeamState.choices)
+
+
+class NamespaceDeletionForm(forms.Form):
+    confirmation = forms.CharField(
+        max_length=63, label="Type the team's slug to confirm",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )

@@ -1,0 +1,176 @@
+"""Demo data: two sandbox clusters (Kueue and Volcano), GPU flavors with MIG slices, teams and users.
+
+Idempotent: running it again changes nothing. The passwords are for the demo only.
+"""
+
+import time
+import urllib.request
+from datetime import timedelta
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.utils import timezone
+
+from quotas import services as quota_services
+from quotas.models import Quota, QuotaRequest
+from tenants import services
+from tenants.choices import Role
+from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team
+
+DEMO_PASSWORD = "demo-gpu-portal"
+
+CLUSTERS = [
+    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": "kueue", "cohort": "gpu-east"},
+    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": "volcano", "cohort": "root"},
+]
+FLAVORS = {
+    "gpu-east": [
+        dict(name="h100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA H100 80GB HBM3", capacity=64,
+             gpus_per_node=8, memory_gb=80, node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+             tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+        dict(name="a100-mig-1g", resource_name="nvidia.com/mig-1g.10gb", gpu_model="NVIDIA A100-SXM4-80GB",
+             capacity=56, gpus_per_node=56, memory_gb=10, gpu_fraction=Decimal("0.1429"), sharing="mig",
+             node_labels={"nvidia.com/mig.config": "all-1g.10gb"}),
+        dict(name="a100-mig-3g", resource_name="nvidia.com/mig-3g.40gb", gpu_model="NVIDIA A100-SXM4-80GB",
+             capacity=16, gpus_per_node=16, memory_gb=40, gpu_fraction=Decimal("0.4286"), sharing="mig",
+             node_labels={"nvidia.com/mig.config": "all-3g.40gb"}),
+    ],
+    "gpu-west": [
+        dict(name="a100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA A100-SXM4-80GB", capacity=32,
+             gpus_per_node=8, memory_gb=80, node_labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
+        dict(name="l40s", resource_name="nvidia.com/gpu", gpu_model="NVIDIA L40S", capacity=24, gpus_per_node=4,
+             memory_gb=48, node_labels={"nvidia.com/gpu.product": "NVIDIA-L40S"}),
+    ],
+}
+TIERS = [
+    dict(name="urgent", value=100000, preemption_policy="PreemptLowerPriority", description="Deadlines and incidents"),
+    dict(name="standard", value=10000, preemption_policy="PreemptLowerPriority", description="Default for jobs",
+         is_default=True),
+    dict(name="preemptible", value=1000, preemption_policy="Never", description="Cheap, may be preempted"),
+]
+DEPARTMENT = dict(slug="ai-research", name="AI Research", cost_center="CC-4000")
+TEAMS = [
+    dict(slug="ml-research", name="ML Research", cost_center="CC-4100", idp_group="ml-research"),
+    dict(slug="nlp", name="Natural Language", cost_center="CC-4200"),
+    dict(slug="vision", name="Computer Vision", cost_center="CC-4300"),
+    dict(slug="recsys", name="Recommendations", cost_center="CC-5100"),
+]
+# username -> (team slug, role)
+PEOPLE = {
+    "alice": ("ml-research", Role.ADMIN),
+    "bob": ("ml-research", Role.MEMBER),
+    "carol": ("ml-research", Role.VIEWER),
+    "dave": ("nlp", Role.ADMIN),
+    "erin": ("nlp", Role.MEMBER),
+    "frank": ("vision", Role.ADMIN),
+    "grace": ("vision", Role.VIEWER),
+    "heidi": ("recsys", Role.ADMIN),
+    "ivan": ("recsys", Role.MEMBER),
+}
+
+
+# (team, cluster, flavor, guaranteed, burst, cpu cores, memory GiB): approved grants.
+GRANTS = [
+    ("ml-research", "gpu-east", "h100", 16, 8, 128, 1024),
+    ("ml-research", "gpu-east", "a100-mig-1g", 14, 7, 28, 112),
+    ("nlp", "gpu-east", "h100", 24, 8, 192, 1536),
+    ("vision", "gpu-east", "a100-mig-3g", 8, 4, 32, 256),
+    ("recsys", "gpu-east", "a100-mig-1g", 21, 0, 42, 168),
+    ("ml-research", "gpu-west", "a100", 8, 8, 64, 512),
+    ("vision", "gpu-west", "l40s", 12, 4, 48, 384),
+    ("recsys", "gpu-west", "a100", 8, 0, 64, 512),
+]
+# (requester, team, cluster, flavor, guaranteed, burst, days or None, justification): pending requests.
+ASKS = [
+    ("bob", "ml-research", "gpu-east", "h100", 32, 8, 14, "32 H100 for 14 days: pre-training the 7B model"),
+    ("erin", "nlp", "gpu-west", "l40s", 4, 4, None, "Inference benchmarks for the summarisation service"),
+    ("ivan", "recsys", "gpu-east", "a100-mig-3g", 4, 0, 30, "Feature-store embedding refresh this month"),
+]
+
+
+def _wait_for(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/version", timeout=1).read()
+            return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                if seconds:
+                    raise CommandError(f"{url} did not answer within {seconds:g} s: {exc}") from exc
+                return
+            time.sleep(0.1)
+
+
+class Command(BaseCommand):
+    help = "Create the demo clusters, flavors, tiers, teams and users (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--kueue-url", default="http://127.0.0.1:8001", help="sandbox API for gpu-east")
+        parser.add_argument("--volcano-url", default="http://127.0.0.1:8002", help="sandbox API for gpu-west")
+        parser.add_argument("--wait", type=float, default=0, help="seconds to wait for the sandbox clusters to answer")
+
+    def handle(self, *args, kueue_url, volcano_url, wait, **options):
+        for url in (kueue_url, volcano_url):
+            _wait_for(url, wait)
+        self._seed(kueue_url, volcano_url)
+
+    @transaction.atomic
+    def _seed(self, kueue_url, volcano_url):
+        users = get_user_model().objects
+        admin = users.filter(username="admin").first()
+        if admin is None:
+            admin = users.create_superuser("admin", "admin@example.com", DEMO_PASSWORD)
+        servers = {"gpu-east": kueue_url, "gpu-west": volcano_url}
+        for spec in TIERS:
+            if not PriorityTier.objects.filter(name=spec["name"]).exists():
+                services.priority_tier_save(actor=admin, tier=PriorityTier(**spec))
+        for spec in CLUSTERS:
+            cluster = Cluster.objects.filter(name=spec["name"]).first()
+            if cluster is None:
+                cluster = services.cluster_create(actor=admin, connection="sandbox", server=servers[spec["name"]],
+                                                  **spec)
+            elif cluster.server != servers[spec["name"]]:
+                services.cluster_update(actor=admin, cluster=cluster, server=servers[spec["name"]])
+            for flavor in FLAVORS[spec["name"]]:
+                if not GpuFlavor.objects.filter(cluster=cluster, name=flavor["name"]).exists():
+                    services.gpu_flavor_save(actor=admin, flavor=GpuFlavor(cluster=cluster, **flavor))
+        department = Team.objects.filter(slug=DEPARTMENT["slug"]).first() or services.team_create(
+            actor=admin, **DEPARTMENT
+        )
+        for spec in TEAMS:
+            if not Team.objects.filter(slug=spec["slug"]).exists():
+                services.team_create(actor=admin, parent=department, **spec)
+        for username, (slug, role) in PEOPLE.items():
+            user = users.filter(username=username).first()
+            if user is None:
+                user = users.create_user(username, f"{username}@example.com", DEMO_PASSWORD)
+            team = Team.objects.get(slug=slug)
+            if not Membership.objects.filter(team=team, user=user, role=role).exists():
+                services.membership_set(actor=admin, team=team, user=user, role=role)
+        self._seed_quotas(admin)
+        self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD})")
+        self.stdout.write("  admin      platform admin (console, approvals)")
+        for username, (slug, role) in PEOPLE.items():
+            self.stdout.write(f"  {username:<10} {Role(role).label.lower()} of {slug}")
+
+    def _seed_quotas(self, admin):
+        users = get_user_model().objects
+        for slug, cluster, flavor, guaranteed, burst, cpu, memory in GRANTS:
+            flavor_row = GpuFlavor.objects.get(cluster__name=cluster, name=flavor)
+            team = Team.objects.get(slug=slug)
+            if not Quota.objects.filter(team=team, flavor=flavor_row).exists():
+                request = quota_services.quota_request_create(
+                    actor=admin, team=team, flavor=flavor_row, guaranteed=guaranteed, burst=burst, cpu_cores=cpu,
+                    memory_gib=memory, justification="Initial allocation for the demo")
+                quota_services.quota_request_approve(actor=admin, request=request, note="Initial allocation")
+        for username, slug, cluster, flavor, guaranteed, burst, days, why in ASKS:
+            team = Team.objects.get(slug=slug)
+            flavor_row = GpuFlavor.objects.get(cluster__name=cluster, name=flavor)
+            if not QuotaRequest.objects.filter(team=team, flavor=flavor_row, justification=why).exists():
+                quota_services.quota_request_create(
+                    actor=users.get(username=username), team=team, flavor=flavor_row, guaranteed=guaranteed,
+                    burst=burst, cpu_cores=8 * guaranteed, memory_gib=64 * guaranteed, justification=why,
+                    ends_at=timezone.now() + timedelta(days=days) if days else None)

@@ -1,0 +1,285 @@
+import re
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from .choices import Connection, PreemptionPolicy, Role, Scheduler, Sharing, SyncState, TeamState
+
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+dns_label = RegexValidator(
+    DNS_LABEL_RE,
+    "Use lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label).",
+)
+# Extended resource names as the device plugin registers them: nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...
+resource_name = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$",
+    "Use an extended resource name such as nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
+)
+RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+def namespace_for(slug: str) -> str:
+    return f"{settings.NAMESPACE_PREFIX}{slug}"
+
+
+def validate_team_slug(slug: str) -> None:
+    name = namespace_for(slug)
+    if len(name) > 63:
+        limit = 63 - len(settings.NAMESPACE_PREFIX)
+        raise ValidationError(f"At most {limit} characters: the namespace '{name[:20]}…' must fit 63.")
+    if not DNS_LABEL_RE.match(name):
+        raise ValidationError(
+            "Use lowercase letters, digits and '-', starting and ending with a letter or digit."
+        )
+    if name in RESERVED_NAMESPACES or name.startswith("kube-") or name.startswith("openshift-"):
+        raise ValidationError(f"'{name}' is reserved for the cluster itself.")
+
+
+class Reconciled(models.Model):
+    """Status of a row whose objects are reconciled into a cluster.
+
+    `generation` is bumped by every service that changes what the cluster should hold; reconcile records the
+    generation it applied in `observed_generation`. Backoff state lives on the row so it survives restarts.
+    """
+
+    generation = models.PositiveBigIntegerField(default=1)
+    observed_generation = models.PositiveBigIntegerField(default=0)
+    conditions = models.JSONField(default=list, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+    objects_status = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def ready_condition(self) -> dict:
+        return next((c for c in self.conditions if c.get("type") == "Ready"), {})
+
+    @property
+    def sync_state(self) -> str:
+        ready = self.ready_condition
+        if ready.get("reason") == "Rejected" and self.observed_generation < self.generation:
+            return SyncState.REJECTED
+        if ready.get("reason") == "Retrying":
+            return SyncState.RETRYING
+        if self.observed_generation >= self.generation and ready.get("status") == "True":
+            return SyncState.APPLIED
+        return SyncState.PENDING
+
+    @property
+    def sync_message(self) -> str:
+        return self.ready_condition.get("message", "")
+
+    @property
+    def retry_in_seconds(self) -> int | None:
+        if self.next_attempt_at is None:
+            return None
+        return max(0, int((self.next_attempt_at - timezone.now()).total_seconds()))
+
+
+class Cluster(Reconciled):
+    """A Kubernetes cluster the portal manages; its own row reconciles the cluster-wide objects."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns_label])
+    display_name = models.CharField(max_length=100, blank=True)
+    connection = models.CharField(max_length=20, choices=Connection.choices, default=Connection.SANDBOX)
+    server = models.URLField(blank=True, help_text="API server URL of a sandbox cluster.")
+    context = models.CharField(max_length=200, blank=True, help_text="Kubeconfig context.")
+    scheduler = models.CharField(max_length=20, choices=Scheduler.choices, default=Scheduler.KUEUE)
+    prometheus_url = models.URLField(blank=True)
+    cohort = models.CharField(
+        max_length=63,
+        blank=True,
+        validators=[dns_label],
+        help_text="Kueue cohort that the teams' ClusterQueues share (or Volcano parent queue).",
+    )
+    overcommit = models.DecimalField(
+        max_digits=4,
+        decimal_places=2,
+        default=Decimal("1.00"),
+        validators=[MinValueValidator(Decimal("0.10")), MaxValueValidator(Decimal("10.00"))],
+        help_text="Σ guaranteed may reach capacity × this ratio.",
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.display_name or self.name
+
+    def clean(self):
+        if self.connection == Connection.SANDBOX and not self.server:
+            raise ValidationError({"server": "A sandbox cluster needs its API server URL."})
+        if self.connection == Connection.KUBECONFIG and not self.context:
+            raise ValidationError({"context": "Name the kubeconfig context to use."})
+
+
+class GpuFlavor(models.Model):
+    """A kind of GPU capacity in one cluster (a whole GPU model, or a MIG slice of one)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="flavors")
+    name = models.CharField(max_length=63, validators=[dns_label])
+    resource_name = models.CharField(max_length=100, validators=[resource_name], default="nvidia.com/gpu")
+    gpu_model = models.CharField(max_length=100, blank=True)
+    node_labels = models.JSONField(default=dict, blank=True)
+    node_taints = models.JSONField(default=list, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    capacity = models.PositiveIntegerField(help_text="Units of this resource in the cluster.")
+    gpus_per_node = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
+    memory_gb = models.PositiveIntegerField(default=80)
+    gpu_fraction = models.DecimalField(
+        max_digits=6,
+        decimal_places=4,
+        default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0.0001")), MaxValueValidator(Decimal("1"))],
+        help_text="The part of a full GPU one unit is (1 for a whole GPU, 1/7 for a 1g MIG slice).",
+    )
+    sharing = models.CharField(max_length=20, choices=Sharing.choices, default=Sharing.EXCLUSIVE)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="flavor_unique_name_per_cluster"),
+            models.UniqueConstraint(
+                fields=["cluster", "resource_name", "node_labels"], name="flavor_unique_resource_per_pool"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.resource_name})"
+
+    def clean(self):
+        if not isinstance(self.node_labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.node_labels.items()
+        ):
+            raise ValidationError({"node_labels": "Node labels are a map of strings to strings."})
+        if len(self.node_labels) > 8:
+            raise ValidationError({"node_labels": "At most 8 node labels (Kueue's limit)."})
+        for field in ("node_taints", "tolerations"):
+            items = getattr(self, field)
+            if not isinstance(items, list) or not all(isinstance(t, dict) for t in items):
+                raise ValidationError({field: "A list of objects."})
+        if any(not t.get("key") or t.get("effect") not in {"NoSchedule", "PreferNoSchedule", "NoExecute"}
+               for t in self.node_taints):
+            raise ValidationError({"node_taints": "Each taint needs a key and an effect."})
+        if self.sharing == Sharing.MIG and "mig-" not in self.resource_name:
+            raise ValidationError({"resource_name": "A MIG flavor's resource is nvidia.com/mig-<profile>."})
+
+
+class PriorityTier(models.Model):
+    """A priority level offered to every team; becomes a PriorityClass (and a WorkloadPriorityClass)."""
+
+    name = models.CharField(max_length=50, unique=True, validators=[dns_label])
+    value = models.IntegerField(validators=[MinValueValidator(0), MaxValueValidator(1_000_000_000)])
+    preemption_policy = models.CharField(
+        max_length=30, choices=PreemptionPolicy.choices, default=PreemptionPolicy.PREEMPT_LOWER
+    )
+    description = models.CharField(max_length=200, blank=True)
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-value"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=models.Q(is_default=True), name="one_default_tier"
+            )
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Team(models.Model):
+    slug = models.CharField(
+        max_length=63, unique=True, validators=[validate_team_slug], help_text="Becomes the namespace."
+    )
+    name = models.CharField(max_length=100)
+    cost_center = models.CharField(max_length=50, blank=True)
+    idp_group = models.CharField(
+        max_length=200, blank=True, help_text="Identity-provider group bound to the team's roles."
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    state = models.CharField(max_length=20, choices=TeamState.choices, default=TeamState.ACTIVE)
+    namespace_deletion_confirmed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def namespace(self) -> str:
+        return namespace_for(self.slug)
+
+    def clean(self):
+        if self.idp_group.startswith("system:"):
+            raise ValidationError({"idp_group": "Group names starting with 'system:' are reserved."})
+        if self.parent_id and self.parent_id == self.pk:
+            raise ValidationError({"parent": "A team cannot be its own department."})
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["team__slug", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="one_membership_per_team")]
+
+    def __str__(self):
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class TeamNamespace(Reconciled):
+    """A team's namespace in one cluster: the unit of reconcile for everything the team owns there."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="namespaces")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_namespaces")
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    usage = models.JSONField(
+        default=dict, blank=True, help_text="GPU units in use per resource, as the cluster's ResourceQuota reports."
+    )
+
+    class Meta:
+        ordering = ["team__slug", "cluster__name"]
+        constraints = [models.UniqueConstraint(fields=["team", "cluster"], name="one_namespace_per_cluster")]
+
+    def __str__(self):
+        return f"{self.team.namespace}@{self.cluster.name}"
+
+
+class AuditEvent(models.Model):
+    """Who did what to which object, before and after, when and from where."""
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=60)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=64)
+    object_repr = models.CharField(max_length=200)
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    source_ip = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_repr}"

@@ -1,0 +1,154 @@
+"""Every read of tenancy data, already scoped to the user asking: another team's row is simply not found."""
+
+from django.conf import settings
+from django.db.models import Prefetch, QuerySet
+from django.http import Http404
+
+from portal import kube
+
+from .choices import Role, TeamState
+from .manifests import TeamSpec, TierSpec, priority_class_manifest, team_access_manifests
+from .models import AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
+
+
+def is_platform_admin(user) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.is_staff)
+
+
+def team_list(*, user) -> QuerySet[Team]:
+    teams = Team.objects.all()
+    if not is_platform_admin(user):
+        teams = teams.filter(memberships__user=user)
+    return teams.order_by("slug")
+
+
+def team_get(*, user, slug: str) -> Team:
+    team = team_list(user=user).filter(slug=slug).first()
+    if team is None:
+        raise Http404("No such team")
+    return team
+
+
+def team_role(*, user, team: Team) -> str | None:
+    """The user's role in the team; platform admins act as team admins everywhere."""
+    if is_platform_admin(user):
+        return Role.ADMIN
+    membership = Membership.objects.filter(user=user, team=team).only("role").first()
+    return membership.role if membership else None
+
+
+def can_manage_members(*, user, team: Team) -> bool:
+    return team_role(user=user, team=team) == Role.ADMIN and team.state != TeamState.ARCHIVED
+
+
+def dashboard_teams(*, user) -> QuerySet[Team]:
+    """My teams with their namespaces' sync state, in a fixed number of queries."""
+    namespaces = TeamNamespace.objects.select_related("cluster").order_by("cluster__name")
+    return team_list(user=user).prefetch_related(Prefetch("namespaces", queryset=namespaces))
+
+
+def team_memberships(*, team: Team) -> QuerySet[Membership]:
+    return team.memberships.select_related("user").order_by("role", "user__username")
+
+
+def team_namespaces(*, team: Team) -> QuerySet[TeamNamespace]:
+    return team.namespaces.select_related("cluster").order_by("cluster__name")
+
+
+def team_spec(team: Team, memberships) -> TeamSpec:
+    editors = tuple(m.user.username for m in memberships if m.role in (Role.ADMIN, Role.MEMBER))
+    viewers = tuple(m.user.username for m in memberships if m.role == Role.VIEWER)
+    return TeamSpec(
+        slug=team.slug,
+        namespace=team.namespace,
+        idp_group=team.idp_group,
+        editors=editors,
+        viewers=viewers,
+        monitoring_namespace=settings.MONITORING_NAMESPACE,
+    )
+
+
+def team_namespace_desired(*, team_namespace: TeamNamespace, memberships=None, quotas=None,
+                           flavors=None) -> list[dict]:
+    """Every object the portal wants in the cluster for this team namespace (empty once it may be deleted).
+
+    The sweep passes prefetched memberships, quotas and the cluster's flavors; a single reconcile loads them.
+    """
+    from quotas.selectors import team_quota_objects
+
+    team, cluster = team_namespace.team, team_namespace.cluster
+    if team.state == TeamState.ARCHIVED and team.namespace_deletion_confirmed_at:
+        return []
+    if memberships is None:
+        memberships = list(team_memberships(team=team))
+    if quotas is None:
+        quotas = list(team.quotas.filter(flavor__cluster=cluster).select_related("flavor"))
+    if flavors is None:
+        flavors = list(cluster.flavors.order_by("name"))
+    objects = team_access_manifests(team_spec(team, memberships), access=team.state == TeamState.ACTIVE)
+    return objects + team_quota_objects(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
+
+
+def team_namespaces_for_reconcile(*, cluster: Cluster) -> QuerySet[TeamNamespace]:
+    """Every team namespace of a cluster with what its desired objects need, prefetched."""
+    from quotas.models import Quota
+
+    memberships = Membership.objects.select_related("user")
+    quotas = Quota.objects.filter(flavor__cluster=cluster).select_related("flavor")
+    return (
+        TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
+        .select_related("team__parent", "cluster")
+        .prefetch_related(Prefetch("team__memberships", queryset=memberships),
+                          Prefetch("team__quotas", queryset=quotas))
+        .order_by("pk")
+    )
+
+
+def cluster_list() -> QuerySet[Cluster]:
+    return Cluster.objects.order_by("name")
+
+
+def cluster_get(*, name: str) -> Cluster:
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise Http404("No such cluster")
+    return cluster
+
+
+def flavor_list(*, cluster: Cluster | None = None) -> QuerySet[GpuFlavor]:
+    flavors = GpuFlavor.objects.select_related("cluster")
+    return flavors.filter(cluster=cluster) if cluster else flavors
+
+
+def tier_specs() -> list[TierSpec]:
+    return [
+        TierSpec(name=t.name, value=t.value, preemption_policy=t.preemption_policy, description=t.description)
+        for t in PriorityTier.objects.order_by("-value")
+    ]
+
+
+def cluster_desired(*, cluster: Cluster, tiers: list[TierSpec] | None = None) -> list[dict]:
+    """Cluster-wide objects shared by every team: priority classes and the scheduler's shared objects."""
+    from quotas.selectors import cluster_quota_objects
+
+    tiers = tiers if tiers is not None else tier_specs()
+    return [priority_class_manifest(t) for t in tiers] + cluster_quota_objects(cluster=cluster, tiers=tiers)
+
+
+def audit_event_list(*, user) -> QuerySet[AuditEvent]:
+    events = AuditEvent.objects.select_related("actor", "team")
+    if not is_platform_admin(user):
+        events = events.filter(team__memberships__user=user)
+    return events.order_by("-at", "-id")
+
+
+def cluster_reachable(cluster: Cluster) -> tuple[bool, str]:
+    try:
+        return kube.client_for_cluster(cluster).reachable()
+    except kube.KubeError as exc:
+        return False, str(exc)
+
+
+def live_object(*, cluster: Cluster, api_version: str, kind: str, name: str, namespace: str | None) -> dict | None:
+    """The object as the cluster holds it now (None when absent); raises KubeError when it cannot be read."""
+    return kube.client_for_cluster(cluster).get(api_version, kind, name, namespace)
