@@ -1,0 +1,290 @@
+"""Pure builders for what a team's quota becomes in a cluster: core objects for both backends, then Kueue
+(ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass, Cohort) or Volcano (Queue) objects.
+
+Values in, plain dicts out, deterministic names. Quantities are strings in the API server's canonical form.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from portal.naming import cluster_labels, dns_name, team_labels
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+VOLCANO_SCHEDULING = "scheduling.volcano.sh/v1beta1"
+CPU_FLAVOR = "gpu-portal-cpu"
+LOCAL_QUEUE = "default"  # Kueue's webhook also sends unlabelled jobs to a LocalQueue named "default"
+RESOURCE_QUOTA = "gpu-portal-quota"
+LIMIT_RANGE = "gpu-portal-limits"
+NS_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class FlavorSpec:
+    name: str
+    resource_name: str
+    gpus_per_node: int
+    node_labels: dict = field(default_factory=dict)
+    node_taints: list = field(default_factory=list)
+    tolerations: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    flavor: FlavorSpec
+    guaranteed: int
+    burst: int
+    cpu_cores: int = 0
+    memory_gib: int = 0
+    storage_gib: int = 0
+
+
+@dataclass(frozen=True)
+class TeamQuotaSpec:
+    """A team's holdings in one cluster, with every GPU flavor the cluster offers (for zero limits)."""
+
+    slug: str
+    namespace: str
+    quotas: tuple[QuotaSpec, ...]
+    cluster_flavors: tuple[FlavorSpec, ...]
+    cohort: str = ""
+    held: bool = False  # a suspended team: admit nothing new
+
+    @property
+    def queue_name(self) -> str:
+        return dns_name(self.namespace)
+
+    def totals(self) -> dict[str, int]:
+        cpu = sum(q.cpu_cores for q in self.quotas)
+        return {"cpu": cpu, "memory": sum(q.memory_gib for q in self.quotas),
+                "storage": sum(q.storage_gib for q in self.quotas)}
+
+
+def _gib(value: int) -> str:
+    return f"{value}Gi"
+
+
+def _gpu_resources(flavors) -> list[str]:
+    return sorted({f.resource_name for f in flavors})
+
+
+# --- core, both backends -------------------------------------------------------------------------------------
+
+
+def resource_quota_manifest(team: TeamQuotaSpec) -> dict:
+    """GPU requests capped at guaranteed + burst; a GPU resource the team does not hold is capped at zero,
+    since a resource a ResourceQuota does not list is unlimited. Only `requests.` is enforced for extended
+    resources, so no `limits.` entries are emitted for GPUs."""
+    per_resource: dict[str, int] = defaultdict(int)
+    for resource in _gpu_resources(team.cluster_flavors):
+        per_resource[resource] = 0
+    for quota in team.quotas:
+        per_resource[quota.flavor.resource_name] += quota.guaranteed + quota.burst
+    hard = {f"requests.{name}": str(per_resource[name]) for name in sorted(per_resource)}
+    totals = team.totals()
+    if totals["cpu"]:
+        hard["requests.cpu"] = str(totals["cpu"])
+    if totals["memory"]:
+        hard["requests.memory"] = _gib(totals["memory"])
+    if totals["storage"]:
+        hard["requests.storage"] = _gib(totals["storage"])
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": RESOURCE_QUOTA, "namespace": team.namespace, "labels": team_labels(team.slug)},
+        "spec": {"hard": hard},
+    }
+
+
+def limit_range_manifest(team: TeamQuotaSpec) -> dict:
+    """Per-container GPU maximum with an explicit default of 0: without it the API server copies `max` into
+    `default`, and every container that asks for no GPU would be given the maximum."""
+    largest: dict[str, int] = defaultdict(int)
+    for flavor in team.cluster_flavors:
+        largest[flavor.resource_name] = max(largest[flavor.resource_name], flavor.gpus_per_node)
+    gpus = sorted(largest)
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": LIMIT_RANGE, "namespace": team.namespace, "labels": team_labels(team.slug)},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "max": {name: str(largest[name]) for name in gpus},
+                    "default": {"cpu": "1", "memory": "4Gi", **{name: "0" for name in gpus}},
+                    "defaultRequest": {"cpu": "500m", "memory": "2Gi", **{name: "0" for name in gpus}},
+                }
+            ]
+        },
+    }
+
+
+# --- Kueue ---------------------------------------------------------------------------------------------------
+
+
+def resource_flavor_manifest(flavor: FlavorSpec) -> dict:
+    spec = {}
+    if flavor.node_labels:
+        spec["nodeLabels"] = dict(sorted(flavor.node_labels.items()))
+    if flavor.node_taints:
+        spec["nodeTaints"] = list(flavor.node_taints)
+    if flavor.tolerations:
+        spec["tolerations"] = list(flavor.tolerations)
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor.name, "labels": cluster_labels()},
+        "spec": spec,
+    }
+
+
+def cpu_resource_flavor_manifest() -> dict:
+    """CPU and memory are covered by a flavor of their own, so each GPU group can list just its resource."""
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor",
+            "metadata": {"name": CPU_FLAVOR, "labels": cluster_labels()}, "spec": {}}
+
+
+def workload_priority_class_manifest(*, name: str, value: int, description: str) -> dict:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name, "labels": cluster_labels()},
+        "value": value,
+        "description": description,
+    }
+
+
+def cohort_manifest(*, name: str, parent: str = "") -> dict:
+    spec = {"parentName": parent} if parent else {}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name, "labels": cluster_labels()},
+            "spec": spec}
+
+
+def _quantity(resource: str, value: int) -> str:
+    return _gib(value) if resource == "memory" else str(value)
+
+
+def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
+    """One resource group for CPU and memory, then one per GPU resource name with a flavor per GPU flavor the
+    team holds: nominalQuota = guaranteed, borrowingLimit = burst (only inside a cohort, as Kueue requires)."""
+    totals = team.totals()
+    groups = [
+        {
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {
+                    "name": CPU_FLAVOR,
+                    "resources": [
+                        {"name": "cpu", "nominalQuota": _quantity("cpu", totals["cpu"])},
+                        {"name": "memory", "nominalQuota": _quantity("memory", totals["memory"])},
+                    ],
+                }
+            ],
+        }
+    ]
+    by_resource: dict[str, list[QuotaSpec]] = defaultdict(list)
+    for quota in team.quotas:
+        by_resource[quota.flavor.resource_name].append(quota)
+    for resource in sorted(by_resource):
+        flavors = []
+        for quota in sorted(by_resource[resource], key=lambda q: q.flavor.name):
+            entry = {"name": resource, "nominalQuota": str(quota.guaranteed)}
+            if team.cohort:
+                entry["borrowingLimit"] = str(quota.burst)
+            flavors.append({"name": quota.flavor.name, "resources": [entry]})
+        groups.append({"coveredResources": [resource], "flavors": flavors})
+    spec = {
+        "namespaceSelector": {"matchLabels": {NS_NAME_LABEL: team.namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        "resourceGroups": groups,
+        "stopPolicy": "Hold" if team.held else "None",
+    }
+    if team.cohort:
+        spec = {"cohortName": team.cohort, **spec}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": team.queue_name, "labels": team_labels(team.slug)},
+        "spec": spec,
+    }
+
+
+def local_queue_manifest(team: TeamQuotaSpec) -> dict:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE, "namespace": team.namespace, "labels": team_labels(team.slug)},
+        "spec": {"clusterQueue": team.queue_name, "stopPolicy": "Hold" if team.held else "None"},
+    }
+
+
+# --- Volcano -------------------------------------------------------------------------------------------------
+
+
+def _volcano_resources(quotas, amount) -> dict[str, str]:
+    per_resource: dict[str, int] = defaultdict(int)
+    cpu = memory = 0
+    for quota in quotas:
+        per_resource[quota.flavor.resource_name] += amount(quota)
+        cpu += quota.cpu_cores
+        memory += quota.memory_gib
+    resources = {name: str(per_resource[name]) for name in sorted(per_resource)}
+    if cpu:
+        resources["cpu"] = str(cpu)
+    if memory:
+        resources["memory"] = _gib(memory)
+    return resources
+
+
+def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
+    """guarantee = guaranteed ≤ deserved = guaranteed ≤ capability = guaranteed + burst, per resource name.
+
+    Volcano knows resources, not flavors: two flavors with the same resource name add up. A held (suspended)
+    team gets a capability of zero: Volcano has no spec field to close a queue (state lives in status)."""
+    if team.held:
+        zero = {name: "0" for name in _gpu_resources(team.cluster_flavors)}
+        spec = {"weight": 1, "reclaimable": True, "capability": zero}
+    else:
+        guaranteed = _volcano_resources(team.quotas, lambda q: q.guaranteed)
+        spec = {
+            "weight": 1,
+            "reclaimable": True,
+            "capability": _volcano_resources(team.quotas, lambda q: q.guaranteed + q.burst),
+            "deserved": guaranteed,
+            "guarantee": {"resource": guaranteed},
+        }
+    if parent:
+        spec["parent"] = parent
+    return {
+        "apiVersion": VOLCANO_SCHEDULING,
+        "kind": "Queue",
+        "metadata": {"name": team.queue_name, "labels": team_labels(team.slug)},
+        "spec": spec,
+    }
+
+
+def department_queue_name(slug: str) -> str:
+    """Distinct from team queue names: a department is a team too and may hold a queue of its own."""
+    return dns_name(slug, "dept")
+
+
+def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec], parent: str = "") -> dict:
+    """A department's queue bounds its teams: Volcano requires Σ children's deserved/guarantee ≤ the parent's."""
+    quotas = [q for child in children if not child.held for q in child.quotas]
+    guaranteed = _volcano_resources(quotas, lambda q: q.guaranteed)
+    spec = {
+        "weight": 1,
+        "reclaimable": True,
+        "capability": _volcano_resources(quotas, lambda q: q.guaranteed + q.burst),
+        "deserved": guaranteed,
+        "guarantee": {"resource": guaranteed},
+    }
+    if parent:
+        spec["parent"] = parent
+    return {
+        "apiVersion": VOLCANO_SCHEDULING,
+        "kind": "Queue",
+        "metadata": {"name": department_queue_name(name), "labels": cluster_labels()},
+        "spec": spec,
+    }

@@ -1,0 +1,84 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinLengthValidator
+from django.db import models
+from django.utils import timezone
+
+from tenants.models import GpuFlavor, Team
+
+from .choices import RequestState
+
+# Upper bounds that catch typos ("3200" for "32") long before a capacity check would.
+MAX_UNITS = 100_000
+MAX_CPU_CORES = 1_000_000
+MAX_MEMORY_GIB = 10_000_000
+MAX_STORAGE_GIB = 100_000_000
+
+
+class Amounts(models.Model):
+    """GPU units of one flavor plus the CPU, memory and storage that come with them."""
+
+    guaranteed = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(MAX_UNITS)])
+    burst = models.PositiveIntegerField(
+        default=0, validators=[MaxValueValidator(MAX_UNITS)], help_text="Units the team may borrow beyond guaranteed."
+    )
+    cpu_cores = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(MAX_CPU_CORES)])
+    memory_gib = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(MAX_MEMORY_GIB)])
+    storage_gib = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(MAX_STORAGE_GIB)])
+
+    class Meta:
+        abstract = True
+
+    @property
+    def limit(self) -> int:
+        return self.guaranteed + self.burst
+
+
+class Quota(Amounts):
+    """What a team holds of one flavor now. A time-boxed grant reverts to `revert_*` at `expires_at`."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quotas")
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    revert_guaranteed = models.PositiveIntegerField(default=0)
+    revert_burst = models.PositiveIntegerField(default=0)
+    expiry_notice_sent_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__slug", "flavor__cluster__name", "flavor__name"]
+        constraints = [models.UniqueConstraint(fields=["team", "flavor"], name="one_quota_per_team_flavor")]
+
+    def __str__(self):
+        return f"{self.team.slug}: {self.guaranteed}+{self.burst} {self.flavor.name}"
+
+
+class QuotaRequest(Amounts):
+    """A team's ask for a new amount of one flavor, and the platform team's decision on it."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_requests")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quota_requests")
+    justification = models.TextField(validators=[MinLengthValidator(10)])
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="For a time-boxed grant: when it reverts.")
+    state = models.CharField(max_length=20, choices=RequestState.choices, default=RequestState.PENDING,
+                             db_index=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    # What was granted: an admin may approve adjusted amounts.
+    granted_guaranteed = models.PositiveIntegerField(null=True, blank=True)
+    granted_burst = models.PositiveIntegerField(null=True, blank=True)
+    renewal_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self):
+        return f"#{self.pk} {self.team.slug}: {self.guaranteed}+{self.burst} {self.flavor.name} ({self.state})"
+
+    def clean(self):
+        if self.ends_at and self.ends_at <= timezone.now() and self.state == RequestState.PENDING:
+            raise ValidationError({"ends_at": "The end date must be in the future."})

@@ -1,0 +1,277 @@
+"""Reads for quotas: what each team holds, what the cluster objects should say, and the facts an approver
+needs (capacity, guarantees before and after, headroom, whose borrowing shrinks)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from math import floor
+
+from django.db.models import Q, QuerySet, Sum
+from django.http import Http404
+
+from tenants.choices import Scheduler, TeamState
+from tenants.manifests import priority_class_name
+from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
+from tenants.selectors import is_platform_admin, team_list
+
+from . import manifests as m
+from .choices import RequestState
+from .models import Quota, QuotaRequest
+
+ROOT_QUEUE = "root"
+
+
+# --- desired cluster objects ---------------------------------------------------------------------------------
+
+
+def flavor_spec(flavor: GpuFlavor) -> m.FlavorSpec:
+    return m.FlavorSpec(
+        name=flavor.name,
+        resource_name=flavor.resource_name,
+        gpus_per_node=flavor.gpus_per_node,
+        node_labels=flavor.node_labels,
+        node_taints=flavor.node_taints,
+        tolerations=flavor.tolerations,
+    )
+
+
+def _parent_name(team: Team, cluster: Cluster) -> str:
+    """Kueue cohort / Volcano parent queue a team's queue joins: its department's, else the cluster's."""
+    if team.parent_id:
+        return team.parent.slug if cluster.scheduler == Scheduler.KUEUE else m.department_queue_name(team.parent.slug)
+    if cluster.scheduler == Scheduler.VOLCANO and cluster.cohort == ROOT_QUEUE:
+        return ""
+    return cluster.cohort
+
+
+def team_quota_spec(*, team: Team, cluster: Cluster, quotas, flavors) -> m.TeamQuotaSpec:
+    return m.TeamQuotaSpec(
+        slug=team.slug,
+        namespace=team.namespace,
+        quotas=tuple(
+            m.QuotaSpec(flavor=flavor_spec(q.flavor), guaranteed=q.guaranteed, burst=q.burst, cpu_cores=q.cpu_cores,
+                        memory_gib=q.memory_gib, storage_gib=q.storage_gib)
+            for q in sorted(quotas, key=lambda q: q.flavor.name)
+            if q.flavor.cluster_id == cluster.pk and (q.guaranteed or q.burst)
+        ),
+        cluster_flavors=tuple(flavor_spec(f) for f in flavors),
+        cohort=_parent_name(team, cluster),
+        held=team.state != TeamState.ACTIVE,
+    )
+
+
+def team_quota_objects(*, team: Team, cluster: Cluster, quotas, flavors) -> list[dict]:
+    """The quota objects of one team in one cluster; queues only while the team holds something there."""
+    spec = team_quota_spec(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
+    objects = [m.resource_quota_manifest(spec), m.limit_range_manifest(spec)]
+    if not spec.quotas:
+        return objects
+    if cluster.scheduler == Scheduler.KUEUE:
+        objects += [m.cluster_queue_manifest(spec), m.local_queue_manifest(spec)]
+    else:
+        objects.append(m.volcano_queue_manifest(spec, parent=spec.cohort))
+    return objects
+
+
+def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
+    """Cluster-wide scheduler objects: Kueue flavors, priority classes and department cohorts, or Volcano
+    department queues."""
+    flavors = list(cluster.flavors.order_by("name"))
+    departments = list(
+        Team.objects.filter(children__isnull=False).exclude(state=TeamState.ARCHIVED).distinct().order_by("slug")
+    )
+    if cluster.scheduler == Scheduler.KUEUE:
+        objects = [m.cpu_resource_flavor_manifest()] + [m.resource_flavor_manifest(flavor_spec(f)) for f in flavors]
+        objects += [
+            m.workload_priority_class_manifest(name=priority_class_name(t.name), value=t.value,
+                                               description=t.description or f"GPU portal priority tier {t.name}")
+            for t in tiers
+        ]
+        objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort) for d in departments]
+        return objects
+    objects = []
+    children = _children_specs(cluster, departments, flavors)
+    parent = "" if cluster.cohort in ("", ROOT_QUEUE) else cluster.cohort
+    for department in departments:
+        objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children[department.pk],
+                                                           parent=parent))
+    return objects
+
+
+def _children_specs(cluster: Cluster, departments, flavors) -> dict[int, list[m.TeamQuotaSpec]]:
+    teams = (Team.objects.filter(parent__in=departments).select_related("parent")
+             .prefetch_related("quotas__flavor"))
+    result: dict[int, list[m.TeamQuotaSpec]] = defaultdict(list)
+    for team in teams:
+        result[team.parent_id].append(
+            team_quota_spec(team=team, cluster=cluster, quotas=team.quotas.all(), flavors=flavors)
+        )
+    return result
+
+
+# --- pages ---------------------------------------------------------------------------------------------------
+
+
+def team_quotas(*, team: Team) -> QuerySet[Quota]:
+    return team.quotas.select_related("flavor__cluster").order_by("flavor__cluster__name", "flavor__name")
+
+
+def team_requests(*, team: Team) -> QuerySet[QuotaRequest]:
+    return team.quota_requests.select_related("flavor__cluster", "requested_by", "decided_by")
+
+
+def request_list(*, user, state: str | None = None) -> QuerySet[QuotaRequest]:
+    requests = QuotaRequest.objects.select_related("team", "flavor__cluster", "requested_by", "decided_by")
+    if not is_platform_admin(user):
+        requests = requests.filter(team__in=team_list(user=user))
+    return requests.filter(state=state) if state else requests
+
+
+def request_get(*, user, pk: int) -> QuotaRequest:
+    found = request_list(user=user).filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such request")
+    return found
+
+
+def requestable_flavors(*, team: Team) -> QuerySet[GpuFlavor]:
+    """Flavors of clusters where the team has a live namespace."""
+    clusters = TeamNamespace.objects.filter(team=team, deleted_at__isnull=True).values("cluster")
+    return GpuFlavor.objects.filter(cluster__in=clusters, cluster__active=True).select_related("cluster")
+
+
+@dataclass
+class FlavorUsage:
+    flavor: GpuFlavor
+    guaranteed: int
+    burst: int
+    in_use: int
+
+    @property
+    def allowed(self) -> int:
+        return floor(self.flavor.capacity * self.flavor.cluster.overcommit)
+
+    @property
+    def headroom(self) -> int:
+        return self.allowed - self.guaranteed
+
+    @property
+    def free_beyond_guarantees(self) -> int:
+        return max(0, self.flavor.capacity - self.guaranteed)
+
+    def percent(self, value: int) -> float:
+        return round(100 * value / self.flavor.capacity, 1) if self.flavor.capacity else 0.0
+
+
+def capacity_overview(*, cluster: Cluster | None = None) -> list[FlavorUsage]:
+    """Per flavor: capacity, Σ guaranteed, Σ burst, in use now, headroom. Three queries, whatever the size."""
+    flavors = GpuFlavor.objects.select_related("cluster").order_by("cluster__name", "name")
+    if cluster is not None:
+        flavors = flavors.filter(cluster=cluster)
+    sums = {
+        row["flavor"]: row
+        for row in Quota.objects.filter(team__state=TeamState.ACTIVE).values("flavor")
+        .annotate(g=Sum("guaranteed"), b=Sum("burst"))
+    }
+    in_use = flavor_usage_now()
+    return [
+        FlavorUsage(flavor=f, guaranteed=(sums.get(f.pk) or {}).get("g") or 0,
+                    burst=(sums.get(f.pk) or {}).get("b") or 0, in_use=in_use.get((f.cluster_id, f.resource_name), 0))
+        for f in flavors
+    ]
+
+
+def flavor_usage_now() -> dict[tuple[int, str], int]:
+    """GPU units in use per (cluster, resource), from the ResourceQuota status recorded by the last reconcile."""
+    totals: dict[tuple[int, str], int] = defaultdict(int)
+    for cluster_id, usage in TeamNamespace.objects.exclude(usage={}).values_list("cluster_id", "usage"):
+        for resource, value in (usage or {}).items():
+            totals[(cluster_id, resource)] += int(value)
+    return totals
+
+
+@dataclass
+class Impact:
+    """What approving a request would change for its flavor."""
+
+    flavor: GpuFlavor
+    capacity: int
+    allowed: int
+    overcommit: float
+    guaranteed_before: int
+    guaranteed_after: int
+    current: tuple[int, int]  # the team's guaranteed, burst now
+    proposed: tuple[int, int]
+    team_share_after: float
+    shrinking: list[tuple[str, int, int]]  # (team slug, borrowable before, borrowable after)
+
+    @property
+    def headroom_after(self) -> int:
+        return self.allowed - self.guaranteed_after
+
+    @property
+    def fits(self) -> bool:
+        return self.guaranteed_after <= self.allowed or self.guaranteed_after <= self.guaranteed_before
+
+    @property
+    def overcommit_after(self) -> float:
+        return round(self.guaranteed_after / self.capacity, 2) if self.capacity else 0.0
+
+
+def impact(*, flavor: GpuFlavor, team: Team, guaranteed: int, burst: int, quotas=None) -> Impact:
+    """The approver's facts: capacity, Σ guaranteed before/after, headroom, the team's share, and which other
+    teams could borrow less (borrowing comes out of capacity that no guarantee holds)."""
+    if quotas is None:
+        quotas = list(Quota.objects.filter(flavor=flavor, team__state=TeamState.ACTIVE).select_related("team"))
+    mine = next((q for q in quotas if q.team_id == team.pk), None)
+    current = (mine.guaranteed, mine.burst) if mine else (0, 0)
+    before = sum(q.guaranteed for q in quotas)
+    after = before - current[0] + guaranteed
+    free_before = max(0, flavor.capacity - before)
+    free_after = max(0, flavor.capacity - after)
+    shrinking = []
+    for q in sorted(quotas, key=lambda q: q.team.slug):
+        if q.team_id == team.pk or not q.burst:
+            continue
+        b_before, b_after = min(q.burst, free_before), min(q.burst, free_after)
+        if b_after < b_before:
+            shrinking.append((q.team.slug, b_before, b_after))
+    return Impact(
+        flavor=flavor,
+        capacity=flavor.capacity,
+        allowed=floor(flavor.capacity * flavor.cluster.overcommit),
+        overcommit=float(flavor.cluster.overcommit),
+        guaranteed_before=before,
+        guaranteed_after=after,
+        current=current,
+        proposed=(guaranteed, burst),
+        team_share_after=round(100 * guaranteed / after, 1) if after else 0.0,
+        shrinking=shrinking,
+    )
+
+
+def pending_with_impact(*, user) -> list[tuple[QuotaRequest, Impact]]:
+    """The approvals queue: every pending request with its impact, in a fixed number of queries."""
+    pending = list(request_list(user=user, state=RequestState.PENDING).order_by("requested_at", "pk"))
+    flavor_ids = {r.flavor_id for r in pending}
+    quotas_by_flavor: dict[int, list[Quota]] = defaultdict(list)
+    for q in Quota.objects.filter(flavor_id__in=flavor_ids, team__state=TeamState.ACTIVE).select_related("team"):
+        quotas_by_flavor[q.flavor_id].append(q)
+    return [
+        (r, impact(flavor=r.flavor, team=r.team, guaranteed=r.guaranteed, burst=r.burst,
+                   quotas=quotas_by_flavor[r.flavor_id]))
+        for r in pending
+    ]
+
+
+def expiring_quotas(*, before) -> QuerySet[Quota]:
+    return Quota.objects.filter(expires_at__isnull=False, expires_at__lte=before).select_related(
+        "team", "flavor__cluster"
+    )
+
+
+def expiry_notices_due(*, now, notice) -> QuerySet[Quota]:
+    return Quota.objects.filter(
+        Q(expires_at__gt=now, expires_at__lte=now + notice, expiry_notice_sent_at__isnull=True)
+    ).select_related("team", "flavor__cluster")

@@ -1,0 +1,218 @@
+"""Writes for quotas: requests, decisions, time-boxed grants and their expiry.
+
+Approval is atomic and capacity-checked: the flavor row is locked first, then the team's quota, then the
+request (always in that order, so concurrent approvals queue instead of deadlocking), and Σ guaranteed of the
+flavor may not exceed capacity × the cluster's overcommit. Reconcile is enqueued on commit.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from tenants.choices import Role, TeamState
+from tenants.models import GpuFlavor, Membership, Team, TeamNamespace
+from tenants.selectors import is_platform_admin, team_role
+from tenants.services import audit_record, notify_users, team_namespaces_touch
+
+from . import selectors
+from .choices import RequestState
+from .models import Quota, QuotaRequest
+
+REQUEST_FIELDS = ["guaranteed", "burst", "cpu_cores", "memory_gib", "storage_gib"]
+
+
+def _amounts(obj) -> dict:
+    return {name: getattr(obj, name) for name in REQUEST_FIELDS}
+
+
+def _touch_cluster_of(team: Team, flavor: GpuFlavor) -> None:
+    team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(team=team, cluster_id=flavor.cluster_id))
+
+
+@transaction.atomic
+def quota_request_create(*, actor, team: Team, flavor: GpuFlavor, guaranteed: int, burst: int, justification: str,
+                         cpu_cores: int = 0, memory_gib: int = 0, storage_gib: int = 0, ends_at=None,
+                         renewal_of: QuotaRequest | None = None, source_ip: str | None = None) -> QuotaRequest:
+    if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Only the team's admins and members can request quota.")
+    if team.state != TeamState.ACTIVE:
+        raise ValidationError(f"The team is {team.get_state_display().lower()}; it cannot request quota.")
+    if not selectors.requestable_flavors(team=team).filter(pk=flavor.pk).exists():
+        raise ValidationError({"flavor": "This flavor is not offered in a cluster where the team has a namespace."})
+    request = QuotaRequest(team=team, flavor=flavor, guaranteed=guaranteed, burst=burst, cpu_cores=cpu_cores,
+                           memory_gib=memory_gib, storage_gib=storage_gib, justification=justification,
+                           ends_at=ends_at, requested_by=actor, renewal_of=renewal_of)
+    request.full_clean()
+    _check_fits_flavor(flavor, guaranteed, burst)
+    request.save()
+    audit_record(actor=actor, action="quota_request.create", obj=request, team=team, after=_amounts(request),
+                 source_ip=source_ip)
+    return request
+
+
+def _check_fits_flavor(flavor: GpuFlavor, guaranteed: int, burst: int) -> None:
+    """A request that could never be granted is refused at once, with the numbers."""
+    if guaranteed + burst > flavor.capacity * flavor.cluster.overcommit:
+        raise ValidationError(
+            f"{guaranteed} guaranteed + {burst} burst exceeds the whole {flavor.name} capacity "
+            f"({flavor.capacity} units in {flavor.cluster.name})."
+        )
+
+
+@transaction.atomic
+def quota_request_withdraw(*, actor, request: QuotaRequest, source_ip: str | None = None) -> QuotaRequest:
+    request = QuotaRequest.objects.select_for_update().get(pk=request.pk)
+    if request.requested_by_id != actor.pk and team_role(user=actor, team=request.team) != Role.ADMIN:
+        raise PermissionDenied("Only the requester or a team admin can withdraw a request.")
+    if request.state != RequestState.PENDING:
+        raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
+    request.state = RequestState.WITHDRAWN
+    request.decided_at = timezone.now()
+    request.save(update_fields=["state", "decided_at"])
+    audit_record(actor=actor, action="quota_request.withdraw", obj=request, team=request.team, source_ip=source_ip)
+    return request
+
+
+def _lock_for_decision(request: QuotaRequest) -> tuple[GpuFlavor, QuotaRequest]:
+    # Fixed lock order: flavor, then quotas of that flavor, then the request.
+    flavor = GpuFlavor.objects.select_for_update().select_related("cluster").get(pk=request.flavor_id)
+    list(Quota.objects.select_for_update().filter(flavor=flavor).order_by("pk").values_list("pk", flat=True))
+    request = QuotaRequest.objects.select_for_update().select_related("team", "requested_by").get(pk=request.pk)
+    if request.state != RequestState.PENDING:
+        raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
+    return flavor, request
+
+
+def _require_platform_admin(actor) -> None:
+    if not is_platform_admin(actor):
+        raise PermissionDenied("Only platform admins decide quota requests.")
+
+
+@transaction.atomic
+def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guaranteed: int | None = None,
+                          burst: int | None = None, source_ip: str | None = None) -> Quota:
+    """Grant the request (optionally adjusted). Refused, with nothing saved, if it would overcommit the flavor."""
+    _require_platform_admin(actor)
+    flavor, request = _lock_for_decision(request)
+    granted_g = request.guaranteed if guaranteed is None else guaranteed
+    granted_b = request.burst if burst is None else burst
+    for name, value in (("guaranteed", granted_g), ("burst", granted_b)):
+        if value < 0 or value > 100_000:
+            raise ValidationError({name: "Use a whole number between 0 and 100000."})
+    if request.team.state != TeamState.ACTIVE:
+        raise ValidationError(f"The team is {request.team.get_state_display().lower()}.")
+    if request.ends_at and request.ends_at <= timezone.now():
+        raise ValidationError("The requested end date has passed; ask the team for a new request.")
+    effect = selectors.impact(flavor=flavor, team=request.team, guaranteed=granted_g, burst=granted_b)
+    if not effect.fits:
+        raise ValidationError(
+            f"Approving would guarantee {effect.guaranteed_after} {flavor.name} units, more than the "
+            f"{effect.allowed} allowed (capacity {flavor.capacity} × overcommit {effect.overcommit:g}). "
+            f"At most {effect.allowed - effect.guaranteed_before + effect.current[0]} can be guaranteed to this team."
+        )
+    quota = Quota.objects.filter(team=request.team, flavor=flavor).first() or Quota(team=request.team, flavor=flavor)
+    before = _amounts(quota) if quota.pk else None
+    if request.ends_at:
+        if quota.expires_at is None:  # keep what an earlier, still running time box reverts to
+            quota.revert_guaranteed, quota.revert_burst = quota.guaranteed, quota.burst
+        quota.expires_at, quota.expiry_notice_sent_at = request.ends_at, None
+    else:
+        quota.expires_at = None
+    quota.guaranteed, quota.burst = granted_g, granted_b
+    quota.cpu_cores, quota.memory_gib, quota.storage_gib = request.cpu_cores, request.memory_gib, request.storage_gib
+    quota.full_clean()
+    quota.save()
+    request.state, request.decided_by, request.decided_at = RequestState.APPROVED, actor, timezone.now()
+    request.decision_note, request.granted_guaranteed, request.granted_burst = note, granted_g, granted_b
+    request.save()
+    audit_record(actor=actor, action="quota_request.approve", obj=request, team=request.team, before=before,
+                 after=_amounts(quota), source_ip=source_ip)
+    _touch_cluster_of(request.team, flavor)
+    adjusted = (granted_g, granted_b) != (request.guaranteed, request.burst)
+    notify_users(
+        users=[request.requested_by],
+        subject=f"Quota approved: {granted_g}+{granted_b} {flavor.name} for {request.team.slug}",
+        body=(f"Your request #{request.pk} was approved{' with adjusted amounts' if adjusted else ''}: "
+              f"{granted_g} guaranteed and {granted_b} burst {flavor.name} in {flavor.cluster.name}"
+              + (f" until {request.ends_at:%Y-%m-%d %H:%M} UTC" if request.ends_at else "") + f".\n{note}"),
+    )
+    return quota
+
+
+@transaction.atomic
+def quota_request_reject(*, actor, request: QuotaRequest, note: str, source_ip: str | None = None) -> QuotaRequest:
+    _require_platform_admin(actor)
+    if not note.strip():
+        raise ValidationError({"note": "Say why the request is rejected."})
+    _, request = _lock_for_decision(request)
+    request.state, request.decided_by, request.decided_at = RequestState.REJECTED, actor, timezone.now()
+    request.decision_note = note
+    request.save()
+    audit_record(actor=actor, action="quota_request.reject", obj=request, team=request.team, source_ip=source_ip)
+    notify_users(users=[request.requested_by], subject=f"Quota request #{request.pk} rejected",
+                 body=f"Your request for {request.flavor.name} ({request.team.slug}) was rejected:\n{note}")
+    return request
+
+
+@transaction.atomic
+def quota_set(*, actor, team: Team, flavor: GpuFlavor, guaranteed: int, burst: int, cpu_cores: int = 0,
+              memory_gib: int = 0, storage_gib: int = 0, source_ip: str | None = None) -> Quota:
+    """A platform admin sets a quota directly (seeding, corrections); the same capacity rule applies."""
+    _require_platform_admin(actor)
+    flavor = GpuFlavor.objects.select_for_update().select_related("cluster").get(pk=flavor.pk)
+    effect = selectors.impact(flavor=flavor, team=team, guaranteed=guaranteed, burst=burst)
+    if not effect.fits:
+        raise ValidationError(f"{effect.guaranteed_after} guaranteed exceeds the {effect.allowed} allowed.")
+    quota = (Quota.objects.select_for_update().filter(team=team, flavor=flavor).first()
+             or Quota(team=team, flavor=flavor))
+    before = _amounts(quota) if quota.pk else None
+    quota.guaranteed, quota.burst = guaranteed, burst
+    quota.cpu_cores, quota.memory_gib, quota.storage_gib = cpu_cores, memory_gib, storage_gib
+    quota.full_clean()
+    quota.save()
+    audit_record(actor=actor, action="quota.set", obj=quota, team=team, before=before, after=_amounts(quota),
+                 source_ip=source_ip)
+    _touch_cluster_of(team, flavor)
+    return quota
+
+
+def quota_expire_due() -> int:
+    """Revert time-boxed grants whose end has come, and warn teams whose grant ends soon."""
+    now = timezone.now()
+    reverted = 0
+    for quota in selectors.expiring_quotas(before=now):
+        with transaction.atomic():
+            locked = Quota.objects.select_for_update().filter(pk=quota.pk, expires_at__lte=now).first()
+            if locked is None:
+                continue
+            before = _amounts(locked)
+            locked.guaranteed, locked.burst = locked.revert_guaranteed, locked.revert_burst
+            locked.expires_at = locked.expiry_notice_sent_at = None
+            locked.save()
+            audit_record(actor=None, action="quota.expire", obj=locked, team=quota.team, before=before,
+                         after=_amounts(locked))
+            _touch_cluster_of(quota.team, quota.flavor)
+            notify_users(users=_team_admins(quota.team), subject=f"Time-boxed {quota.flavor.name} grant ended",
+                         body=f"{quota.team.slug} now holds {locked.guaranteed}+{locked.burst} {quota.flavor.name}.")
+            reverted += 1
+    notice = timedelta(days=settings.QUOTA_EXPIRY_NOTICE_DAYS)
+    for quota in selectors.expiry_notices_due(now=now, notice=notice):
+        with transaction.atomic():
+            if Quota.objects.filter(pk=quota.pk, expiry_notice_sent_at__isnull=True).update(expiry_notice_sent_at=now):
+                notify_users(
+                    users=_team_admins(quota.team),
+                    subject=f"{quota.flavor.name} grant of {quota.team.slug} ends {quota.expires_at:%Y-%m-%d}",
+                    body=(f"{quota.guaranteed}+{quota.burst} {quota.flavor.name} reverts to "
+                          f"{quota.revert_guaranteed}+{quota.revert_burst} on {quota.expires_at:%Y-%m-%d %H:%M} UTC. "
+                          "Ask to renew from the team's quota page."),
+                )
+    return reverted
+
+
+def _team_admins(team: Team):
+    return [m.user for m in Membership.objects.filter(team=team, role=Role.ADMIN).select_related("user")]

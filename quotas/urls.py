@@ -1,0 +1,18 @@
+from django.urls import path
+
+from . import views
+
+app_name = "quotas"
+
+urlpatterns = [
+    path("teams/<slug:slug>/quota/", views.team_quota, name="team-quota"),
+    path("teams/<slug:slug>/quota/request/", views.request_create, name="request-create"),
+    path("quota/requests/", views.request_list, name="request-list"),
+    path("quota/requests/<int:pk>/withdraw/", views.request_withdraw, name="request-withdraw"),
+    path("console/approvals/", views.approval_list, name="approval-list"),
+    path("console/approvals/<int:pk>/<str:decision>/", views.request_decide, name="request-decide"),
+    path("console/capacity/", views.capacity, name="capacity"),
+    path("console/flavors/new/", views.flavor_edit, name="flavor-create"),
+    path("console/flavors/<int:pk>/", views.flavor_edit, name="flavor-edit"),
+    path("console/tiers/", views.tier_list, name="tier-list"),
+]
