@@ -1,0 +1,21 @@
+from django.db import models
+
+
+class JobKind(models.TextChoices):
+    PYTORCH = "pytorch", "PyTorch distributed"
+    RAY = "ray", "Ray"
+    BATCH = "batch", "Batch"
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", "Pending"  # not yet applied to the cluster
+    QUEUED = "queued", "Queued"  # applied, waiting for quota
+    ADMITTED = "admitted", "Admitted"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    PREEMPTED = "preempted", "Preempted"
+
+
+TERMINAL_STATES = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}

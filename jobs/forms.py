@@ -1,0 +1,80 @@
+import shlex
+
+from django import forms
+
+from tenants.models import GpuFlavor, PriorityTier
+
+from .choices import JobKind, JobState
+from .models import ENV_NAME_RE, MAX_WORKERS
+
+DEFAULT_COMMANDS = {
+    JobKind.PYTORCH: "torchrun train.py --epochs 3",
+    JobKind.RAY: "python tune.py --trials 16",
+    JobKind.BATCH: "python evaluate.py --split test",
+}
+
+
+class JobSubmitForm(forms.Form):
+    flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.none())
+    name = forms.RegexField(regex=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$", max_length=40,
+                            error_messages={"invalid": "Lowercase letters, digits and '-', at most 40 characters."})
+    image = forms.CharField(max_length=300, help_text="e.g. ghcr.io/acme/train:1.2")
+    command = forms.CharField(max_length=8000, help_text="Split into arguments like a shell would, but never run "
+                                                          "through a shell: quote arguments that contain spaces.")
+    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="KEY=value per line")
+    workers = forms.IntegerField(min_value=1, max_value=MAX_WORKERS, initial=1)
+    gpus_per_worker = forms.IntegerField(min_value=1, max_value=64, initial=1)
+    cpu_per_worker = forms.IntegerField(min_value=1, max_value=512, initial=8)
+    memory_gib_per_worker = forms.IntegerField(min_value=1, max_value=4096, initial=64, label="Memory per worker (GiB)")
+    priority_tier = forms.ModelChoiceField(queryset=PriorityTier.objects.all())
+    max_runtime_minutes = forms.IntegerField(min_value=1, max_value=30 * 24 * 60, initial=24 * 60)
+    notify = forms.BooleanField(required=False, initial=True, label="Email me when it ends or is preempted")
+    save_as_template = forms.CharField(required=False, max_length=100, label="Save as template (name)")
+
+    def __init__(self, *args, flavors=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["flavor"].queryset = flavors if flavors is not None else GpuFlavor.objects.none()
+        self.fields["flavor"].label_from_instance = lambda f: f"{f.cluster.name} · {f.name} ({f.resource_name})"
+        default_tier = PriorityTier.objects.filter(is_default=True).first()
+        if default_tier and not self.initial.get("priority_tier"):
+            self.initial["priority_tier"] = default_tier.pk
+
+    def clean_command(self):
+        try:
+            argv = shlex.split(self.cleaned_data["command"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"Cannot split the command: {exc}.") from exc
+        if not argv:
+            raise forms.ValidationError("Give the command to run.")
+        return argv
+
+    def clean_env(self):
+        env = {}
+        for number, line in enumerate(self.cleaned_data.get("env", "").splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, sep, value = line.partition("=")
+            name = name.strip()
+            if not sep or not ENV_NAME_RE.match(name):
+                raise forms.ValidationError(f"Line {number}: use NAME=value with a valid variable name.")
+            env[name] = value
+        return env
+
+    def service_fields(self) -> dict:
+        data = self.cleaned_data
+        return {k: data[k] for k in ("flavor", "name", "image", "command", "env", "workers", "gpus_per_worker",
+                                     "cpu_per_worker", "memory_gib_per_worker", "priority_tier",
+                                     "max_runtime_minutes", "notify")}
+
+    def template_values(self) -> dict:
+        data = self.data
+        return {k: data.get(k, "") for k in ("flavor", "image", "command", "env", "workers", "gpus_per_worker",
+                                             "cpu_per_worker", "memory_gib_per_worker", "priority_tier",
+                                             "max_runtime_minutes")}
+
+
+class JobFilterForm(forms.Form):
+    state = forms.ChoiceField(required=False, choices=[("", "any state")] + JobState.choices)
+    kind = forms.ChoiceField(required=False, choices=[("", "any kind")] + JobKind.choices)
+    user = forms.CharField(required=False, max_length=150)
+    flavor = forms.CharField(required=False, max_length=63)

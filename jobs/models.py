@@ -1,0 +1,125 @@
+import re
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from portal.naming import dns_name
+from tenants.models import Cluster, GpuFlavor, PriorityTier, Reconciled, Team, dns_label
+
+from .choices import TERMINAL_STATES, JobKind, JobState
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# An image reference: [registry[:port]/]path[:tag][@digest]; no whitespace or shell metacharacters.
+IMAGE_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[\w][\w.-]{0,127})?"
+                      r"(@sha256:[a-f0-9]{64})?$")
+MAX_WORKERS = 256
+MAX_ARGV_ITEMS = 200
+
+
+def validate_argv(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValidationError("A list of strings (each one argument; nothing is run through a shell).")
+    if len(value) > MAX_ARGV_ITEMS or any(len(item) > 4096 or "\x00" in item for item in value):
+        raise ValidationError(f"At most {MAX_ARGV_ITEMS} arguments of 4096 characters each.")
+
+
+def validate_env(value) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("A map of variable names to values.")
+    for name, item in value.items():
+        if not ENV_NAME_RE.match(name):
+            raise ValidationError(f"'{name}' is not a valid environment variable name (letters, digits, '_').")
+        if not isinstance(item, str):
+            raise ValidationError(f"The value of {name} must be a string.")
+
+
+def validate_image(value: str) -> None:
+    if not IMAGE_RE.match(value):
+        raise ValidationError(
+            "Use an image reference like registry.example.com/team/train:1.2 (no spaces or shell characters)."
+        )
+
+
+class JobTemplate(models.Model):
+    """A team's saved starting point for the submit form."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="job_templates")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=JobKind.choices)
+    values = models.JSONField(default=dict)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="template_unique_name_per_team")]
+
+    def __str__(self):
+        return f"{self.team.slug}/{self.name}"
+
+
+class Job(Reconciled):
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="jobs")
+    priority_tier = models.ForeignKey(PriorityTier, on_delete=models.PROTECT, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=JobKind.choices)
+    name = models.CharField(max_length=40, validators=[dns_label])
+    image = models.CharField(max_length=300, validators=[validate_image])
+    command = models.JSONField(default=list, blank=True, validators=[validate_argv])
+    args = models.JSONField(default=list, blank=True, validators=[validate_argv])
+    env = models.JSONField(default=dict, blank=True, validators=[validate_env])
+    workers = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_WORKERS)])
+    gpus_per_worker = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(64)])
+    cpu_per_worker = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1), MaxValueValidator(512)])
+    memory_gib_per_worker = models.PositiveIntegerField(
+        default=64, validators=[MinValueValidator(1), MaxValueValidator(4096)]
+    )
+    max_runtime_minutes = models.PositiveIntegerField(
+        default=24 * 60, validators=[MinValueValidator(1), MaxValueValidator(30 * 24 * 60)]
+    )
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.PENDING, db_index=True)
+    state_message = models.TextField(blank=True)
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    resubmit_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    notify = models.BooleanField(default=True, help_text="Email the submitter when the job ends or is preempted.")
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [models.Index(fields=["team", "-submitted_at"]), models.Index(fields=["cluster", "state"])]
+
+    def __str__(self):
+        return f"{self.team.slug}/{self.object_name}"
+
+    @property
+    def object_name(self) -> str:
+        """The Kubernetes name: the user's name plus the row id, so a resubmit never collides."""
+        return dns_name(self.name, str(self.pk), limit=52)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def queue_wait_seconds(self) -> float | None:
+        if self.admitted_at is None:
+            return None
+        return (self.admitted_at - self.submitted_at).total_seconds()
+
+    @property
+    def run_seconds(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()

@@ -1,0 +1,128 @@
+"""Reads for jobs, scoped to the user's teams, and the desired objects of a job."""
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from quotas.models import Quota
+from tenants.choices import Scheduler
+from tenants.manifests import priority_class_name
+from tenants.selectors import team_list
+
+from .choices import TERMINAL_STATES, JobState
+from .manifests import JobSpec, job_manifests
+from .models import Job
+
+
+def job_list(*, user, team=None, state: str = "", kind: str = "", username: str = "",
+             flavor: str = "") -> QuerySet[Job]:
+    jobs = Job.objects.filter(team__in=team_list(user=user))
+    if team is not None:
+        jobs = jobs.filter(team=team)
+    if state:
+        jobs = jobs.filter(state=state)
+    if kind:
+        jobs = jobs.filter(kind=kind)
+    if username:
+        jobs = jobs.filter(submitted_by__username=username)
+    if flavor:
+        jobs = jobs.filter(flavor__name=flavor)
+    return (jobs.select_related("team", "cluster", "flavor", "priority_tier", "submitted_by")
+            .order_by("-submitted_at", "-id"))
+
+
+def job_get(*, user, pk: int) -> Job:
+    job = job_list(user=user).filter(pk=pk).first()
+    if job is None:
+        raise Http404("No such job")
+    return job
+
+
+def job_pods(*, job: Job) -> list[dict]:
+    """The job's pods and the last lines of their logs, read live (KubeError when the cluster can't say)."""
+    from portal import kube
+
+    client = kube.client_for_cluster(job.cluster)
+    pods = client.list("v1", "Pod", namespace=job.team.namespace, label_selector=f"gpu-portal.io/job={job.pk}")
+    result = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"])[:16]:
+        name = pod["metadata"]["name"]
+        try:
+            log = client.pod_log(job.team.namespace, name, tail_lines=50)
+        except kube.KubeError as exc:
+            log = f"(log unavailable: {exc})"
+        result.append({"name": name, "phase": (pod.get("status") or {}).get("phase", "Unknown"), "log": log})
+    return result
+
+
+def job_spec(job: Job) -> JobSpec:
+    from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
+
+    queue = TeamQuotaSpec(slug=job.team.slug, namespace=job.team.namespace, quotas=(), cluster_flavors=()).queue_name
+    return JobSpec(
+        name=job.object_name,
+        namespace=job.team.namespace,
+        team_slug=job.team.slug,
+        job_id=job.pk,
+        kind=job.kind,
+        scheduler=job.cluster.scheduler,
+        image=job.image,
+        command=tuple(job.command),
+        args=tuple(job.args),
+        env=tuple(sorted(job.env.items())),
+        workers=job.workers,
+        gpus_per_worker=job.gpus_per_worker,
+        gpu_resource=job.flavor.resource_name,
+        cpu_per_worker=job.cpu_per_worker,
+        memory_gib_per_worker=job.memory_gib_per_worker,
+        priority_class=priority_class_name(job.priority_tier.name),
+        local_queue=LOCAL_QUEUE,
+        volcano_queue=queue,
+        max_runtime_seconds=job.max_runtime_minutes * 60,
+        node_labels=job.flavor.node_labels,
+        tolerations=job.flavor.tolerations,
+    )
+
+
+def job_desired(*, job: Job) -> list[dict]:
+    """The job's objects while it should exist; nothing once cancelled (so reconcile deletes them)."""
+    if job.cancel_requested_at or job.state == JobState.CANCELLED:
+        return []
+    return job_manifests(job_spec(job))
+
+
+def job_kinds(scheduler: str) -> list[tuple[str, str]]:
+    if scheduler == Scheduler.KUEUE:
+        return [("v1", "Service"), ("batch/v1", "Job"), ("ray.io/v1", "RayJob")]
+    return [("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob")]
+
+
+def active_jobs(*, cluster) -> QuerySet[Job]:
+    return (Job.objects.filter(cluster=cluster).exclude(state__in=TERMINAL_STATES)
+            .select_related("team", "cluster", "flavor", "submitted_by"))
+
+
+def team_flavor_quota(*, team, flavor) -> Quota | None:
+    return Quota.objects.filter(team=team, flavor=flavor).first()
+
+
+def jobs_ahead(*, job: Job) -> QuerySet[Job]:
+    """Jobs of the same team queue that were waiting before this one."""
+    return (Job.objects.filter(team=job.team, cluster=job.cluster, state=JobState.QUEUED,
+                               submitted_at__lt=job.submitted_at)
+            .select_related("submitted_by").order_by("-priority_tier__value", "submitted_at"))
+
+
+def why_waiting(*, job: Job) -> str:
+    """One sentence from the scheduler's own words plus the team's numbers."""
+    if job.state not in (JobState.QUEUED, JobState.PENDING):
+        return ""
+    if job.state == JobState.PENDING:
+        return job.sync_message or "Not yet submitted to the cluster."
+    quota = team_flavor_quota(team=job.team, flavor=job.flavor)
+    running = (Job.objects.filter(team=job.team, flavor=job.flavor,
+                                  state__in=[JobState.ADMITTED, JobState.RUNNING]))
+    in_use = sum(j.workers * j.gpus_per_worker for j in running.only("workers", "gpus_per_worker"))
+    held = f"{quota.guaranteed} guaranteed + {quota.burst} burst" if quota else "no quota"
+    sentence = (f"Waiting for {job.total_gpus} {job.flavor.resource_name} of flavor {job.flavor.name}: "
+                f"team quota {held}, {in_use} in use by {running.count()} jobs")
+    return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."

@@ -1,0 +1,241 @@
+"""Writes for jobs: submit (with pre-submit feasibility), cancel, resubmit, and the job reconcile and
+status sync. A job's objects are created once and never updated (the scheduler mutates them after admission);
+cancel deletes them and keeps the row."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from portal import kube
+from portal.naming import managed_selector
+from portal.reconcile import Outcome, converge, plan, record
+from tenants.choices import Role, TeamState
+from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
+from tenants.selectors import team_role
+from tenants.services import audit_record, notify_users
+
+from . import selectors, status
+from .choices import TERMINAL_STATES, JobKind, JobState
+from .manifests import JOB_LABEL
+from .models import Job
+
+log = logging.getLogger(__name__)
+
+
+def _feasibility(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | None, workers: int,
+                 gpus_per_worker: int) -> None:
+    errors = {}
+    if tier is None:
+        errors["priority_tier"] = "Choose one of the platform's priority tiers."
+    if gpus_per_worker < 1:
+        errors["gpus_per_worker"] = f"{flavor.name} is a GPU flavor: ask for at least one GPU per worker."
+    elif gpus_per_worker > flavor.gpus_per_node:
+        errors["gpus_per_worker"] = (f"A {flavor.name} node has {flavor.gpus_per_node} GPUs; a worker cannot use "
+                                     f"{gpus_per_worker}. Use more workers with fewer GPUs each.")
+    quota = selectors.team_flavor_quota(team=team, flavor=flavor)
+    if quota is None or quota.limit == 0:
+        errors["flavor"] = f"The team holds no {flavor.name} quota in {flavor.cluster.name}; request some first."
+    elif workers * gpus_per_worker > quota.limit:
+        errors["workers"] = (f"{workers} × {gpus_per_worker} = {workers * gpus_per_worker} GPUs is more than the "
+                             f"team's {flavor.name} limit of {quota.limit} ({quota.guaranteed} guaranteed + "
+                             f"{quota.burst} burst): it could never start.")
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, image: str, command: list[str],
+               args: list[str] | None = None, env: dict | None = None, workers: int = 1, gpus_per_worker: int = 1,
+               cpu_per_worker: int = 8, memory_gib_per_worker: int = 64, priority_tier: PriorityTier | None = None,
+               max_runtime_minutes: int = 1440, notify: bool = True, resubmit_of: Job | None = None,
+               source_ip: str | None = None) -> Job:
+    if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Only the team's admins and members can submit jobs.")
+    if team.state != TeamState.ACTIVE:
+        raise ValidationError(f"The team is {team.get_state_display().lower()}.")
+    if not TeamNamespace.objects.filter(team=team, cluster=flavor.cluster, deleted_at__isnull=True).exists():
+        raise ValidationError({"flavor": "The team has no namespace in that cluster."})
+    if kind not in JobKind.values:
+        raise ValidationError({"kind": f"Unknown kind {kind!r}."})
+    if priority_tier is None:
+        priority_tier = PriorityTier.objects.filter(is_default=True).first()
+    job = Job(team=team, cluster=flavor.cluster, flavor=flavor, priority_tier=priority_tier, kind=kind, name=name,
+              image=image, command=command, args=args if args is not None else [], env=env if env is not None else {},
+              workers=workers,
+              gpus_per_worker=gpus_per_worker, cpu_per_worker=cpu_per_worker,
+              memory_gib_per_worker=memory_gib_per_worker, max_runtime_minutes=max_runtime_minutes,
+              submitted_by=actor, notify=notify, resubmit_of=resubmit_of, next_attempt_at=timezone.now())
+    if kind == JobKind.RAY and not job.command:
+        raise ValidationError({"command": "A Ray job needs an entrypoint command."})
+    job.full_clean(exclude=["priority_tier"] if priority_tier is None else None)
+    _feasibility(team=team, flavor=flavor, tier=priority_tier, workers=workers, gpus_per_worker=gpus_per_worker)
+    job.save()
+    audit_record(actor=actor, action="job.submit", obj=job, team=team,
+                 after={"kind": kind, "workers": workers, "gpus_per_worker": gpus_per_worker,
+                        "flavor": flavor.name}, source_ip=source_ip)
+    _nudge(job)
+    return job
+
+
+def _nudge(job: Job) -> None:
+    def enqueue():
+        from .tasks import job_reconcile_task
+
+        job_reconcile_task.delay(job.pk)
+
+    transaction.on_commit(enqueue)
+
+
+@transaction.atomic
+def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
+    job = Job.objects.select_for_update().select_related("team").get(pk=job.pk)
+    role = team_role(user=actor, team=job.team)
+    if role not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Only the team's admins and members can cancel jobs.")
+    if role != Role.ADMIN and job.submitted_by_id != actor.pk:
+        raise PermissionDenied("Only the submitter or a team admin can cancel this job.")
+    if job.terminal:
+        raise ValidationError(f"The job has already {job.get_state_display().lower()}.")
+    job.cancel_requested_at = timezone.now()
+    job.generation = F("generation") + 1
+    job.next_attempt_at = timezone.now()
+    job.save(update_fields=["cancel_requested_at", "generation", "next_attempt_at"])
+    audit_record(actor=actor, action="job.cancel", obj=job, team=job.team, source_ip=source_ip)
+    _nudge(job)
+    job.refresh_from_db()
+    return job
+
+
+def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
+    if not job.terminal and job.state != JobState.PREEMPTED:
+        raise ValidationError("Only a finished, failed, cancelled or preempted job can be resubmitted.")
+    return job_submit(actor=actor, team=job.team, flavor=job.flavor, kind=job.kind, name=job.name, image=job.image,
+                      command=job.command, args=job.args, env=job.env, workers=job.workers,
+                      gpus_per_worker=job.gpus_per_worker, cpu_per_worker=job.cpu_per_worker,
+                      memory_gib_per_worker=job.memory_gib_per_worker, priority_tier=job.priority_tier,
+                      max_runtime_minutes=job.max_runtime_minutes, notify=job.notify, resubmit_of=job,
+                      source_ip=source_ip)
+
+
+def _job_actual(client: kube.ClusterClient, job: Job) -> list[dict]:
+    selector = f"{managed_selector()},{JOB_LABEL}={job.pk}"
+    return [obj for api_version, kind in selectors.job_kinds(job.cluster.scheduler)
+            for obj in client.list(api_version, kind, namespace=job.team.namespace, label_selector=selector)]
+
+
+def job_reconcile(*, job_id: int) -> Outcome:
+    """Create the job's objects if missing (never update them), or delete them once cancelled."""
+    job = Job.objects.select_related("team", "cluster", "flavor", "priority_tier").filter(pk=job_id).first()
+    if job is None or not job.cluster.active:
+        return Outcome(statuses=[], writes=0)
+    generation = job.generation
+    desired = selectors.job_desired(job=job)
+    client = kube.client_for_cluster(job.cluster)
+    try:
+        actual = _job_actual(client, job)
+    except kube.KubeError as exc:
+        return record(job, generation, Outcome(statuses=job.objects_status, writes=0, error=exc))
+    the_plan = plan(desired, actual, update=False)
+    outcome = record(job, generation, converge(client, the_plan))
+    if outcome.error is None:
+        if job.cancel_requested_at and job.state != JobState.CANCELLED:
+            _set_state(job, status.Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
+        elif job.state == JobState.PENDING and desired:
+            _set_state(job, status.Observed(JobState.QUEUED), timezone.now())
+    return outcome
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _set_state(job: Job, observed: status.Observed, now) -> bool:
+    """Write a job's observed state only when it changed; notify on the ends that matter."""
+    changes = {}
+    if observed.state != job.state:
+        changes["state"] = observed.state
+    if observed.message != job.state_message:
+        changes["state_message"] = observed.message
+    if observed.admitted and job.admitted_at is None:
+        changes["admitted_at"] = now
+    started = _parse_time(observed.started_at)
+    if started and job.started_at is None:
+        changes["started_at"] = started
+    if observed.state in TERMINAL_STATES and job.finished_at is None:
+        changes["finished_at"] = _parse_time(observed.finished_at) or now
+    if not changes:
+        return False
+    Job.objects.filter(pk=job.pk).update(**changes)
+    previous = job.state
+    for name, value in changes.items():
+        setattr(job, name, value)
+    if job.notify and previous != job.state and job.state in (JobState.SUCCEEDED, JobState.FAILED,
+                                                              JobState.PREEMPTED):
+        notify_users(users=[job.submitted_by], subject=f"Job {job.name} {job.get_state_display().lower()}",
+                     body=f"{job.team.slug}/{job.object_name}: {job.get_state_display()}. {job.state_message}")
+    return True
+
+
+def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict]):
+    name = job.object_name
+    if job.kind == JobKind.RAY:
+        found = objects.get(f"RayJob/{name}")
+        return None if found is None else status.ray_job(found, workloads.get(name))
+    if job.cluster.scheduler == "kueue":
+        found = objects.get(f"Job/{name}")
+        return None if found is None else status.kueue_batch_job(found, workloads.get(name))
+    found = objects.get(f"Job/{name}")
+    return None if found is None else status.volcano_job(found, podgroups.get(name))
+
+
+def job_status_sync(*, cluster) -> dict:
+    """Read every active job's objects with one list per kind per namespace and update rows in bulk."""
+    jobs = [j for j in selectors.active_jobs(cluster=cluster) if j.state != JobState.PENDING]
+    by_namespace: dict[str, list[Job]] = defaultdict(list)
+    for job in jobs:
+        by_namespace[job.team.namespace].append(job)
+    client = kube.client_for_cluster(cluster)
+    now = timezone.now()
+    counts = {"jobs": len(jobs), "changed": 0, "vanished": 0, "lists": 0}
+    kinds = selectors.job_kinds(cluster.scheduler)
+    extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == "kueue"
+             else [("scheduling.volcano.sh/v1beta1", "PodGroup")])
+    for namespace, members in by_namespace.items():
+        objects, workloads, podgroups = {}, {}, {}
+        for api_version, kind in kinds:
+            counts["lists"] += 1
+            for obj in client.list(api_version, kind, namespace=namespace, label_selector=managed_selector()):
+                objects[f"{kind}/{obj['metadata']['name']}"] = obj
+        for api_version, kind in extra:
+            counts["lists"] += 1
+            for obj in client.list(api_version, kind, namespace=namespace):
+                owner = _owner_name(obj)
+                (workloads if kind == "Workload" else podgroups)[owner] = obj
+        for job in members:
+            observed = _observe(job, objects, workloads, podgroups)
+            if observed is None:
+                if job.cancel_requested_at:
+                    observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
+                else:
+                    counts["vanished"] += 1
+                    observed = status.Observed(JobState.FAILED, "The job's objects disappeared from the cluster.")
+            counts["changed"] += _set_state(job, observed, now)
+    return counts
+
+
+def _owner_name(obj: dict) -> str:
+    """The job a Workload or PodGroup belongs to: its owner reference, else its job-name label."""
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") in ("Job", "RayJob"):
+            return ref["name"]
+    labels = obj["metadata"].get("labels") or {}
+    return labels.get("kueue.x-k8s.io/job-name") or labels.get("volcano.sh/job-name") or obj["metadata"]["name"]

@@ -1,0 +1,117 @@
+"""Pure mapping from what the cluster says about a job's objects to the portal's job state.
+
+Each function takes the plain dicts read from the API server (the job object and, where the scheduler keeps
+its own record, the Kueue Workload or Volcano PodGroup) and returns an `Observed` state with the time it
+started and a short reason. No database, no clock.
+"""
+
+from dataclasses import dataclass
+
+from .choices import JobState
+
+
+@dataclass(frozen=True)
+class Observed:
+    state: str
+    message: str = ""
+    admitted: bool = False
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+def _condition(obj: dict | None, kind: str) -> dict:
+    for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return condition
+    return {}
+
+
+def _true(obj: dict | None, kind: str) -> bool:
+    return _condition(obj, kind).get("status") == "True"
+
+
+def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
+    """batch/v1 Job admitted by Kueue: the Workload says queued/admitted/preempted; the Job says the rest."""
+    status = job.get("status") or {}
+    complete, failed = _condition(job, "Complete"), _condition(job, "Failed")
+    if complete.get("status") == "True":
+        return Observed(JobState.SUCCEEDED, admitted=True, started_at=status.get("startTime"),
+                        finished_at=status.get("completionTime") or complete.get("lastTransitionTime"))
+    if failed.get("status") == "True":
+        message = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
+        return Observed(JobState.FAILED, message, admitted=True, started_at=status.get("startTime"),
+                        finished_at=failed.get("lastTransitionTime"))
+    evicted = _condition(workload, "Evicted")
+    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
+        return Observed(JobState.PREEMPTED, evicted.get("message", ""))
+    if job.get("spec", {}).get("suspend"):
+        waiting = _condition(workload, "QuotaReserved")
+        return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")
+    if (status.get("active") or 0) > 0 or (status.get("ready") or 0) > 0:
+        return Observed(JobState.RUNNING, admitted=True, started_at=status.get("startTime"))
+    if _true(workload, "Admitted") or status.get("startTime"):
+        return Observed(JobState.ADMITTED, admitted=True, started_at=status.get("startTime"))
+    return Observed(JobState.QUEUED)
+
+
+VOLCANO_PHASES = {
+    "Pending": JobState.QUEUED,
+    "Inqueue": JobState.ADMITTED,
+    "Running": JobState.RUNNING,
+    "Restarting": JobState.RUNNING,
+    "Completing": JobState.RUNNING,
+    "Completed": JobState.SUCCEEDED,
+    "Failed": JobState.FAILED,
+    "Aborted": JobState.FAILED,
+    "Aborting": JobState.FAILED,
+    "Terminated": JobState.FAILED,
+    "Terminating": JobState.FAILED,
+}
+
+
+def volcano_job(job: dict, podgroup: dict | None) -> Observed:
+    phase_info = (job.get("status") or {}).get("state") or {}
+    phase = phase_info.get("phase", "Pending")
+    state = VOLCANO_PHASES.get(phase, JobState.QUEUED)
+    message = phase_info.get("message", "")
+    pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
+    if state == JobState.QUEUED and pg_phase == "Inqueue":
+        state = JobState.ADMITTED
+    if state == JobState.QUEUED:
+        unschedulable = _condition(podgroup, "Unschedulable")
+        message = unschedulable.get("message", message)
+    if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
+        state = JobState.PREEMPTED
+    transition = phase_info.get("lastTransitionTime")
+    return Observed(
+        state,
+        message,
+        admitted=state not in (JobState.QUEUED,),
+        started_at=transition if state == JobState.RUNNING else None,
+        finished_at=transition if state in (JobState.SUCCEEDED, JobState.FAILED) else None,
+    )
+
+
+def ray_job(job: dict, workload: dict | None = None) -> Observed:
+    status = job.get("status") or {}
+    deployment = status.get("jobDeploymentStatus", "")
+    job_status = status.get("jobStatus", "")
+    message = status.get("message", "")
+    if deployment == "Complete" or job_status in ("SUCCEEDED", "STOPPED", "FAILED"):
+        if job_status == "SUCCEEDED":
+            return Observed(JobState.SUCCEEDED, admitted=True, started_at=status.get("startTime"),
+                            finished_at=status.get("endTime"))
+        return Observed(JobState.FAILED, status.get("reason", "") or message, admitted=True,
+                        started_at=status.get("startTime"), finished_at=status.get("endTime"))
+    if deployment in ("Failed", "ValidationFailed"):
+        return Observed(JobState.FAILED, f"{status.get('reason', deployment)}: {message}".strip(": "),
+                        admitted=True, finished_at=status.get("endTime"))
+    evicted = _condition(workload, "Evicted")
+    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
+        return Observed(JobState.PREEMPTED, evicted.get("message", ""))
+    if deployment in ("", "Suspended", "Suspending", "Waiting") or job.get("spec", {}).get("suspend"):
+        waiting = _condition(workload, "QuotaReserved")
+        return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")
+    if deployment == "Running" and job_status == "RUNNING":
+        return Observed(JobState.RUNNING, admitted=True, started_at=status.get("startTime"))
+    return Observed(JobState.ADMITTED, message, admitted=True, started_at=status.get("startTime"))

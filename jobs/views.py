@@ -1,0 +1,138 @@
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from portal.http import add_service_errors, source_ip
+from portal.kube import KubeError
+from quotas.selectors import team_quotas
+from tenants import selectors as tenant_selectors
+from tenants.choices import Role
+
+from . import selectors, services
+from .choices import JobKind
+from .forms import DEFAULT_COMMANDS, JobFilterForm, JobSubmitForm
+from .manifests import job_manifests
+from .models import Job, JobTemplate
+
+
+@login_required
+def job_list(request):
+    filters = JobFilterForm(request.GET or None)
+    criteria = filters.cleaned_data if filters.is_valid() else {}
+    jobs = selectors.job_list(user=request.user, state=criteria.get("state", ""), kind=criteria.get("kind", ""),
+                              username=criteria.get("user", ""), flavor=criteria.get("flavor", ""))
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "query": query.urlencode(),
+                                                  "teams": tenant_selectors.team_list(user=request.user)})
+
+
+def _submit_flavors(team):
+    return [q.flavor_id for q in team_quotas(team=team) if q.limit > 0]
+
+
+@login_required
+def job_submit(request, slug, kind):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    if kind not in JobKind.values:
+        raise Http404("Unknown job kind")
+    if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Viewers cannot submit jobs.")
+    from tenants.models import GpuFlavor
+
+    flavors = GpuFlavor.objects.filter(pk__in=_submit_flavors(team)).select_related("cluster")
+    templates = JobTemplate.objects.filter(team=team, kind=kind)
+    initial = {"command": DEFAULT_COMMANDS[kind], "name": f"{kind}-run"}
+    chosen = request.GET.get("template", "")
+    if chosen.isdigit():
+        template = templates.filter(pk=int(chosen)).first()
+        if template:
+            initial.update(template.values)
+    form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial)
+    preview = None
+    if request.method == "POST" and form.is_valid():
+        fields = form.service_fields()
+        if "preview" in request.POST:
+            preview = _preview(team, kind, fields)
+        else:
+            try:
+                job = services.job_submit(actor=request.user, team=team, kind=kind, source_ip=source_ip(request),
+                                          **fields)
+            except ValidationError as exc:
+                add_service_errors(form, exc)
+            else:
+                if form.cleaned_data["save_as_template"]:
+                    JobTemplate.objects.update_or_create(
+                        team=team, name=form.cleaned_data["save_as_template"],
+                        defaults={"kind": kind, "values": form.template_values(), "created_by": request.user})
+                messages.success(request, f"Job {job.name} submitted.")
+                return redirect("jobs:job-detail", pk=job.pk)
+    return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
+                                                  "form": form, "preview": preview, "templates": templates})
+
+
+def _preview(team, kind, fields) -> str:
+    """Exactly what would be applied, with a placeholder for the id the job gets when it is saved."""
+    job = Job(team=team, cluster=fields["flavor"].cluster, kind=kind, **fields)
+    job.pk = 0
+    return yaml.safe_dump_all(job_manifests(selectors.job_spec(job)), sort_keys=False)
+
+
+@login_required
+def job_detail(request, pk):
+    job = selectors.job_get(user=request.user, pk=pk)
+    role = tenant_selectors.team_role(user=request.user, team=job.team)
+    return render(request, "jobs/job_detail.html", {
+        "job": job,
+        "why": selectors.why_waiting(job=job),
+        "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
+        "manifests": yaml.safe_dump_all(selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job)),
+                                        sort_keys=False),
+        "can_act": role in (Role.ADMIN, Role.MEMBER),
+    })
+
+
+@login_required
+def job_pods(request, pk):
+    job = selectors.job_get(user=request.user, pk=pk)
+    try:
+        pods, error = selectors.job_pods(job=job), ""
+    except KubeError as exc:
+        pods, error = [], str(exc)
+    return render(request, "jobs/_pods.html", {"job": job, "pods": pods, "error": error})
+
+
+@require_POST
+@login_required
+def job_action(request, pk, action):
+    job = selectors.job_get(user=request.user, pk=pk)
+    try:
+        if action == "cancel":
+            services.job_cancel(actor=request.user, job=job, source_ip=source_ip(request))
+            messages.success(request, "Cancelling: the job's objects are being deleted.")
+        elif action == "resubmit":
+            job = services.job_resubmit(actor=request.user, job=job, source_ip=source_ip(request))
+            messages.success(request, f"Resubmitted as job #{job.pk}.")
+        else:
+            raise Http404("Unknown action")
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    return redirect("jobs:job-detail", pk=job.pk)
+
+
+@require_POST
+@login_required
+def template_delete(request, slug, pk):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Viewers cannot change templates.")
+    template = get_object_or_404(JobTemplate, team=team, pk=pk)
+    template.delete()
+    messages.success(request, f"Template {template.name} deleted.")
+    return redirect("jobs:job-submit", slug=slug, kind=template.kind)

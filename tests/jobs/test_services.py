@@ -1,0 +1,147 @@
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from jobs import selectors, services
+from jobs.choices import JobState
+from jobs.models import Job
+from portal import kube
+from quotas.models import Quota
+from tenants.choices import Role
+from tests.factories import (
+    ClusterFactory,
+    GpuFlavorFactory,
+    MembershipFactory,
+    PriorityTierFactory,
+    TeamFactory,
+    TeamNamespaceFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(request):
+    url = request.getfixturevalue("sandbox").url if "sandbox" in request.fixturenames else "http://127.0.0.1:9"
+    scheduler = getattr(request, "param", "kueue")
+    cluster = ClusterFactory(server=url, scheduler=scheduler)
+    flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
+    team = TeamFactory(slug="nlp")
+    TeamNamespaceFactory(team=team, cluster=cluster)
+    Quota.objects.create(team=team, flavor=flavor, guaranteed=8, burst=8, cpu_cores=128, memory_gib=1024)
+    tier = PriorityTierFactory(name="standard", value=1000, is_default=True)
+    member = MembershipFactory(team=team, role=Role.MEMBER, user__email="erin@example.com").user
+    return {"cluster": cluster, "flavor": flavor, "team": team, "tier": tier, "member": member}
+
+
+def submit(world, **overrides):
+    fields = dict(actor=world["member"], team=world["team"], flavor=world["flavor"], kind="pytorch", name="train",
+                  image="ghcr.io/acme/train:1.2", command=["torchrun", "train.py"], workers=2, gpus_per_worker=4)
+    fields.update(overrides)
+    return services.job_submit(**fields)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"image": "ghcr.io/acme/train:1.2; rm -rf /"}, "image", "image reference"),
+        ({"image": "bad image"}, "image", "image reference"),
+        ({"env": {"1BAD": "x"}}, "env", "not a valid environment variable name"),
+        ({"env": {"OK": 3}}, "env", "must be a string"),
+        ({"command": "torchrun train.py"}, "command", "list of strings"),
+        ({"workers": 10_000}, "workers", "less than or equal to 256"),
+        ({"gpus_per_worker": 0}, "gpus_per_worker", "at least one GPU"),
+        ({"gpus_per_worker": 16, "workers": 1}, "gpus_per_worker", "node has 8 GPUs"),
+        ({"workers": 3, "gpus_per_worker": 8}, "workers", "more than the team's h100 limit of 16"),
+        ({"name": "Bad_Name"}, "name", "DNS-1123"),
+    ],
+)
+def test_infeasible_jobs_are_refused_before_anything_is_applied(world, overrides, field, message):
+    with pytest.raises(ValidationError) as info:
+        submit(world, **overrides)
+    assert field in info.value.message_dict and message in " ".join(info.value.message_dict[field])
+    assert not Job.objects.exists()
+
+
+def test_a_flavor_outside_the_quota_is_refused(world):
+    other = GpuFlavorFactory(cluster=world["cluster"], name="l40s")
+    with pytest.raises(ValidationError, match="holds no l40s quota"):
+        submit(world, flavor=other)
+
+
+def test_viewers_cannot_submit(world):
+    viewer = MembershipFactory(team=world["team"], role=Role.VIEWER).user
+    with pytest.raises(PermissionDenied):
+        submit(world, actor=viewer)
+
+
+def objects(cluster, namespace="nlp"):
+    client = kube.client_for_cluster(cluster)
+    found = []
+    for api_version, kind in selectors.job_kinds(cluster.scheduler):
+        found += [f"{o['kind']}/{o['metadata']['name']}" for o in client.list(api_version, kind, namespace=namespace)]
+    return sorted(found)
+
+
+def reconcile_team(world):
+    from tenants import services as tenant_services
+    from tenants.models import TeamNamespace
+
+    for row in TeamNamespace.objects.all():
+        tenant_services.team_namespace_reconcile(team_namespace_id=row.pk)
+
+
+@pytest.mark.parametrize("world", ["kueue", "volcano"], indirect=True)
+def test_submit_creates_objects_once_and_cancel_deletes_them(sandbox, world, run_on_commit):
+    reconcile_team(world)
+    with run_on_commit():
+        job = submit(world)
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED, job.sync_message
+    expected = ([f"Job/{job.object_name}", f"Service/{job.object_name}"] if world["cluster"].scheduler == "kueue"
+                else [f"Job/{job.object_name}"])
+    assert objects(world["cluster"]) == expected
+    sandbox.reset_stats()
+    services.job_reconcile(job_id=job.pk)
+    assert sandbox.stats()["writes"] == 0
+    with run_on_commit():
+        services.job_cancel(actor=world["member"], job=job)
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED and objects(world["cluster"]) == []
+    with run_on_commit():
+        again = services.job_resubmit(actor=world["member"], job=job)
+    assert again.resubmit_of == job and again.object_name != job.object_name
+
+
+def test_status_sync_follows_the_job_with_one_list_per_kind_per_namespace(sandbox, world, run_on_commit):
+    reconcile_team(world)
+    with run_on_commit():
+        jobs = [submit(world, name=f"train{i}", workers=1, gpus_per_worker=1) for i in range(3)]
+    api = kube.client_for_cluster(world["cluster"])
+    running, done = jobs[0], jobs[1]
+    path = kube.path_for("batch/v1", "Job", "nlp", running.object_name) + "/status"
+    api._call("PATCH", path, body={"status": {"active": 1, "startTime": "2026-11-22T10:00:00Z"}},
+              content_type="application/merge-patch+json")
+    path = kube.path_for("batch/v1", "Job", "nlp", done.object_name) + "/status"
+    api._call("PATCH", path, body={"status": {"startTime": "2026-11-22T10:00:00Z", "completionTime":
+              "2026-11-22T11:00:00Z", "conditions": [{"type": "Complete", "status": "True"}]}},
+              content_type="application/merge-patch+json")
+    api.delete("batch/v1", "Job", jobs[2].object_name, "nlp")
+    sandbox.reset_stats()
+    counts = services.job_status_sync(cluster=world["cluster"])
+    assert counts["lists"] == 4  # Service, Job, RayJob, Workload in the one namespace
+    assert sandbox.stats()["requests"] == 4
+    states = {j.pk: j.state for j in Job.objects.all()}
+    assert states == {running.pk: JobState.RUNNING, done.pk: JobState.SUCCEEDED, jobs[2].pk: JobState.FAILED}
+    finished = Job.objects.get(pk=done.pk)
+    assert finished.run_seconds == 3600 and finished.admitted_at is not None
+    assert "disappeared" in Job.objects.get(pk=jobs[2].pk).state_message
+
+
+def test_why_waiting_says_what_the_team_holds(world):
+    job = Job.objects.create(team=world["team"], cluster=world["cluster"], flavor=world["flavor"],
+                             priority_tier=world["tier"], kind="pytorch", name="big", image="x/y:1", workers=2,
+                             gpus_per_worker=8, submitted_by=world["member"], state=JobState.QUEUED,
+                             state_message="insufficient unused quota for nvidia.com/gpu in flavor h100")
+    sentence = selectors.why_waiting(job=job)
+    assert sentence.startswith("Waiting for 16 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 8 burst")
+    assert "insufficient unused quota" in sentence

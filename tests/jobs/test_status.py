@@ -1,0 +1,93 @@
+import pytest
+
+from jobs.choices import JobState
+from jobs.status import kueue_batch_job, ray_job, volcano_job
+
+T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
+
+
+def cond(kind, status="True", reason="", message="", time=T1):
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": time}
+
+
+def wl(*conditions):
+    return {"status": {"conditions": list(conditions)}}
+
+
+INSUFFICIENT = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+                "h100, 8 more needed")
+
+
+@pytest.mark.parametrize(
+    ("job", "workload", "state", "message"),
+    [
+        ({"spec": {"suspend": True}}, None, JobState.QUEUED, ""),
+        ({"spec": {"suspend": True}}, wl(cond("QuotaReserved", "False", "Pending", INSUFFICIENT)), JobState.QUEUED,
+         INSUFFICIENT),
+        ({"spec": {"suspend": False}, "status": {}}, wl(cond("QuotaReserved"), cond("Admitted")), JobState.ADMITTED,
+         ""),
+        ({"spec": {"suspend": False}, "status": {"active": 2, "startTime": T0}}, wl(cond("Admitted")),
+         JobState.RUNNING, ""),
+        ({"spec": {}, "status": {"startTime": T0, "completionTime": T1, "conditions": [cond("Complete")]}}, None,
+         JobState.SUCCEEDED, ""),
+        ({"spec": {}, "status": {"conditions": [cond("Failed", reason="DeadlineExceeded",
+                                                      message="Job was active longer than specified deadline")]}},
+         None, JobState.FAILED, "DeadlineExceeded: Job was active longer than specified deadline"),
+        ({"spec": {"suspend": True}}, wl(cond("Evicted", reason="Preempted", message="Preempted to accommodate a "
+                                              "higher priority Workload")), JobState.PREEMPTED,
+         "Preempted to accommodate a higher priority Workload"),
+    ],
+)
+def test_kueue_batch_job(job, workload, state, message):
+    observed = kueue_batch_job(job, workload)
+    assert (observed.state, observed.message) == (state, message)
+
+
+def test_kueue_timestamps():
+    observed = kueue_batch_job({"status": {"startTime": T0, "completionTime": T1,
+                                           "conditions": [cond("Complete")]}}, None)
+    assert (observed.started_at, observed.finished_at, observed.admitted) == (T0, T1, True)
+
+
+def vc(phase, **extra):
+    return {"status": {"state": {"phase": phase, "lastTransitionTime": T1, **extra}}}
+
+
+@pytest.mark.parametrize(
+    ("job", "podgroup", "state"),
+    [
+        (vc("Pending"), {"status": {"phase": "Pending", "conditions": [cond("Unschedulable", message="0/4 nodes")]}},
+         JobState.QUEUED),
+        (vc("Pending"), {"status": {"phase": "Inqueue"}}, JobState.ADMITTED),
+        (vc("Running"), None, JobState.RUNNING),
+        (vc("Completed"), None, JobState.SUCCEEDED),
+        (vc("Failed"), None, JobState.FAILED),
+        (vc("Aborted", reason="Preempted"), None, JobState.PREEMPTED),
+        ({}, None, JobState.QUEUED),
+    ],
+)
+def test_volcano_job(job, podgroup, state):
+    assert volcano_job(job, podgroup).state == state
+
+
+def test_volcano_unschedulable_message_explains_the_wait():
+    podgroup = {"status": {"phase": "Pending", "conditions": [cond("Unschedulable", "True", "NotEnoughResources",
+                                                                   "queue resource quota insufficient")]}}
+    assert volcano_job(vc("Pending"), podgroup).message == "queue resource quota insufficient"
+
+
+@pytest.mark.parametrize(
+    ("status", "spec", "state"),
+    [
+        ({}, {"suspend": True}, JobState.QUEUED),
+        ({"jobDeploymentStatus": "Initializing"}, {}, JobState.ADMITTED),
+        ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "startTime": T0}, {}, JobState.RUNNING),
+        ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "endTime": T1}, {}, JobState.SUCCEEDED),
+        ({"jobDeploymentStatus": "Complete", "jobStatus": "FAILED", "reason": "AppFailed"}, {}, JobState.FAILED),
+        ({"jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded"}, {}, JobState.FAILED),
+        ({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed", "message": "bad"}, {},
+         JobState.FAILED),
+    ],
+)
+def test_ray_job(status, spec, state):
+    assert ray_job({"spec": spec, "status": status}).state == state
