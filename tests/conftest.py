@@ -12,6 +12,8 @@ def pytest_configure(config):
     celery_app.conf.task_always_eager = True
     # Test users need no slow password hashing.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Live-server threads must not keep connections open, or the test database cannot be dropped at the end.
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 
 def require_postgresql():

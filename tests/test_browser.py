@@ -4,6 +4,7 @@ the admin approves it, and the team page shows the scheduler queue applied in th
 import os
 
 import pytest
+from django.db import connections
 
 from tenants import services as tenant_services
 from tenants.choices import Role
@@ -21,14 +22,14 @@ PASSWORD = "pw-for-tests-only"
 
 
 @pytest.fixture
-def browser():
+def browser(monkeypatch):
     path = os.environ.get("CHROMIUM_PATH", "")
     if not path or not os.path.exists(path):
         if os.environ.get("REQUIRE_SERVICES"):
             pytest.fail("CHROMIUM_PATH must point at Chromium in this run")
         pytest.skip("CHROMIUM_PATH is not set: the browser journey needs Debian's chromium")
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still synchronous.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -37,13 +38,16 @@ def browser():
             "--disable-sync", "--no-first-run", "--disable-quic"])
         yield launched
         launched.close()
+        # The ORM calls made while Playwright's loop ran used their own connection; close it before the
+        # test database is dropped.
+        connections.close_all()
 
 
 def login(page, base, username):
     page.goto(f"{base}/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit], input[type=submit]")
+    page.click("main button[type=submit]")
     page.wait_for_load_state()
 
 
@@ -71,7 +75,7 @@ def test_admin_sees_namespace_then_member_requests_and_admin_approves(browser, l
     page.fill("input[name=guaranteed]", "8")
     page.fill("input[name=burst]", "4")
     page.fill("textarea[name=justification]", "Fine-tuning the summariser for two weeks")
-    page.click("button[type=submit]")
+    page.click("main form.form button[type=submit]")
     page.wait_for_url(f"{base}/teams/nlp/quota/")
     assert "Pending" in page.inner_text("body")
     page.close()
@@ -90,3 +94,4 @@ def test_admin_sees_namespace_then_member_requests_and_admin_approves(browser, l
     row = page.locator("tr", has_text="ClusterQueue").first
     assert "applied" in row.inner_text().lower()
     page.close()
+
