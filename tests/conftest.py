@@ -1,6 +1,7 @@
 import os
 
 import pytest
+from django.db import connections
 
 from portal import celery_app, kube
 
@@ -60,3 +61,26 @@ def strict_sandbox(crds_dir):
 def run_on_commit(django_capture_on_commit_callbacks):
     """Execute transaction.on_commit callbacks (the reconcile nudges) as the block exits."""
     return lambda: django_capture_on_commit_callbacks(execute=True)
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Real headless Chromium (Debian's package, CHROMIUM_PATH) driven by Playwright."""
+    path = os.environ.get("CHROMIUM_PATH", "")
+    if not path or not os.path.exists(path):
+        if os.environ.get("REQUIRE_SERVICES"):
+            pytest.fail("CHROMIUM_PATH must point at Chromium in this run")
+        pytest.skip("CHROMIUM_PATH is not set: the browser journey needs Debian's chromium")
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=path, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--disable-quic"])
+        yield launched
+        launched.close()
+        # The ORM calls made while Playwright's loop ran used their own connection; close it before the
+        # test database is dropped.
+        connections.close_all()

@@ -1,10 +1,7 @@
 """The journey in real headless Chromium: the admin sees a team's namespace applied; a member requests quota,
 the admin approves it, and the team page shows the scheduler queue applied in the (sandbox) cluster."""
 
-import os
-
 import pytest
-from django.db import connections
 
 from tenants import services as tenant_services
 from tenants.choices import Role
@@ -19,28 +16,6 @@ from tests.factories import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = "pw-for-tests-only"
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    path = os.environ.get("CHROMIUM_PATH", "")
-    if not path or not os.path.exists(path):
-        if os.environ.get("REQUIRE_SERVICES"):
-            pytest.fail("CHROMIUM_PATH must point at Chromium in this run")
-        pytest.skip("CHROMIUM_PATH is not set: the browser journey needs Debian's chromium")
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=path, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--disable-quic"])
-        yield launched
-        launched.close()
-        # The ORM calls made while Playwright's loop ran used their own connection; close it before the
-        # test database is dropped.
-        connections.close_all()
 
 
 def login(page, base, username):
