@@ -1,0 +1,139 @@
+"""Usage rows (one per team × flavor × hour, and per job), the collection ledger, rate cards and budgets.
+
+Usage keeps the namespace it was measured in, so a team renamed or archived mid-month keeps its history.
+"""
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+from tenants.models import Cluster, GpuFlavor, Team
+
+from .choices import HourState
+
+GPU_HOURS = {"max_digits": 14, "decimal_places": 6}
+MONEY = {"max_digits": 14, "decimal_places": 4}
+
+
+class UsageHour(models.Model):
+    """What one team held and used of one flavor during one hour (UTC, start of the hour)."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage_hours")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="usage_hours")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="usage_hours")
+    namespace = models.CharField(max_length=63)
+    hour = models.DateTimeField()
+    allocated_gpu_hours = models.DecimalField(**GPU_HOURS, validators=[MinValueValidator(Decimal(0))])
+    used_gpu_hours = models.DecimalField(**GPU_HOURS, validators=[MinValueValidator(Decimal(0))])
+    gpu_memory_used_gib_avg = models.FloatField(default=0)
+    energy_kwh = models.DecimalField(**GPU_HOURS, default=Decimal(0))
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "flavor", "hour"], name="usage_hour_unique"),
+            models.CheckConstraint(condition=Q(used_gpu_hours__lte=F("allocated_gpu_hours")),
+                                   name="usage_used_within_allocated"),
+        ]
+        indexes = [models.Index(fields=["hour", "team"]), models.Index(fields=["cluster", "hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.flavor_id}@{self.hour:%Y-%m-%d %H:00}"
+
+
+class JobUsageHour(models.Model):
+    """The part of a UsageHour that pods labelled with a portal job account for."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="usage_hours")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    hour = models.DateTimeField()
+    allocated_gpu_hours = models.DecimalField(**GPU_HOURS)
+    used_gpu_hours = models.DecimalField(**GPU_HOURS)
+    utilisation_avg = models.FloatField(default=0, help_text="0..1 over the hour, weighted by GPUs held.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "flavor", "hour"], name="job_usage_hour_unique")]
+        indexes = [models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}/{self.flavor_id}@{self.hour:%Y-%m-%d %H:00}"
+
+
+class CollectedHour(models.Model):
+    """The collection ledger: which hours of which cluster are known, and why the others are not."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="collected_hours")
+    hour = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=HourState.choices)
+    message = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    collected_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "hour"], name="collected_hour_unique")]
+        indexes = [models.Index(fields=["state", "hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}@{self.hour:%Y-%m-%d %H:00}: {self.state}"
+
+
+class RateCard(models.Model):
+    """The price of one GPU-hour of a flavor from `effective_from` (inclusive) until `effective_to` (exclusive)."""
+
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="rate_cards")
+    price_per_gpu_hour = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))])
+    currency = models.CharField(max_length=3, default="USD")
+    effective_from = models.DateTimeField()
+    effective_to = models.DateTimeField(null=True, blank=True)
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["flavor", "effective_from"]
+        constraints = [
+            models.CheckConstraint(condition=Q(price_per_gpu_hour__gte=0), name="rate_card_price_not_negative"),
+            models.CheckConstraint(condition=Q(effective_to__isnull=True) | Q(effective_to__gt=F("effective_from")),
+                                   name="rate_card_period_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.flavor_id}: {self.price_per_gpu_hour} {self.currency}/GPU-h from {self.effective_from:%Y-%m-%d}"
+
+    def clean(self) -> None:
+        if self.effective_to and self.effective_from and self.effective_to <= self.effective_from:
+            raise ValidationError({"effective_to": "The period must end after it starts."})
+
+
+class Budget(models.Model):
+    """What a team plans to spend in one month (`month` is the first day of it)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budgets")
+    month = models.DateField()
+    amount = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal("0.01"))])
+    currency = models.CharField(max_length=3, default="USD")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "month"], name="budget_unique_per_month"),
+            models.CheckConstraint(condition=Q(month__day=1), name="budget_month_is_first_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} {self.month:%Y-%m}: {self.amount} {self.currency}"
+
+
+class BudgetAlert(models.Model):
+    """A threshold (percent of the budget) crossed once; the row makes the alert fire exactly once."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(**MONEY)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["budget", "threshold"], name="budget_alert_once")]
+
+    def __str__(self) -> str:
+        return f"budget {self.budget_id} ≥ {self.threshold} %"
