@@ -5,6 +5,7 @@ cluster and demo data. `PORTAL_MODE=production` switches to the hardened shape a
 a database URL and allowed hosts. Every variable is listed in the README.
 """
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -118,7 +119,12 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js is served from the plotly package itself (static/plotly/plotly.min.js), so charts work offline and the
+# script always matches the Python library that builds the figures.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data"),
+]
 STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # The demo serves static files straight from the apps; production serves the collected, hashed copies.
 WHITENOISE_USE_FINDERS = not PRODUCTION
@@ -156,8 +162,15 @@ CELERY_BEAT_SCHEDULE = {
     "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
+    "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},
 }
 QUOTA_EXPIRY_NOTICE_DAYS = int(env("QUOTA_EXPIRY_NOTICE_DAYS", "3"))
+# Chargeback: one currency for rate cards, statements and budgets; budget alerts fire once per threshold (percent);
+# a running job is idle when its GPU utilisation (0..1) stayed under the threshold for every hour of the window.
+BILLING_CURRENCY = env("BILLING_CURRENCY", "USD")
+BUDGET_ALERT_THRESHOLDS = [int(t) for t in env_list("BUDGET_ALERT_THRESHOLDS", "80,100")]
+IDLE_GPU_THRESHOLD = float(env("IDLE_GPU_THRESHOLD", "0.05"))
+IDLE_GPU_WINDOW_HOURS = int(env("IDLE_GPU_WINDOW_HOURS", "2"))
 
 # Kubernetes: the field manager every server-side apply uses, and how long one call may take.
 KUBE_FIELD_MANAGER = "gpu-portal"

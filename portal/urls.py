@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -7,10 +8,12 @@ from . import views
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(extra_context={"sso_enabled": settings.OIDC_ENABLED}), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("django-admin/", admin.site.urls),
     path("", include("quotas.urls")),
     path("", include("jobs.urls")),
     path("", include("tenants.urls")),
 ]
+if settings.OIDC_ENABLED:
+    urlpatterns.insert(0, path("oidc/", include("mozilla_django_oidc.urls")))

@@ -1,4 +1,4 @@
-"""`python -m sandbox serve --port N [--host H] [--crds DIR ...] [--state FILE] [--kubeconfig PATH]`."""
+"""`python -m sandbox serve --port N [--host H] [--crds DIR ...] [--state FILE] [--kubeconfig PATH] [--simulate]`."""
 
 from __future__ import annotations
 
@@ -21,13 +21,15 @@ def main(argv=None) -> int:
                        help="also register permissive portal kinds that --crds did not provide")
     serve.add_argument("--state", help="state file: loaded at start, saved after changes and at shutdown")
     serve.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
+    serve.add_argument("--simulate", action="store_true",
+                       help="run queued jobs: simulate Kueue, Volcano, the Job controller, KubeRay and the kubelet")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     sandbox = Sandbox(crd_dirs=args.crds, builtin_custom_kinds=True if args.builtin_custom_kinds else None,
-                      state_file=args.state, host=args.host, port=args.port).start()
+                      state_file=args.state, host=args.host, port=args.port, simulate=args.simulate).start()
     if args.kubeconfig:
         sandbox.write_kubeconfig(args.kubeconfig)
     print(f"sandbox serving on {sandbox.url}", flush=True)

@@ -12,6 +12,7 @@ from .faults import Faults
 from .kinds import Registry, resource_type_from_crd
 from .persistence import StateFile
 from .server import Api, ApiServer, Stats
+from .simulator import Simulator
 from .store import DELETED, Store
 from .validation import Validator
 
@@ -25,10 +26,13 @@ class Sandbox:
     `builtin_custom_kinds`: register permissive CRDs for the portal's Kueue/Volcano/KubeRay kinds that `crd_dirs` did
     not provide; None means "only when `crd_dirs` is empty".
     `state_file`: load at start when present, save after changes and at stop.
+    `simulate`: run queued jobs (see `sandbox.simulator`); `tick` is the background step interval in seconds, or
+    None to leave stepping to the caller (`sb.simulator.step(now)`); `simulation` holds the Simulator's options.
     """
 
     def __init__(self, crd_dirs=(), builtin_custom_kinds: bool | None = None,
-                 state_file: str | os.PathLike | None = None, host: str = "127.0.0.1", port: int = 0):
+                 state_file: str | os.PathLike | None = None, host: str = "127.0.0.1", port: int = 0,
+                 simulate: bool = False, tick: float | None = 0.25, simulation: dict | None = None):
         crd_dirs = tuple(crd_dirs or ())
         self.registry = Registry.build(crd_dirs, builtin_custom_kinds)
         self.validator = Validator(registry=self.registry)
@@ -40,6 +44,8 @@ class Sandbox:
         self._server: ApiServer | None = None
         self._thread: threading.Thread | None = None
         self.store.subscribe(self._on_crd_change)
+        self.simulator = Simulator(self.store, **(simulation or {})) if simulate else None
+        self._tick = tick
 
     def _on_crd_change(self, event_type, rt, obj) -> None:
         """CRDs created through the API are served like the ones loaded from files."""
@@ -62,18 +68,23 @@ class Sandbox:
             if name not in existing:
                 self.store.create(self.registry.by_key[("", "Namespace")], {"metadata": {"name": name}})
         self._stats.reset()
-        self._server = ApiServer((self._host, self._port), Api(self.store, self.faults, self._stats))
+        self._server = ApiServer((self._host, self._port), Api(self.store, self.faults, self._stats,
+                                                                self.simulator))
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="sandbox-server", daemon=True)
         self._thread.start()
         if self._state is not None:
             self._state.start()
+        if self.simulator is not None and self._tick:
+            self.simulator.start(self._tick)
         return self
 
     def stop(self) -> None:
         if self._server is None:
             return
         server, self._server = self._server, None
+        if self.simulator is not None:
+            self.simulator.stop()
         shutter = threading.Thread(target=server.shutdown)
         shutter.start()
         with contextlib.suppress(OSError):  # wakes the accept loop so shutdown needn't wait for its poll

@@ -92,8 +92,9 @@ class Request:
 class Api:
     """Routes a request to discovery, the store, or the sandbox control endpoints."""
 
-    def __init__(self, store: Store, faults: Faults, stats: Stats):
+    def __init__(self, store: Store, faults: Faults, stats: Stats, simulator=None):
         self.store, self.faults, self.stats = store, faults, stats
+        self.simulator = simulator
         self.registry = store.registry
         self.stopping = threading.Event()
 
@@ -333,6 +334,8 @@ class Api:
                 except (ValueError, TypeError) as exc:
                     raise errors.bad_request(str(exc)) from None
                 return send(h, 201, self.faults.get(fault_id))
+        if path == "/_sandbox/jobs" or path.startswith("/_sandbox/jobs/"):
+            return self._jobs(h, method, path, body)
         if path.startswith("/_sandbox/faults/") and method == "DELETE":
             try:
                 removed = self.faults.remove(int(path.rsplit("/", 1)[1]))
@@ -342,6 +345,30 @@ class Api:
                 raise errors.path_not_found()
             return send(h, 200, {"faults": self.faults.list()})
         raise errors.path_not_found()
+
+
+    def _jobs(self, h, method: str, path: str, body: bytes) -> None:
+        """The job simulation: `GET /_sandbox/jobs` lists what it drives; `POST /_sandbox/jobs/<namespace>/<name>`
+        with `duration`, `startup` and/or `outcome` changes how one job runs and ends."""
+        if self.simulator is None:
+            raise ApiError(404, "NotFound", "job simulation is off: start the sandbox with --simulate")
+        parts = path.split("/")[3:]
+        if method == "GET" and not parts:
+            return send(h, 200, {"jobs": self.simulator.jobs()})
+        if method != "POST" or len(parts) != 2:
+            raise errors.path_not_found()
+        try:
+            spec = json.loads(body or b"{}")
+            if not isinstance(spec, dict):
+                raise ValueError("the body must be a JSON object")
+            unknown = set(spec) - {"duration", "startup", "outcome"}
+            if unknown:
+                raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+            return send(h, 200, self.simulator.plan(parts[0], parts[1], **spec))
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from None
+        except KeyError as exc:
+            raise ApiError(404, "NotFound", exc.args[0]) from None
 
 
 def _client_gone(sock) -> bool:

@@ -42,3 +42,10 @@ class SyncState(models.TextChoices):
     PENDING = "pending", "Pending"
     RETRYING = "retrying", "Retrying"
     REJECTED = "rejected", "Rejected"
+
+
+class MembershipSource(models.TextChoices):
+    """Who manages a membership: people in the portal, or the identity provider's groups at each sign-in."""
+
+    LOCAL = "local", "Portal"
+    IDP = "idp", "Identity provider"

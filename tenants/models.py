@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from .choices import Connection, PreemptionPolicy, Role, Scheduler, Sharing, SyncState, TeamState
+from .choices import Connection, MembershipSource, PreemptionPolicy, Role, Scheduler, Sharing, SyncState, TeamState
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 dns_label = RegexValidator(
@@ -235,6 +235,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    # Single sign-on adds and removes only the memberships it manages; one added by hand stays as it is.
+    source = models.CharField(max_length=10, choices=MembershipSource.choices, default=MembershipSource.LOCAL)
 
     class Meta:
         ordering = ["team__slug", "user__username"]

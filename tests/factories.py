@@ -78,3 +78,55 @@ class TeamNamespaceFactory(factory.django.DjangoModelFactory):
 
     team = factory.SubFactory(TeamFactory)
     cluster = factory.SubFactory(ClusterFactory)
+
+
+# --- billing ---------------------------------------------------------------------------------------------------
+
+
+class UsageHourFactory(factory.django.DjangoModelFactory):
+    """One team × flavor × hour of usage; pass `hour` (UTC, on the hour) and the GPU-hours."""
+
+    class Meta:
+        model = "billing.UsageHour"
+
+    team = factory.SubFactory(TeamFactory)
+    flavor = factory.SubFactory(GpuFlavorFactory)
+    cluster = factory.LazyAttribute(lambda u: u.flavor.cluster)
+    namespace = factory.LazyAttribute(lambda u: u.team.namespace)
+    allocated_gpu_hours = 8
+    used_gpu_hours = 4
+
+
+class JobUsageHourFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "billing.JobUsageHour"
+
+    flavor = factory.LazyAttribute(lambda u: u.job.flavor)
+    allocated_gpu_hours = 8
+    used_gpu_hours = 0
+    utilisation_avg = 0.0
+
+
+class CollectedHourFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "billing.CollectedHour"
+
+    cluster = factory.SubFactory(ClusterFactory)
+    state = "collected"
+    collected_at = factory.LazyAttribute(lambda c: c.hour)
+
+
+class RateCardFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "billing.RateCard"
+
+    flavor = factory.SubFactory(GpuFlavorFactory)
+    price_per_gpu_hour = 2
+
+
+class BudgetFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "billing.Budget"
+
+    team = factory.SubFactory(TeamFactory)
+    amount = 1000

@@ -1,0 +1,253 @@
+"""Statements, roll-ups, forecasts, missing hours and idle jobs, from usage rows made with factories."""
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from billing import selectors
+from billing.choices import StatementState
+from jobs.choices import JobState
+from jobs.models import Job
+from tenants.choices import Sharing, TeamState
+from tests.factories import (
+    BudgetFactory,
+    ClusterFactory,
+    CollectedHourFactory,
+    GpuFlavorFactory,
+    JobUsageHourFactory,
+    PriorityTierFactory,
+    RateCardFactory,
+    TeamFactory,
+    TeamNamespaceFactory,
+    UsageHourFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+NOV = date(2026, 11, 1)
+START = datetime(2026, 11, 1, tzinfo=UTC)
+DEC = datetime(2026, 12, 1, tzinfo=UTC)
+AFTER_NOV = datetime(2026, 12, 2, tzinfo=UTC)
+H = timedelta(hours=1)
+
+
+def at(day: int, hour: int = 0) -> datetime:
+    return datetime(2026, 11, day, hour, tzinfo=UTC)
+
+
+@pytest.fixture
+def h100():
+    return GpuFlavorFactory(name="h100", gpu_model="NVIDIA H100 80GB HBM3")
+
+
+def test_each_hour_is_priced_at_the_rate_in_force_then(h100):
+    team = TeamFactory()
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("2.00"), effective_from=START, effective_to=at(15))
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("3.50"), effective_from=at(15))
+    # 14 days × 1 h before the change, 10 hours after it, 8 GPU-hours each.
+    for day in range(1, 15):
+        UsageHourFactory(team=team, flavor=h100, hour=at(day, 12), allocated_gpu_hours=8, used_gpu_hours=2)
+    for hour in range(10):
+        UsageHourFactory(team=team, flavor=h100, hour=at(15, hour), allocated_gpu_hours=8, used_gpu_hours=6)
+
+    statement = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV)
+
+    assert statement.state == StatementState.FINAL
+    assert [(line.unit_price, line.allocated_gpu_hours, line.cost) for line in statement.lines] == [
+        (Decimal("2.00"), Decimal(112), Decimal("224.00")), (Decimal("3.50"), Decimal(80), Decimal("280.00"))]
+    assert [line.charge_start for line in statement.lines] == [START, at(15)]
+    assert statement.lines[0].idle_cost == Decimal("168.00")  # (112 − 28) × 2
+    assert statement.lines[1].idle_cost == Decimal("70.00")  # (80 − 60) × 3.5
+    assert statement.lines[1].efficiency == Decimal("0.7500")
+    assert statement.total_cost == Decimal("504.00")
+
+
+def test_lines_are_rounded_once_and_the_total_is_their_sum():
+    team = TeamFactory()
+    flavors = [GpuFlavorFactory(name=f"f{i}") for i in range(3)]
+    for flavor in flavors:
+        RateCardFactory(flavor=flavor, price_per_gpu_hour=Decimal("1.0001"), effective_from=START)
+        for hour in range(3):  # 3 × 0.333333 GPU-hours × 1.0001 = 1.00009… per flavor
+            UsageHourFactory(team=team, flavor=flavor, hour=at(2, hour), allocated_gpu_hours=Decimal("0.333333"),
+                             used_gpu_hours=Decimal("0.111111"))
+
+    statement = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV)
+
+    assert [line.cost for line in statement.lines] == [Decimal("1.00")] * 3
+    assert statement.total_cost == Decimal("3.00") == sum(line.cost for line in statement.lines)
+    for line in statement.lines:
+        assert line.allocated_gpu_hours == Decimal("0.999999")
+        assert line.cost - line.idle_cost == Decimal("0.33")  # used part, rounded on its own: 0.333333 × 1.0001
+
+
+def test_a_mig_slice_defaults_to_its_fraction_of_the_parent_rate_unless_priced(h100):
+    mig = GpuFlavorFactory(cluster=h100.cluster, name="h100-1g", resource_name="nvidia.com/mig-1g.10gb",
+                           sharing=Sharing.MIG, gpu_fraction=Decimal("0.1429"), gpu_model=h100.gpu_model)
+    GpuFlavorFactory(name="elsewhere")  # another cluster's whole GPU is not the parent
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("7.00"), effective_from=START)
+    RateCardFactory(flavor=mig, price_per_gpu_hour=Decimal("1.50"), effective_from=at(20))
+    team = TeamFactory()
+    UsageHourFactory(team=team, flavor=mig, hour=at(10), allocated_gpu_hours=7, used_gpu_hours=7)
+    UsageHourFactory(team=team, flavor=mig, hour=at(21), allocated_gpu_hours=7, used_gpu_hours=7)
+
+    lines = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV).lines
+
+    assert [(line.unit_price, line.price_from, line.cost) for line in lines] == [
+        (Decimal("7.00") * Decimal("0.1429"), "h100", Decimal("7.00")),  # 7 × 1.0003 = 7.0021
+        (Decimal("1.50"), "", Decimal("10.50"))]
+    assert (lines[0].charge_start, lines[0].charge_end) == (START, at(20))
+
+
+def test_hours_without_a_rate_are_shown_unpriced_not_dropped(h100):
+    team = TeamFactory()
+    UsageHourFactory(team=team, flavor=h100, hour=at(3), allocated_gpu_hours=4, used_gpu_hours=1)
+
+    statement = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV)
+
+    assert statement.unpriced_gpu_hours == Decimal(4)
+    assert statement.total_cost == 0 and not statement.lines[0].priced
+
+
+def test_rows_of_other_months_and_teams_stay_out(h100):
+    team, other = TeamFactory(), TeamFactory()
+    RateCardFactory(flavor=h100, price_per_gpu_hour=1, effective_from=START - 30 * 24 * H)
+    UsageHourFactory(team=team, flavor=h100, hour=START - H, allocated_gpu_hours=5, used_gpu_hours=0)
+    UsageHourFactory(team=team, flavor=h100, hour=DEC, allocated_gpu_hours=5, used_gpu_hours=0)
+    UsageHourFactory(team=other, flavor=h100, hour=at(4), allocated_gpu_hours=5, used_gpu_hours=0)
+    UsageHourFactory(team=team, flavor=h100, hour=DEC - H, allocated_gpu_hours=3, used_gpu_hours=0)
+
+    assert selectors.team_statement(team=team, month=NOV, now=AFTER_NOV).total_cost == Decimal("3.00")
+
+
+def test_draft_while_the_month_is_open_and_history_survives_rename_and_archive(h100):
+    team = TeamFactory(name="Vision")
+    RateCardFactory(flavor=h100, price_per_gpu_hour=2, effective_from=START)
+    UsageHourFactory(team=team, flavor=h100, hour=at(2), allocated_gpu_hours=10, used_gpu_hours=5)
+    team.name, team.state = "Vision (old)", TeamState.ARCHIVED
+    team.save()
+
+    statement = selectors.team_statement(team=team, month=NOV, now=at(20))
+
+    assert statement.state == StatementState.DRAFT
+    assert statement.total_cost == Decimal("20.00") and statement.team.name == "Vision (old)"
+
+
+def test_rollups_by_cost_centre_and_department_add_up(h100):
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("1.25"), effective_from=START)
+    research = TeamFactory(slug="research", cost_center="CC-1")
+    teams = [TeamFactory(cost_center="CC-1", parent=research), TeamFactory(cost_center="CC-1", parent=research),
+             TeamFactory(cost_center="CC-2")]
+    for i, team in enumerate(teams):
+        UsageHourFactory(team=team, flavor=h100, hour=at(5), allocated_gpu_hours=i + 1, used_gpu_hours=0)
+    admin = UserFactory(is_staff=True)
+
+    statements = selectors.all_statements(user=admin, month=NOV, now=AFTER_NOV)
+    rollups = selectors.rollups(statements)
+
+    by_cc = {r.key: r.cost for r in rollups["cost_center"]}
+    assert by_cc == {"CC-1": Decimal("3.75"), "CC-2": Decimal("3.75")}
+    by_dept = {r.key: (r.teams, r.cost) for r in rollups["department"]}
+    assert by_dept[research.name] == (3, Decimal("3.75"))  # the department itself and its two teams
+    assert sum(r.cost for r in rollups["department"]) == sum(s.total_cost for s in statements) == Decimal("7.50")
+
+
+def test_missing_hours_are_runs_per_cluster_with_their_state(h100):
+    team = TeamFactory()
+    TeamNamespaceFactory(team=team, cluster=h100.cluster)
+    TeamNamespaceFactory(cluster=ClusterFactory())  # another team's cluster is not this team's concern
+    for hour in range(0, 6):
+        if hour in (2, 3):
+            continue
+        CollectedHourFactory(cluster=h100.cluster, hour=at(1, hour))
+    CollectedHourFactory(cluster=h100.cluster, hour=at(1, 3), state="failed", message="Prometheus: timeout")
+
+    statement = selectors.team_statement(team=team, month=NOV, now=at(1, 6) + timedelta(minutes=5))
+
+    assert [(m.start, m.end, m.state, m.message) for m in statement.missing] == [
+        (at(1, 2), at(1, 3), "missing", ""), (at(1, 3), at(1, 4), "failed", "Prometheus: timeout")]
+    assert statement.missing_hour_count == 2
+
+
+def test_forecast_extrapolates_the_burn_rate_over_collected_hours(h100):
+    team = TeamFactory()
+    TeamNamespaceFactory(team=team, cluster=h100.cluster)
+    RateCardFactory(flavor=h100, price_per_gpu_hour=1, effective_from=START)
+    for hour in range(10):  # 10 hours elapsed, 8 collected at 3 per hour, 2 missing
+        if hour < 8:
+            CollectedHourFactory(cluster=h100.cluster, hour=at(1, hour))
+            UsageHourFactory(team=team, flavor=h100, hour=at(1, hour), allocated_gpu_hours=3, used_gpu_hours=3)
+    statement = selectors.team_statement(team=team, month=NOV, now=at(1, 10))
+
+    assert statement.total_cost == Decimal("24.00")
+    assert selectors.forecast(statement, now=at(1, 10)) == Decimal("2160.00")  # 3 per hour × 720 hours
+
+    budget = BudgetFactory(team=team, month=NOV, amount=2000)
+    status = selectors.budget_status(team=team, statement=statement, now=at(1, 10))
+    assert status.budget == budget and status.forecast_percent == Decimal("108.0") and status.level == 0
+
+
+def test_a_final_month_forecasts_what_it_spent(h100):
+    team = TeamFactory()
+    RateCardFactory(flavor=h100, price_per_gpu_hour=1, effective_from=START)
+    UsageHourFactory(team=team, flavor=h100, hour=at(1), allocated_gpu_hours=3, used_gpu_hours=3)
+    statement = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV)
+    assert selectors.forecast(statement, now=AFTER_NOV) == Decimal("3.00")
+
+
+def _running_job(team, flavor, *, workers=1, gpus=4, state=JobState.RUNNING):
+    user = UserFactory()
+    return Job.objects.create(team=team, cluster=flavor.cluster, flavor=flavor, priority_tier=PriorityTierFactory(),
+                              kind="batch", name="train", image="registry.example.com/train:1", workers=workers,
+                              gpus_per_worker=gpus, submitted_by=user, state=state)
+
+
+def test_idle_jobs_stayed_under_the_threshold_for_the_whole_window(h100, settings):
+    settings.IDLE_GPU_THRESHOLD, settings.IDLE_GPU_WINDOW_HOURS = 0.05, 2
+    team = TeamFactory()
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("2.50"), effective_from=START)
+    idle = _running_job(team, h100)
+    busy_once = _running_job(team, h100)
+    short = _running_job(team, h100)
+    finished = _running_job(team, h100, state=JobState.SUCCEEDED)
+    for hour in (8, 9):
+        JobUsageHourFactory(job=idle, hour=at(3, hour), allocated_gpu_hours=4, used_gpu_hours=Decimal("0.1"),
+                            utilisation_avg=0.025)
+        JobUsageHourFactory(job=busy_once, hour=at(3, hour), allocated_gpu_hours=4, used_gpu_hours=0,
+                            utilisation_avg=0.0 if hour == 8 else 0.05)
+        JobUsageHourFactory(job=finished, hour=at(3, hour), allocated_gpu_hours=4, used_gpu_hours=0)
+    JobUsageHourFactory(job=short, hour=at(3, 9), allocated_gpu_hours=4, used_gpu_hours=0)
+    JobUsageHourFactory(job=idle, hour=at(3, 7), allocated_gpu_hours=4, used_gpu_hours=4, utilisation_avg=1.0)
+    admin = UserFactory(is_staff=True)
+
+    result = selectors.idle_jobs(user=admin, now=at(3, 10) + timedelta(minutes=20))
+
+    assert [i.job for i in result] == [idle]
+    assert result[0].wasted_gpu_hours == Decimal("7.8")
+    assert result[0].wasted_cost == Decimal("19.50")
+    assert result[0].cost_per_hour == Decimal("10.00")
+    assert (result[0].window_start, result[0].window_end) == (at(3, 8), at(3, 10))
+    outsider = UserFactory()
+    assert selectors.idle_jobs(user=outsider, now=at(3, 10)) == []
+
+
+@pytest.mark.parametrize("value", ["2026-13", "26-11", "2026/11", "", "november", "1999-01"])
+def test_bad_months_are_refused_with_the_expected_shape(value):
+    with pytest.raises(Exception, match="YYYY-MM"):
+        selectors.parse_month(value)
+
+
+def test_chart_series_come_from_rows(h100):
+    team = TeamFactory()
+    RateCardFactory(flavor=h100, price_per_gpu_hour=2, effective_from=START, effective_to=at(2))
+    RateCardFactory(flavor=h100, price_per_gpu_hour=3, effective_from=at(2))
+    UsageHourFactory(team=team, flavor=h100, hour=at(1, 5), allocated_gpu_hours=2, used_gpu_hours=1)
+    UsageHourFactory(team=team, flavor=h100, hour=at(2, 5), allocated_gpu_hours=2, used_gpu_hours=1)
+
+    assert selectors.team_daily_cost(team=team, month=NOV) == [
+        {"day": date(2026, 11, 1), "cost": Decimal("4.00")}, {"day": date(2026, 11, 2), "cost": Decimal("6.00")}]
+    usage = selectors.team_daily_usage(team=team, start=START, end=DEC)
+    assert [(u["day"], u["flavor"], u["allocated"], u["used"]) for u in usage] == [
+        (date(2026, 11, 1), "h100", Decimal(2), Decimal(1)), (date(2026, 11, 2), "h100", Decimal(2), Decimal(1))]
+    cells = selectors.team_day_utilisation(user=UserFactory(is_staff=True), start=START, end=DEC)
+    assert [(c["team"], c["utilisation"]) for c in cells] == [(team.slug, 0.5), (team.slug, 0.5)]
