@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -55,6 +56,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "tenants",
     "quotas",
     "jobs",
@@ -113,6 +117,36 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "tenants:dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
+# Single sign-on (OpenID Connect, authorization code flow) is on when a client id is set; local accounts keep
+# working beside it. Endpoints are given explicitly so that starting the portal never waits on the provider.
+OIDC_RP_CLIENT_ID = env("OIDC_RP_CLIENT_ID")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_RP_CLIENT_SECRET = env("OIDC_RP_CLIENT_SECRET")
+OIDC_OP_ISSUER = env("OIDC_OP_ISSUER")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env("OIDC_OP_AUTHORIZATION_ENDPOINT")
+OIDC_OP_TOKEN_ENDPOINT = env("OIDC_OP_TOKEN_ENDPOINT")
+OIDC_OP_USER_ENDPOINT = env("OIDC_OP_USER_ENDPOINT")
+OIDC_OP_JWKS_ENDPOINT = env("OIDC_OP_JWKS_ENDPOINT")
+OIDC_RP_SIGN_ALGO = env("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = float(env("OIDC_TIMEOUT", "10"))
+OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", "groups")
+OIDC_ADMIN_GROUP_SUFFIX = env("OIDC_ADMIN_GROUP_SUFFIX", "-admins")
+OIDC_VIEWER_GROUP_SUFFIX = env("OIDC_VIEWER_GROUP_SUFFIX", "-viewers")
+OIDC_PLATFORM_ADMIN_GROUP = env("OIDC_PLATFORM_ADMIN_GROUP")
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+LOGIN_REDIRECT_URL_FAILURE = "/login/"  # a path: the library does not resolve URL names here
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if OIDC_ENABLED:
+    _oidc_required = ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT",
+                      "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT")
+    _oidc_missing = [name for name in _oidc_required if not env(name)]
+    if _oidc_missing:
+        raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set, so these must be too: {', '.join(_oidc_missing)}")
+    AUTHENTICATION_BACKENDS.append("tenants.auth.PortalOIDCBackend")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -163,6 +197,8 @@ CELERY_BEAT_SCHEDULE = {
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
     "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},
+    # A few minutes past the hour, so the exporters' last samples of the hour that just ended are in.
+    "usage-collect": {"task": "billing.tasks.usage_collect_task", "schedule": crontab(minute=5)},
 }
 QUOTA_EXPIRY_NOTICE_DAYS = int(env("QUOTA_EXPIRY_NOTICE_DAYS", "3"))
 # Chargeback: one currency for rate cards, statements and budgets; budget alerts fire once per threshold (percent);
@@ -171,6 +207,11 @@ BILLING_CURRENCY = env("BILLING_CURRENCY", "USD")
 BUDGET_ALERT_THRESHOLDS = [int(t) for t in env_list("BUDGET_ALERT_THRESHOLDS", "80,100")]
 IDLE_GPU_THRESHOLD = float(env("IDLE_GPU_THRESHOLD", "0.05"))
 IDLE_GPU_WINDOW_HOURS = int(env("IDLE_GPU_WINDOW_HOURS", "2"))
+# Usage collection: how far back missed or failed hours are filled in, how long one Prometheus query may take,
+# and the sampling step integrated over each hour (it must divide 3600).
+BILLING_BACKFILL_DAYS = int(env("BILLING_BACKFILL_DAYS", "7"))
+BILLING_PROMETHEUS_TIMEOUT = float(env("BILLING_PROMETHEUS_TIMEOUT", "30"))
+BILLING_STEP_SECONDS = int(env("BILLING_STEP_SECONDS", "60"))
 
 # Kubernetes: the field manager every server-side apply uses, and how long one call may take.
 KUBE_FIELD_MANAGER = "gpu-portal"
@@ -183,9 +224,36 @@ MONITORING_NAMESPACE = env("MONITORING_NAMESPACE", "monitoring")
 RECONCILE_BACKOFF_BASE_SECONDS = float(env("RECONCILE_BACKOFF_BASE_SECONDS", "5"))
 RECONCILE_BACKOFF_MAX_SECONDS = float(env("RECONCILE_BACKOFF_MAX_SECONDS", "600"))
 
+# The API: personal access tokens for scripts (listed first, so a missing credential is a 401), the session for
+# the browser (CSRF enforced on its writes); one error shape; cursor pages; a request budget per token.
+API_THROTTLE_RATE = env("API_THROTTLE_RATE", "1200/min")
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["portal.api.TokenRateThrottle"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Portal API",
+    "DESCRIPTION": "Quotas, jobs and usage of the GPU portal. Authenticate with 'Authorization: Bearer <token>'.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.choices.JobState", "RequestStateEnum": "quotas.choices.RequestState"},
+    # Swagger UI and Redoc are served from the portal's own static files, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

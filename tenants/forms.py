@@ -51,3 +51,12 @@ class NamespaceDeletionForm(forms.Form):
         max_length=63, label="Type the team's slug to confirm",
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
+
+
+class AccessTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What it is for, e.g. 'training notebook'.")
+    expires_in_days = forms.TypedChoiceField(
+        coerce=int, empty_value=None, required=False, initial="90", label="Expires",
+        choices=[("7", "in 7 days"), ("30", "in 30 days"), ("90", "in 90 days"), ("366", "in a year"),
+                 ("", "never")],
+    )

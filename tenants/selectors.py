@@ -1,5 +1,7 @@
 """Every read of tenancy data, already scoped to the user asking: another team's row is simply not found."""
 
+import hmac
+
 from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
@@ -8,7 +10,7 @@ from portal import kube
 
 from .choices import Role, TeamState
 from .manifests import TeamSpec, TierSpec, priority_class_manifest, team_access_manifests
-from .models import AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
+from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 
 
 def is_platform_admin(user) -> bool:
@@ -152,3 +154,33 @@ def cluster_reachable(cluster: Cluster) -> tuple[bool, str]:
 def live_object(*, cluster: Cluster, api_version: str, kind: str, name: str, namespace: str | None) -> dict | None:
     """The object as the cluster holds it now (None when absent); raises KubeError when it cannot be read."""
     return kube.client_for_cluster(cluster).get(api_version, kind, name, namespace)
+
+
+# --- personal access tokens -------------------------------------------------------------------------------------
+
+
+def access_token_list(*, user) -> QuerySet[AccessToken]:
+    return AccessToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def access_token_get(*, user, pk: int) -> AccessToken:
+    token = access_token_list(user=user).filter(pk=pk).first()
+    if token is None:
+        raise Http404("No such token")
+    return token
+
+
+def access_token_for_secret(raw: str) -> AccessToken | None:
+    """The active token whose secret this is, with its user; None for anything else (unknown, revoked, expired,
+    malformed). The prefix finds the row; the digest is compared in constant time."""
+    from .tokens import split_token, token_digest
+
+    prefix = split_token(raw)
+    if prefix is None:
+        return None
+    token = AccessToken.objects.select_related("user").filter(prefix=prefix).first()
+    if token is None or not hmac.compare_digest(token.digest, token_digest(raw)):
+        return None
+    if not token.is_active() or not token.user.is_active:
+        return None
+    return token

@@ -24,7 +24,7 @@ from portal.reconcile import Outcome, converge, plan, record
 
 from . import selectors
 from .choices import MembershipSource, Role, Scheduler, TeamState
-from .models import AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
+from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +280,7 @@ def membership_remove(*, actor, team: Team, user, source_ip: str | None = None) 
                  before={"user": user.username, "role": membership.role}, source_ip=source_ip)
     membership.delete()
     team_namespaces_touch(team_namespaces=team.namespaces.all())
+
 
 
 # --- single sign-on ------------------------------------------------------------------------------------------
@@ -578,3 +579,54 @@ def _prune_orphans(client: kube.ClusterClient, orphans: dict[str, list[dict]]) -
         if outcome.error:
             log.warning("pruning objects of removed team %s failed: %s", slug, outcome.error)
     return writes
+
+
+# --- personal access tokens ----------------------------------------------------------------------------------
+
+MAX_TOKEN_DAYS = 366
+
+
+@transaction.atomic
+def access_token_create(*, actor, name: str, expires_in_days: int | None = None,
+                        source_ip: str | None = None) -> tuple[AccessToken, str]:
+    """A new token for the actor; returns the row and the token itself, which is shown once and never stored."""
+    from .tokens import new_token, token_digest
+
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+        raise ValidationError({"expires_in_days": f"Between 1 and {MAX_TOKEN_DAYS} days, or none for no expiry."})
+    prefix, raw = new_token()
+    now = timezone.now()
+    token = AccessToken(user=actor, name=name.strip(), prefix=prefix, digest=token_digest(raw), created_at=now,
+                        expires_at=now + timedelta(days=expires_in_days) if expires_in_days else None)
+    token.full_clean()
+    token.save()
+    audit_record(actor=actor, action="token.create", obj=token,
+                 after={"name": token.name, "prefix": prefix,
+                        "expires_at": token.expires_at.isoformat() if token.expires_at else None},
+                 source_ip=source_ip)
+    return token, raw
+
+
+@transaction.atomic
+def access_token_revoke(*, actor, token: AccessToken, source_ip: str | None = None) -> AccessToken:
+    token = AccessToken.objects.select_for_update().get(pk=token.pk)
+    if token.user_id != actor.pk:
+        raise PermissionDenied("Only the token's owner can revoke it.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=actor, action="token.revoke", obj=token, after={"prefix": token.prefix},
+                     source_ip=source_ip)
+    return token
+
+
+TOKEN_TOUCH_SECONDS = 60
+
+
+def access_token_touch(*, token: AccessToken) -> None:
+    """Record use at most once a minute, so reading through the API does not write on every request."""
+    now = timezone.now()
+    if token.last_used_at and (now - token.last_used_at).total_seconds() < TOKEN_TOUCH_SECONDS:
+        return
+    AccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now

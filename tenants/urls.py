@@ -31,4 +31,6 @@ urlpatterns = [
     path("console/teams/<slug:slug>/delete-namespaces/", views.console_team_delete_namespaces,
          name="team-delete-namespaces"),
     path("console/audit/", views.console_audit_list, name="audit-list"),
+    path("tokens/", views.token_list, name="token-list"),
+    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
 ]

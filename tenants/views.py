@@ -13,6 +13,7 @@ from django.db.models import Count, Sum
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
@@ -23,6 +24,7 @@ from . import selectors, services
 from .choices import SyncState, TeamState
 from .filters import AuditEventFilter
 from .forms import (
+    AccessTokenForm,
     MemberAddForm,
     MemberRemoveForm,
     MemberRoleForm,
@@ -409,3 +411,42 @@ def console_audit_list(request):
     return render(request, "tenants/console/audit_list.html", {
         "filter": event_filter, "page": page, "query": query.urlencode(),
     })
+
+
+# --- personal access tokens ----------------------------------------------------------------------------------
+
+
+def _tokens_page(request, *, form=None, new_token=None, status=200):
+    return render(request, "tenants/token_list.html", {
+        "tokens": selectors.access_token_list(user=request.user), "form": form or AccessTokenForm(),
+        "new_token": new_token, "now": timezone.now(),
+    }, status=status)
+
+
+@login_required
+def token_list(request):
+    """The user's tokens; creating one shows its secret on this response only (it is never stored)."""
+    if request.method != "POST":
+        return _tokens_page(request)
+    form = AccessTokenForm(request.POST)
+    if form.is_valid():
+        try:
+            token, raw = services.access_token_create(actor=request.user, name=form.cleaned_data["name"],
+                                                      expires_in_days=form.cleaned_data["expires_in_days"],
+                                                      source_ip=source_ip(request))
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            response = _tokens_page(request, new_token={"token": token, "secret": raw})
+            response["Cache-Control"] = "no-store"  # the secret must not be kept by a browser or proxy cache
+            return response
+    return _tokens_page(request, form=form, status=400)
+
+
+@login_required
+@require_POST
+def token_revoke(request, pk):
+    token = selectors.access_token_get(user=request.user, pk=pk)
+    services.access_token_revoke(actor=request.user, token=token, source_ip=source_ip(request))
+    messages.success(request, f"Token “{token.name}” revoked; scripts using it now get 401.")
+    return redirect("tenants:token-list")

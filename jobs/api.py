@@ -1,0 +1,152 @@
+"""API views of jobs: submit each kind, list with filters, read, cancel, resubmit, YAML, why-waiting and the
+pods' log tail. Submission goes through the same service as the form, so the same feasibility checks apply."""
+
+import django_filters
+import yaml
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.api import valid_input
+from portal.http import source_ip
+from portal.kube import KubeError
+from tenants import selectors as tenant_selectors
+from tenants.models import GpuFlavor, PriorityTier
+
+from . import selectors, services
+from .choices import JobKind, JobState
+from .manifests import job_manifests
+from .models import Job
+from .serializers import (
+    LIST_COLUMNS,
+    JobListSerializer,
+    JobLogsSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    JobYamlSerializer,
+    WhyWaitingSerializer,
+)
+
+
+class ClusterUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "cluster_unavailable"
+    default_detail = "The cluster could not be read; try again."
+
+
+class JobFilter(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__slug", help_text="A team's slug")
+    state = django_filters.ChoiceFilter(choices=JobState.choices)
+    kind = django_filters.ChoiceFilter(choices=JobKind.choices)
+    user = django_filters.CharFilter(field_name="submitted_by__username", help_text="The submitter's username")
+    flavor = django_filters.CharFilter(field_name="flavor__name")
+    cluster = django_filters.CharFilter(field_name="cluster__name")
+    submitted_after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+
+    class Meta:
+        model = Job
+        fields = []
+
+
+def _job_detail(user, pk: int) -> dict:
+    return JobSerializer(selectors.job_get(user=user, pk=pk)).data
+
+
+class JobListView(generics.ListAPIView):
+    """Newest first; filter by team, state, kind, user, flavor, cluster and submission time."""
+
+    queryset = Job.objects.none()  # names the model for the schema; get_queryset scopes every request
+    serializer_class = JobListSerializer
+    filterset_class = JobFilter
+    ordering = ("-submitted_at", "-id")
+
+    def get_queryset(self):
+        return selectors.job_list(user=self.request.user).values(*LIST_COLUMNS)
+
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer},
+                   summary="Submit a job (team admins and members)")
+    def post(self, request):
+        data = valid_input(JobSubmitSerializer, request)
+        team = tenant_selectors.team_get(user=request.user, slug=data.pop("team"))
+        flavor = _flavor(data.pop("flavor"), data.pop("cluster", None))
+        tier = _tier(data.pop("priority", None))
+        job = services.job_submit(actor=request.user, team=team, flavor=flavor, priority_tier=tier,
+                                  source_ip=source_ip(request), **data)
+        return Response(_job_detail(request.user, job.pk), status=status.HTTP_201_CREATED)
+
+
+def _flavor(name: str, cluster: str | None) -> GpuFlavor:
+    flavors = GpuFlavor.objects.select_related("cluster").filter(name=name)
+    if cluster:
+        flavors = flavors.filter(cluster__name=cluster)
+    found = list(flavors[:2])
+    if not found:
+        raise ValidationError({"flavor": [f"There is no flavor named {name!r}" + (f" in {cluster}." if cluster
+                                                                                    else ".")]})
+    if len(found) > 1:
+        raise ValidationError({"cluster": [f"Flavors named {name!r} exist in several clusters: name the cluster."]})
+    return found[0]
+
+
+def _tier(name: str | None) -> PriorityTier | None:
+    if name is None:
+        return None
+    tier = PriorityTier.objects.filter(name=name).first()
+    if tier is None:
+        raise ValidationError({"priority": [f"There is no priority tier named {name!r}."]})
+    return tier
+
+
+class JobDetailView(APIView):
+    @extend_schema(responses=JobSerializer)
+    def get(self, request, pk):
+        return Response(_job_detail(request.user, pk))
+
+
+class JobCancelView(APIView):
+    @extend_schema(request=None, responses=JobSerializer,
+                   summary="Cancel (the submitter or a team admin): the job's objects are deleted")
+    def post(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        services.job_cancel(actor=request.user, job=job, source_ip=source_ip(request))
+        return Response(_job_detail(request.user, pk))
+
+
+class JobResubmitView(APIView):
+    @extend_schema(request=None, responses={201: JobSerializer},
+                   summary="Submit an ended or preempted job again, as a new job")
+    def post(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        new = services.job_resubmit(actor=request.user, job=job, source_ip=source_ip(request))
+        return Response(_job_detail(request.user, new.pk), status=status.HTTP_201_CREATED)
+
+
+class JobYamlView(APIView):
+    @extend_schema(responses=JobYamlSerializer, summary="The objects the portal applies for the job")
+    def get(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        objects = selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job))
+        return Response({"yaml": yaml.safe_dump_all(objects, sort_keys=False)})
+
+
+class JobWhyWaitingView(APIView):
+    @extend_schema(responses=WhyWaitingSerializer, summary="Why the job is not running yet, in one sentence")
+    def get(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        ahead = list(selectors.jobs_ahead(job=job)[:20]) if job.state == JobState.QUEUED else []
+        return Response(WhyWaitingSerializer({"state": job.state, "message": selectors.why_waiting(job=job),
+                                              "ahead": ahead}).data)
+
+
+class JobLogsView(APIView):
+    @extend_schema(responses={200: JobLogsSerializer}, summary="The job's pods and the last lines of their logs")
+    def get(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        try:
+            pods = selectors.job_pods(job=job)
+        except KubeError as exc:
+            raise ClusterUnavailable(f"The cluster {job.cluster.name} could not be read: {exc}") from exc
+        return Response(JobLogsSerializer({"pods": pods}).data)

@@ -1,0 +1,149 @@
+"""API shapes of jobs. The list serializer reads plain rows (`.values()`), not model instances: the job list is the
+API's hottest read, and building 50 model objects per page costs more than the query."""
+
+from rest_framework import serializers
+from rest_framework.fields import DateTimeField
+
+from .choices import TERMINAL_STATES, JobKind, JobState
+from .models import MAX_ARGV_ITEMS, MAX_WORKERS
+
+# The columns one list row needs, joined in the same query.
+LIST_COLUMNS = (
+    "id", "name", "kind", "state", "state_message", "image", "workers", "gpus_per_worker", "team__slug",
+    "cluster__name", "flavor__name", "priority_tier__name", "submitted_by__username", "submitted_at",
+    "admitted_at", "started_at", "finished_at",
+)
+_iso = DateTimeField().to_representation
+
+
+def _time(value):
+    return None if value is None else _iso(value)
+
+
+class JobListSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    team = serializers.CharField()
+    cluster = serializers.CharField()
+    flavor = serializers.CharField()
+    kind = serializers.ChoiceField(choices=JobKind.choices)
+    name = serializers.CharField()
+    image = serializers.CharField()
+    state = serializers.ChoiceField(choices=JobState.choices)
+    state_message = serializers.CharField()
+    terminal = serializers.BooleanField(help_text="The job has ended and will not change any more.")
+    workers = serializers.IntegerField()
+    gpus_per_worker = serializers.IntegerField()
+    gpus = serializers.IntegerField(help_text="workers × gpus_per_worker")
+    priority = serializers.CharField()
+    submitted_by = serializers.CharField()
+    submitted_at = serializers.DateTimeField()
+    admitted_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def to_representation(self, row: dict) -> dict:
+        # Field-by-field DRF rendering of a dict row costs more than the query; this builds the same document.
+        return {
+            "id": row["id"], "team": row["team__slug"], "cluster": row["cluster__name"],
+            "flavor": row["flavor__name"], "kind": row["kind"], "name": row["name"], "image": row["image"],
+            "state": row["state"], "state_message": row["state_message"],
+            "terminal": row["state"] in TERMINAL_STATES, "workers": row["workers"],
+            "gpus_per_worker": row["gpus_per_worker"], "gpus": row["workers"] * row["gpus_per_worker"],
+            "priority": row["priority_tier__name"], "submitted_by": row["submitted_by__username"],
+            "submitted_at": _iso(row["submitted_at"]), "admitted_at": _time(row["admitted_at"]),
+            "started_at": _time(row["started_at"]), "finished_at": _time(row["finished_at"]),
+        }
+
+
+class JobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    team = serializers.CharField(source="team.slug")
+    cluster = serializers.CharField(source="cluster.name")
+    flavor = serializers.CharField(source="flavor.name")
+    resource_name = serializers.CharField(source="flavor.resource_name")
+    kind = serializers.ChoiceField(choices=JobKind.choices)
+    name = serializers.CharField()
+    object_name = serializers.CharField(help_text="The name of the job's object in the cluster.")
+    namespace = serializers.CharField(source="team.namespace")
+    image = serializers.CharField()
+    command = serializers.ListField(child=serializers.CharField())
+    args = serializers.ListField(child=serializers.CharField())
+    env = serializers.DictField(child=serializers.CharField())
+    workers = serializers.IntegerField()
+    gpus_per_worker = serializers.IntegerField()
+    gpus = serializers.IntegerField(source="total_gpus")
+    cpu_per_worker = serializers.IntegerField(help_text="CPU cores per worker")
+    memory_gib_per_worker = serializers.IntegerField()
+    max_runtime_minutes = serializers.IntegerField()
+    priority = serializers.CharField(source="priority_tier.name")
+    notify = serializers.BooleanField()
+    state = serializers.ChoiceField(choices=JobState.choices)
+    state_message = serializers.CharField()
+    terminal = serializers.BooleanField()
+    sync_state = serializers.CharField(help_text="Whether the job's objects are applied: applied, pending, "
+                                                 "retrying or rejected.")
+    sync_message = serializers.CharField()
+    submitted_by = serializers.CharField(source="submitted_by.username")
+    submitted_at = serializers.DateTimeField()
+    admitted_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    cancel_requested_at = serializers.DateTimeField(allow_null=True)
+    queue_wait_seconds = serializers.FloatField(allow_null=True)
+    run_seconds = serializers.FloatField(allow_null=True)
+    resubmit_of = serializers.IntegerField(source="resubmit_of_id", allow_null=True)
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    """Types only; the service checks the rest (names, image, quota, node size) exactly as for the form."""
+
+    team = serializers.SlugField(max_length=63)
+    kind = serializers.ChoiceField(choices=JobKind.choices)
+    name = serializers.CharField(max_length=40, help_text="Lowercase letters, digits and '-'.")
+    flavor = serializers.CharField(max_length=63, help_text="The GPU flavor's name.")
+    cluster = serializers.CharField(max_length=63, required=False,
+                                    help_text="The cluster's name, when flavors of that name exist in several.")
+    image = serializers.CharField(max_length=300)
+    command = serializers.ListField(child=serializers.CharField(max_length=4096, trim_whitespace=False),
+                                    min_length=1, max_length=MAX_ARGV_ITEMS,
+                                    help_text="The command as a list of arguments; nothing runs through a shell.")
+    args = serializers.ListField(child=serializers.CharField(max_length=4096, trim_whitespace=False),
+                                 required=False, default=list, max_length=MAX_ARGV_ITEMS)
+    env = serializers.DictField(child=serializers.CharField(max_length=4096, allow_blank=True,
+                                                            trim_whitespace=False), required=False, default=dict)
+    workers = serializers.IntegerField(min_value=1, max_value=MAX_WORKERS, default=1)
+    gpus_per_worker = serializers.IntegerField(min_value=1, max_value=64, default=1)
+    cpu_per_worker = serializers.IntegerField(min_value=1, max_value=512, default=8)
+    memory_gib_per_worker = serializers.IntegerField(min_value=1, max_value=4096, default=64)
+    priority = serializers.CharField(max_length=50, required=False,
+                                     help_text="A priority tier's name; the platform's default when left out.")
+    max_runtime_minutes = serializers.IntegerField(min_value=1, max_value=30 * 24 * 60, default=24 * 60)
+    notify = serializers.BooleanField(default=True, help_text="Email the submitter when the job ends.")
+
+
+class JobYamlSerializer(serializers.Serializer):
+    yaml = serializers.CharField(help_text="The objects the portal applies for this job, as YAML documents.")
+
+
+class QueuedJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    submitted_by = serializers.CharField(source="submitted_by.username")
+    submitted_at = serializers.DateTimeField()
+    gpus = serializers.IntegerField(source="total_gpus")
+
+
+class WhyWaitingSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=JobState.choices)
+    message = serializers.CharField(help_text="Empty once the job is no longer waiting.")
+    ahead = QueuedJobSerializer(many=True, help_text="The team's jobs queued before this one.")
+
+
+class PodLogSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    phase = serializers.CharField()
+    log = serializers.CharField(help_text="The last lines of the pod's log.")
+
+
+class JobLogsSerializer(serializers.Serializer):
+    pods = PodLogSerializer(many=True)

@@ -1,0 +1,157 @@
+"""What every endpoint of /api/v1 shares: token authentication, the one error shape, pagination and throttling.
+
+Errors always look like {"error": {"code": "...", "message": "...", "fields": {"field": ["message", ...]}}},
+whether DRF, a selector (404), a role check (403) or a service's ValidationError raised them.
+"""
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions, status
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.pagination import CursorPagination
+from rest_framework.throttling import SimpleRateThrottle
+
+from tenants.models import AccessToken
+
+# --- authentication ------------------------------------------------------------------------------------------
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer gpp_…`: a personal access token acts as its user. The token never reaches a log."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        from tenants import selectors, services
+
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token>' with one token.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("The token is not valid.") from None
+        token = selectors.access_token_for_secret(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed("The token is not valid, has expired or was revoked.")
+        services.access_token_touch(token=token)
+        return token.user, token
+
+    def authenticate_header(self, request):
+        # Makes DRF answer a missing or bad credential with 401 (and this challenge) rather than 403.
+        return f'{self.keyword} realm="api"'
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "portal.api.BearerTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A personal access token (gpp_…)."}
+
+
+# --- errors --------------------------------------------------------------------------------------------------
+
+STATUS_CODES = {
+    status.HTTP_400_BAD_REQUEST: "invalid",
+    status.HTTP_401_UNAUTHORIZED: "not_authenticated",
+    status.HTTP_403_FORBIDDEN: "permission_denied",
+    status.HTTP_404_NOT_FOUND: "not_found",
+    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+    status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
+}
+
+
+def _flatten(detail) -> list[str]:
+    if isinstance(detail, dict):
+        return [f"{key}: {message}" for key, value in detail.items() for message in _flatten(value)]
+    if isinstance(detail, list):
+        return [message for item in detail for message in _flatten(item)]
+    return [str(detail)]
+
+
+def _fields(detail: dict) -> dict[str, list[str]]:
+    return {("non_field_errors" if key == "__all__" else key): _flatten(value) for key, value in detail.items()}
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def exception_handler(exc, context):
+    """DRF's handler, plus the services' Django ValidationError, all in one shape."""
+    # Imported here: rest_framework.views reads the authentication setting, which names this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages})
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or "You may not do this.")
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # an unexpected error: Django's 500 handling and logging take over
+    code = STATUS_CODES.get(response.status_code, "error")
+    detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _fields(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
+        general = fields.get("non_field_errors")
+        message = " ".join(general) if general else "Some fields are not valid."
+        response.data = error_body(code, message, fields)
+    else:
+        response.data = error_body(code, " ".join(_flatten(detail)))
+    return response
+
+
+def valid_input(serializer_class, request) -> dict:
+    """The request body parsed by an input serializer; a 400 in the one error shape when it does not parse."""
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+# --- pagination ----------------------------------------------------------------------------------------------
+
+
+class Pagination(CursorPagination):
+    """Cursor pages over a stable order (each view names it, ending in a unique field): no COUNT(*) and no
+    duplicates or gaps when rows arrive between two pages."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+    ordering = "-id"
+
+    def get_ordering(self, request, queryset, view):
+        ordering = getattr(view, "ordering", None) or self.ordering
+        return (ordering,) if isinstance(ordering, str) else tuple(ordering)
+
+
+# --- throttling ----------------------------------------------------------------------------------------------
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """Requests per token (a token is the unit a script runs as); browser sessions count per user, anonymous
+    callers per address. The rate is the API_THROTTLE_RATE setting."""
+
+    scope = "api"
+
+    def get_rate(self):
+        return settings.API_THROTTLE_RATE
+
+    def get_cache_key(self, request, view):
+        if isinstance(request.auth, AccessToken):
+            ident = f"token-{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user-{request.user.pk}"
+        else:
+            ident = f"ip-{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}

@@ -1,0 +1,42 @@
+"""Every endpoint of /api/v1, plus the OpenAPI schema and its interactive docs (assets served by the portal)."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from jobs import api as jobs_api
+from quotas import api as quotas_api
+from tenants import api as tenants_api
+
+app_name = "api"
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    path("v1/me/", tenants_api.MeView.as_view(), name="me"),
+    path("v1/teams/", tenants_api.TeamListView.as_view(), name="team-list"),
+    path("v1/teams/<slug:slug>/", tenants_api.TeamDetailView.as_view(), name="team-detail"),
+    path("v1/teams/<slug:slug>/members/", tenants_api.MemberListView.as_view(), name="member-list"),
+    path("v1/teams/<slug:slug>/members/<str:username>/", tenants_api.MemberDetailView.as_view(), name="member-detail"),
+    path("v1/teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quota-list"),
+    path("v1/clusters/", tenants_api.ClusterListView.as_view(), name="cluster-list"),
+    path("v1/clusters/<str:name>/", tenants_api.ClusterDetailView.as_view(), name="cluster-detail"),
+    path("v1/flavors/", tenants_api.FlavorListView.as_view(), name="flavor-list"),
+    path("v1/quota-requests/", quotas_api.QuotaRequestListView.as_view(), name="quota-request-list"),
+    path("v1/quota-requests/<int:pk>/", quotas_api.QuotaRequestDetailView.as_view(), name="quota-request-detail"),
+    path("v1/quota-requests/<int:pk>/withdraw/", quotas_api.QuotaRequestWithdrawView.as_view(),
+         name="quota-request-withdraw"),
+    path("v1/quota-requests/<int:pk>/impact/", quotas_api.QuotaRequestImpactView.as_view(),
+         name="quota-request-impact"),
+    path("v1/quota-requests/<int:pk>/approve/", quotas_api.QuotaRequestApproveView.as_view(),
+         name="quota-request-approve"),
+    path("v1/quota-requests/<int:pk>/reject/", quotas_api.QuotaRequestRejectView.as_view(),
+         name="quota-request-reject"),
+    path("v1/jobs/", jobs_api.JobListView.as_view(), name="job-list"),
+    path("v1/jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="job-detail"),
+    path("v1/jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="job-cancel"),
+    path("v1/jobs/<int:pk>/resubmit/", jobs_api.JobResubmitView.as_view(), name="job-resubmit"),
+    path("v1/jobs/<int:pk>/yaml/", jobs_api.JobYamlView.as_view(), name="job-yaml"),
+    path("v1/jobs/<int:pk>/why-waiting/", jobs_api.JobWhyWaitingView.as_view(), name="job-why-waiting"),
+    path("v1/jobs/<int:pk>/logs/", jobs_api.JobLogsView.as_view(), name="job-logs"),
+]

@@ -1,0 +1,143 @@
+"""API views of quotas: a team's quotas, quota requests (create, withdraw) and the platform admins' decisions
+with the capacity-impact preview. Requests are validated by the same form as the page, then by the service."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.api import valid_input
+from portal.http import source_ip
+from tenants import selectors as tenant_selectors
+
+from . import selectors, services
+from .choices import RequestState
+from .forms import QuotaRequestForm
+from .models import Quota, QuotaRequest
+from .serializers import (
+    ApproveInputSerializer,
+    ImpactSerializer,
+    QuotaRequestInputSerializer,
+    QuotaRequestSerializer,
+    QuotaSerializer,
+    RejectInputSerializer,
+)
+
+
+class TeamQuotaListView(generics.ListAPIView):
+    queryset = Quota.objects.none()  # names the model for the schema; get_queryset scopes every request
+    serializer_class = QuotaSerializer
+    ordering = "id"
+
+    def get_queryset(self):
+        team = tenant_selectors.team_get(user=self.request.user, slug=self.kwargs["slug"])
+        self.usage = {ns.cluster_id: ns.usage or {} for ns in tenant_selectors.team_namespaces(team=team)}
+        return selectors.team_quotas(team=team).select_related("team")
+
+    def get_serializer(self, *args, **kwargs):
+        for quota in (args[0] if args else []):
+            quota.in_use_units = int(self.usage.get(quota.flavor.cluster_id, {}).get(quota.flavor.resource_name, 0))
+        return super().get_serializer(*args, **kwargs)
+
+
+class QuotaRequestListView(generics.ListAPIView):
+    queryset = QuotaRequest.objects.none()
+    serializer_class = QuotaRequestSerializer
+    ordering = "-id"
+
+    @extend_schema(parameters=[
+        OpenApiParameter("state", str, enum=RequestState.values, description="Only requests in this state"),
+        OpenApiParameter("team", str, description="Only this team's requests (its slug)"),
+    ])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        state = self.request.query_params.get("state", "")
+        if state and state not in RequestState.values:
+            raise ValidationError({"state": [f"One of {', '.join(RequestState.values)}."]})
+        requests = selectors.request_list(user=self.request.user, state=state or None)
+        team = self.request.query_params.get("team")
+        return requests.filter(team__slug=team) if team else requests
+
+    @extend_schema(request=QuotaRequestInputSerializer, responses={201: QuotaRequestSerializer},
+                   summary="Ask for quota (team admins and members)")
+    def post(self, request):
+        data = valid_input(QuotaRequestInputSerializer, request)
+        team = tenant_selectors.team_get(user=request.user, slug=data["team"])
+        form = QuotaRequestForm(data={
+            "flavor": data["flavor_id"], "guaranteed": data["guaranteed_units"], "burst": data["burst_units"],
+            "cpu_cores": data.get("cpu_cores"), "memory_gib": data.get("memory_gib"),
+            "storage_gib": data["storage_gib"], "ends_at": data.get("ends_at"),
+            "justification": data["justification"],
+        }, flavors=selectors.requestable_flavors(team=team))
+        if not form.is_valid():
+            renamed = {"flavor": "flavor_id", "guaranteed": "guaranteed_units", "burst": "burst_units"}
+            raise ValidationError({renamed.get(k, k): v for k, v in form.errors.items()})
+        created = services.quota_request_create(actor=request.user, team=team, source_ip=source_ip(request),
+                                                **form.cleaned_data)
+        created = selectors.request_get(user=request.user, pk=created.pk)
+        return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)
+
+
+class QuotaRequestDetailView(APIView):
+    @extend_schema(responses=QuotaRequestSerializer)
+    def get(self, request, pk):
+        return Response(QuotaRequestSerializer(selectors.request_get(user=request.user, pk=pk)).data)
+
+
+class QuotaRequestWithdrawView(APIView):
+    @extend_schema(request=None, responses=QuotaRequestSerializer,
+                   summary="Withdraw a pending request (its requester or a team admin)")
+    def post(self, request, pk):
+        quota_request = selectors.request_get(user=request.user, pk=pk)
+        services.quota_request_withdraw(actor=request.user, request=quota_request, source_ip=source_ip(request))
+        return Response(QuotaRequestSerializer(selectors.request_get(user=request.user, pk=pk)).data)
+
+
+class QuotaRequestImpactView(APIView):
+    @extend_schema(responses=ImpactSerializer, summary="What approving would change for the flavor (platform admins)",
+                   parameters=[OpenApiParameter("guaranteed_units", int, description="Preview another amount"),
+                               OpenApiParameter("burst_units", int)])
+    def get(self, request, pk):
+        quota_request = selectors.request_get(user=request.user, pk=pk)
+        if not tenant_selectors.is_platform_admin(request.user):
+            raise PermissionDenied("Only platform admins see the capacity impact of a request.")
+        guaranteed = _amount(request.query_params, "guaranteed_units", quota_request.guaranteed)
+        burst = _amount(request.query_params, "burst_units", quota_request.burst)
+        effect = selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=guaranteed,
+                                  burst=burst)
+        return Response(ImpactSerializer(effect).data)
+
+
+def _amount(params, name: str, default: int) -> int:
+    value = params.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or int(value) > 100_000:
+        raise ValidationError({name: ["A whole number between 0 and 100000."]})
+    return int(value)
+
+
+class QuotaRequestApproveView(APIView):
+    @extend_schema(request=ApproveInputSerializer, responses=QuotaRequestSerializer,
+                   summary="Approve, optionally with adjusted amounts (platform admins)")
+    def post(self, request, pk):
+        quota_request = selectors.request_get(user=request.user, pk=pk)
+        data = valid_input(ApproveInputSerializer, request)
+        services.quota_request_approve(actor=request.user, request=quota_request, note=data["note"],
+                                       guaranteed=data.get("guaranteed_units"), burst=data.get("burst_units"),
+                                       source_ip=source_ip(request))
+        return Response(QuotaRequestSerializer(selectors.request_get(user=request.user, pk=pk)).data)
+
+
+class QuotaRequestRejectView(APIView):
+    @extend_schema(request=RejectInputSerializer, responses=QuotaRequestSerializer,
+                   summary="Reject with a note the team sees (platform admins)")
+    def post(self, request, pk):
+        quota_request = selectors.request_get(user=request.user, pk=pk)
+        data = valid_input(RejectInputSerializer, request)
+        services.quota_request_reject(actor=request.user, request=quota_request, note=data["note"],
+                                      source_ip=source_ip(request))
+        return Response(QuotaRequestSerializer(selectors.request_get(user=request.user, pk=pk)).data)
