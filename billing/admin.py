@@ -1,0 +1,62 @@
+"""Read-only listings of collected usage and the collection ledger; rows are written only by collection."""
+
+from django.contrib import admin, messages
+from django.db import transaction
+
+from tenants.selectors import is_platform_admin
+
+from .models import CollectedHour, JobUsageHour, UsageHour
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(UsageHour)
+class UsageHourAdmin(ReadOnlyAdmin):
+    list_display = ("hour", "team", "flavor", "cluster", "namespace", "allocated_gpu_hours", "used_gpu_hours",
+                    "gpu_memory_used_gib_avg", "energy_kwh")
+    list_filter = ("cluster", "flavor")
+    search_fields = ("team__slug", "namespace")
+    list_select_related = ("team", "flavor", "cluster")
+    date_hierarchy = "hour"
+    ordering = ("-hour", "team__slug")
+
+
+@admin.register(JobUsageHour)
+class JobUsageHourAdmin(ReadOnlyAdmin):
+    list_display = ("hour", "job", "flavor", "allocated_gpu_hours", "used_gpu_hours", "utilisation_avg")
+    list_filter = ("flavor__cluster",)
+    search_fields = ("job__name", "job__team__slug")
+    list_select_related = ("job__team", "flavor")
+    date_hierarchy = "hour"
+    ordering = ("-hour", "job")
+
+
+@admin.register(CollectedHour)
+class CollectedHourAdmin(ReadOnlyAdmin):
+    list_display = ("hour", "cluster", "state", "attempts", "collected_at", "message")
+    list_filter = ("state", "cluster")
+    list_select_related = ("cluster",)
+    date_hierarchy = "hour"
+    ordering = ("-hour", "cluster__name")
+    actions = ["recollect"]
+
+    def has_recollect_permission(self, request):
+        return is_platform_admin(request.user)
+
+    @admin.action(description="Collect the selected hours again", permissions=["recollect"])
+    def recollect(self, request, queryset):
+        from .tasks import usage_collect_hour_task
+
+        hours = list(queryset.values_list("cluster_id", "hour"))
+        for cluster_id, hour in hours:
+            transaction.on_commit(lambda c=cluster_id, h=hour: usage_collect_hour_task.delay(c, h.isoformat()))
+        self.message_user(request, f"{len(hours)} hour(s) queued for collection.", messages.SUCCESS)

@@ -1,0 +1,229 @@
+import threading
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connections
+
+from billing import services
+from billing.choices import HourState
+from billing.models import CollectedHour, JobUsageHour, UsageHour
+from billing.tasks import usage_collect_task
+from jobs.models import Job
+from tenants.models import Cluster
+from tests import prometheus
+from tests.billing.conftest import A100, H100, HOURS, JOB_INFER, JOB_TRAIN, L40S, MIG_FRACTION, MISSING_HOUR, NAN_HOUR
+from tests.conftest import require_postgresql
+from tests.factories import (
+    ClusterFactory,
+    GpuFlavorFactory,
+    PriorityTierFactory,
+    TeamFactory,
+    TeamNamespaceFactory,
+    UserFactory,
+)
+
+COLLECTED_HOURS = [i for i in range(HOURS) if i not in (MISSING_HOUR, NAN_HOUR)]
+
+
+def make_world(url: str) -> dict:
+    cluster = ClusterFactory(name="gpu-test", prometheus_url=url)
+    flavors = {
+        "h100": GpuFlavorFactory(cluster=cluster, name="h100", gpu_model=H100),
+        "l40s": GpuFlavorFactory(cluster=cluster, name="l40s", gpu_model=L40S),
+        "mig-1g": GpuFlavorFactory(cluster=cluster, name="mig-1g", gpu_model=A100, sharing="mig",
+                                   resource_name="nvidia.com/mig-1g.10gb", gpu_fraction=MIG_FRACTION),
+    }
+    teams = {slug: TeamFactory(slug=slug) for slug in ("alpha", "beta")}
+    for team in teams.values():
+        TeamNamespaceFactory(team=team, cluster=cluster)
+    user, tier = UserFactory(), PriorityTierFactory()
+    for pk, slug, flavor in ((JOB_TRAIN, "alpha", "h100"), (JOB_INFER, "beta", "mig-1g")):
+        Job.objects.create(pk=pk, team=teams[slug], cluster=cluster, flavor=flavors[flavor], priority_tier=tier,
+                           kind="batch", name=f"job-{pk}", image="ghcr.io/acme/train:1", submitted_by=user)
+    return {"cluster": cluster, "flavors": flavors, "teams": teams}
+
+
+@pytest.fixture
+def world(prometheus_data, db):
+    url, scenario = prometheus_data
+    return {**make_world(url), "scenario": scenario, "url": url}
+
+
+def rows_of(cluster, hour) -> dict[tuple[str, str], tuple]:
+    return {(r.team.slug, r.flavor.name): (r.allocated_gpu_hours, r.used_gpu_hours, r.gpu_memory_used_gib_avg,
+                                           r.energy_kwh)
+            for r in UsageHour.objects.filter(cluster=cluster, hour=hour).select_related("team", "flavor")}
+
+
+def close(value: Decimal | float, expected: float) -> bool:
+    return abs(float(value) - expected) <= 2e-6  # six decimal places, rounded once
+
+
+@pytest.mark.parametrize("index", COLLECTED_HOURS)
+def test_collected_rows_equal_the_truth_of_the_synthetic_series(world, index):
+    scenario, cluster = world["scenario"], world["cluster"]
+    hour = scenario.hour(index)
+
+    ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
+
+    assert (ledger.state, ledger.attempts) == (HourState.COLLECTED, 1)
+    assert "namespace gamma: no team owns the namespace" in ledger.message
+    truth = scenario.truth(index)
+    rows = rows_of(cluster, hour)
+    assert set(rows) == set(truth)
+    for key, (allocated, used, memory, energy) in rows.items():
+        assert close(allocated, truth[key]["allocated"]), key
+        assert close(used, truth[key]["used"]), key
+        assert memory == pytest.approx(truth[key]["memory"], abs=1e-3), key
+        assert close(energy, truth[key]["energy"]), key  # MIG slices: their fraction of the parent's power
+    jobs = {j.job_id: j for j in JobUsageHour.objects.filter(hour=hour)}
+    job_truth = scenario.job_truth(index)
+    assert set(jobs) == set(job_truth)
+    for job_id, expected in job_truth.items():
+        assert close(jobs[job_id].allocated_gpu_hours, expected["allocated"])
+        assert close(jobs[job_id].used_gpu_hours, expected["used"])
+        assert jobs[job_id].utilisation_avg == pytest.approx(expected["used"] / expected["allocated"], abs=1e-4)
+
+
+def test_recollecting_an_hour_replaces_it_and_never_double_counts(world):
+    cluster, hour = world["cluster"], world["scenario"].hour(0)
+    services.usage_collect_hour(cluster=cluster, hour=hour)
+    first = rows_of(cluster, hour)
+
+    ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
+
+    assert rows_of(cluster, hour) == first
+    assert UsageHour.objects.filter(cluster=cluster, hour=hour).count() == len(first)
+    assert JobUsageHour.objects.filter(hour=hour).count() == 2
+    assert (ledger.state, ledger.attempts) == (HourState.COLLECTED, 2)
+
+
+@pytest.mark.parametrize("fault", ["unreachable", "slow"])
+def test_a_failed_collection_leaves_the_previous_rows_and_says_why(world, fault, settings):
+    cluster, hour = world["cluster"], world["scenario"].hour(0)
+    services.usage_collect_hour(cluster=cluster, hour=hour)
+    before = rows_of(cluster, hour)
+    settings.BILLING_PROMETHEUS_TIMEOUT = 0.3
+
+    with prometheus.silent_server() as silent:
+        cluster.prometheus_url = prometheus.closed_port_url() if fault == "unreachable" else silent
+        ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
+
+    assert ledger.state == HourState.FAILED
+    assert ("is unreachable" if fault == "unreachable" else "did not answer within 0.3 s") in ledger.message
+    assert rows_of(cluster, hour) == before
+    assert JobUsageHour.objects.filter(hour=hour).count() == 2
+
+
+@pytest.mark.parametrize(("index", "message"), [
+    (MISSING_HOUR, "kube-state-metrics answered for 0 of 60 steps"),
+    (NAN_HOUR, "power: NaN"),
+])
+def test_gaps_and_nan_mark_the_hour_partial_and_write_nothing(world, index, message):
+    cluster, hour = world["cluster"], world["scenario"].hour(index)
+    ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
+    assert ledger.state == HourState.PARTIAL
+    assert message in ledger.message
+    assert not UsageHour.objects.filter(hour=hour).exists()
+
+
+def test_backfill_fills_every_missed_hour_once_prometheus_is_back(world):
+    cluster, scenario = world["cluster"], world["scenario"]
+    Cluster.objects.filter(pk=cluster.pk).update(created_at=scenario.hour(0))
+    now = scenario.hour(HOURS) + timedelta(minutes=5)  # the last complete hour is the last of the data
+
+    # Prometheus down: the newest hour fails, and the run stops there instead of waiting on every other hour.
+    Cluster.objects.filter(pk=cluster.pk).update(prometheus_url=prometheus.closed_port_url())
+    assert services.usage_collect_due(now=now) == {"gpu-test": 0}
+    assert list(CollectedHour.objects.values_list("hour", "state")) == [(scenario.hour(HOURS - 1),
+                                                                         HourState.FAILED)]
+
+    Cluster.objects.filter(pk=cluster.pk).update(prometheus_url=world["url"])
+    assert services.usage_collect_due(now=now) == {"gpu-test": len(COLLECTED_HOURS)}
+    states = dict(CollectedHour.objects.values_list("hour", "state"))
+    assert states == {scenario.hour(i): HourState.COLLECTED if i in COLLECTED_HOURS else HourState.PARTIAL
+                      for i in range(HOURS)}
+    count = UsageHour.objects.count()
+    assert count == sum(len(scenario.truth(i)) for i in COLLECTED_HOURS)
+
+    # Only the partial hours are tried again; the collected ones are not touched.
+    cluster.refresh_from_db()
+    assert services.usage_hours_due(cluster=cluster, now=now) == [scenario.hour(NAN_HOUR),
+                                                                   scenario.hour(MISSING_HOUR)]
+    assert services.usage_collect_due(now=now) == {"gpu-test": 0}
+    assert UsageHour.objects.count() == count
+    assert CollectedHour.objects.get(hour=scenario.hour(MISSING_HOUR)).attempts == 2
+    assert CollectedHour.objects.get(hour=scenario.hour(0)).attempts == 1
+
+
+def test_the_due_window_is_bounded_and_starts_with_the_cluster(db, settings):
+    settings.BILLING_BACKFILL_DAYS = 7
+    cluster = ClusterFactory()
+    now = cluster.created_at + timedelta(days=30)
+    Cluster.objects.filter(pk=cluster.pk).update(created_at=now - timedelta(days=60))
+    cluster.refresh_from_db()
+    due = services.usage_hours_due(cluster=cluster, now=now)
+    last = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    assert len(due) == 7 * 24 and due[0] == last and due[-1] == last - timedelta(hours=7 * 24 - 1)
+
+    young = ClusterFactory()
+    assert services.usage_hours_due(cluster=young, now=young.created_at + timedelta(hours=3)) != []
+    assert len(services.usage_hours_due(cluster=young, now=young.created_at + timedelta(hours=3))) <= 3
+
+
+def test_an_hour_not_over_yet_is_refused(world):
+    from django.utils import timezone
+
+    current = timezone.now().replace(minute=0, second=0, microsecond=0)
+    with pytest.raises(ValidationError, match="not over yet"):
+        services.usage_collect_hour(cluster=world["cluster"], hour=current)
+
+
+def test_a_job_label_of_another_team_is_not_trusted(world):
+    # The pods labelled with the MIG job run in beta's namespace; give that job to alpha.
+    Job.objects.filter(pk=JOB_INFER).update(team=world["teams"]["alpha"])
+    hour = world["scenario"].hour(0)
+    services.usage_collect_hour(cluster=world["cluster"], hour=hour)
+    assert list(JobUsageHour.objects.filter(hour=hour).values_list("job_id", flat=True)) == [JOB_TRAIN]
+    assert ("beta", "mig-1g") in rows_of(world["cluster"], hour)  # the team's own row is still there
+
+
+def test_the_hourly_task_collects_due_hours(world):
+    cluster, scenario = world["cluster"], world["scenario"]
+    Cluster.objects.filter(pk=cluster.pk).update(created_at=scenario.hour(0))
+    usage_collect_task.delay()
+    # Real time now: the data's hours are inside the 7-day window and collected; later hours have no data.
+    states = dict(CollectedHour.objects.values_list("hour", "state"))
+    assert all(states[scenario.hour(i)] == HourState.COLLECTED for i in COLLECTED_HOURS)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_collections_of_one_hour_do_not_double_count(prometheus_data):
+    require_postgresql()
+    url, scenario = prometheus_data
+    world = make_world(url)
+    hour = scenario.hour(1)
+    errors = []
+
+    def collect():
+        try:
+            services.usage_collect_hour(cluster=Cluster.objects.get(pk=world["cluster"].pk), hour=hour)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=collect) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert CollectedHour.objects.get(hour=hour).attempts == 4
+    truth = scenario.truth(1)
+    rows = rows_of(world["cluster"], hour)
+    assert set(rows) == set(truth)
+    assert all(close(rows[key][0], truth[key]["allocated"]) for key in truth)

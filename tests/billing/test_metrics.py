@@ -1,0 +1,184 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from billing import metrics
+from billing.metrics import MetricsError, PrometheusSource, SandboxSource
+from tests import prometheus
+from tests.billing.conftest import H100, L40S, MIG_FRACTION, MISSING_HOUR, NAN_HOUR
+
+FLAVOR_KEYS = {"h100": ("nvidia_com_gpu", H100), "l40s": ("nvidia_com_gpu", L40S),
+               "mig-1g": ("nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB")}
+
+
+@pytest.mark.parametrize("index", [0, 1, 3])
+def test_prometheus_hour_equals_the_truth_of_the_series(prometheus_data, index):
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(index))
+
+    assert usage.problems == []
+    truth = scenario.truth(index)
+    teams = {key: value for key, value in usage.namespaces.items() if key[0] != "gamma"}
+    assert set(teams) == {(namespace, *FLAVOR_KEYS[flavor]) for namespace, flavor in truth}
+    for (namespace, flavor), expected in truth.items():
+        got = usage.namespaces[(namespace, *FLAVOR_KEYS[flavor])]
+        # MIG power is the parent GPU's: the collector charges the slice its fraction, the source does not.
+        share = float(MIG_FRACTION) if flavor == "mig-1g" else 1.0
+        assert got.allocated_gpu_hours == pytest.approx(expected["allocated"], abs=1e-9)
+        assert got.used_gpu_hours == pytest.approx(expected["used"], abs=1e-9)
+        assert got.memory_gib_hours == pytest.approx(expected["memory"], abs=1e-9)
+        assert got.energy_kwh * share == pytest.approx(expected["energy"], abs=1e-9)
+    jobs = {int(job): value for (_, job), value in usage.jobs.items()}
+    for job, expected in scenario.job_truth(index).items():
+        assert jobs[job].allocated_gpu_hours == pytest.approx(expected["allocated"], abs=1e-9)
+        assert jobs[job].used_gpu_hours == pytest.approx(expected["used"], abs=1e-9)
+
+
+def test_pods_stopping_mid_hour_and_a_renamed_hostname_are_counted_once(prometheus_data):
+    url, scenario = prometheus_data
+    # H1: tune-0 runs minutes 70..99 on two H100s while the exporter renames Hostname to hostname at 90,
+    # infer-0 stops at 100. Each whole H100 minute counts once: 4 GPUs all hour + 2 GPUs for 30 minutes.
+    usage = PrometheusSource(url).hour_usage(scenario.hour(1))
+    assert usage.namespaces[("alpha", "nvidia_com_gpu", H100)].allocated_gpu_hours == pytest.approx(5.0)
+    assert usage.namespaces[("beta", "nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB")].allocated_gpu_hours == \
+        pytest.approx(3 * 40 / 60)
+
+
+def test_a_missing_hour_and_nan_samples_are_reported_as_problems(prometheus_data):
+    url, scenario = prometheus_data
+    source = PrometheusSource(url)
+
+    missing = source.hour_usage(scenario.hour(MISSING_HOUR))
+    assert "kube-state-metrics answered for 0 of 60 steps" in missing.problems
+    assert "dcgm-exporter answered for 0 of 60 steps" in missing.problems
+
+    nan = source.hour_usage(scenario.hour(NAN_HOUR))
+    assert len(nan.problems) == 1 and nan.problems[0].startswith("power: NaN")
+
+
+def test_unreachable_and_slow_prometheus_raise_a_typed_error_with_the_reason():
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    with pytest.raises(MetricsError, match="is unreachable"):
+        PrometheusSource(prometheus.closed_port_url(), timeout=2).hour_usage(hour)
+    with prometheus.silent_server() as url, pytest.raises(MetricsError, match="did not answer within 0.3 s"):
+        PrometheusSource(url, timeout=0.3).hour_usage(hour)
+
+
+def test_a_rejected_query_keeps_prometheus_own_message(prometheus_data):
+    url, _ = prometheus_data
+    with pytest.raises(MetricsError, match="400 bad_data: .*parse error"):
+        PrometheusSource(url).query("sum by (", datetime.now(UTC))
+
+
+@pytest.mark.parametrize(("hour", "message"), [
+    (datetime(2026, 1, 1, 10, 30, tzinfo=UTC), "not the start of an hour"),
+    (datetime(2026, 1, 1, 10), "timezone-aware"),
+])
+def test_hours_must_be_whole_and_aware(hour, message):
+    with pytest.raises(ValueError, match=message):
+        SandboxSource(lambda: []).hour_usage(hour)
+
+
+def test_prometheus_url_and_step_are_checked():
+    with pytest.raises(ValueError, match="http"):
+        PrometheusSource("file:///etc/passwd")
+    with pytest.raises(ValueError, match="divide an hour"):
+        PrometheusSource("http://127.0.0.1:9090", step=7)
+
+
+# --- the sandbox source ----------------------------------------------------------------------------------------
+
+H = datetime(2026, 3, 2, 10, tzinfo=UTC)
+
+
+def _pod(name, *, namespace="alpha", gpus=2, resource="nvidia.com/gpu", start=H, end=None, job="", selector=None):
+    status = {"phase": "Running", "startTime": start.isoformat().replace("+00:00", "Z")}
+    if end is not None:
+        status = {"phase": "Succeeded", "startTime": status["startTime"], "containerStatuses": [
+            {"name": "main", "state": {"terminated": {"finishedAt": end.isoformat().replace("+00:00", "Z")}}}]}
+    return {"metadata": {"name": name, "namespace": namespace, "labels": {metrics.JOB_LABEL: job} if job else {}},
+            "spec": {"nodeSelector": selector or {}, "containers": [
+                {"name": "main", "resources": {"limits": {resource: str(gpus), "cpu": "4"}}}]},
+            "status": status}
+
+
+def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
+    pods = [_pod("a", job="12", selector={"pool": "h100"}),
+            _pod("b", resource="nvidia.com/mig-1g.10gb", gpus=3, end=H + timedelta(minutes=20)),
+            {"metadata": {"name": "pending", "namespace": "alpha"}, "spec": {"containers": []},
+             "status": {"phase": "Pending"}}]
+    runs = metrics.pod_runs(pods, models={("nvidia.com/gpu", "pool=h100"): ("H100", 80.0)})
+    assert [(r.name, r.resource, r.gpus, r.gpu_model, r.job, r.finished_at) for r in runs] == [
+        ("a", "nvidia_com_gpu", 2, "H100", "12", None),
+        ("b", "nvidia_com_mig_1g_10gb", 3, "", "", H + timedelta(minutes=20)),
+    ]
+
+
+def test_sandbox_source_allocates_by_run_time_and_is_deterministic():
+    pods = [_pod("train", start=H - timedelta(hours=3), job="5"),
+            _pod("short", start=H + timedelta(minutes=15), end=H + timedelta(minutes=45)),
+            _pod("later", start=H + timedelta(hours=2))]
+    source = SandboxSource(lambda: metrics.pod_runs(pods))
+
+    first, again = source.hour_usage(H), SandboxSource(lambda: metrics.pod_runs(pods)).hour_usage(H)
+    assert first == again
+    row = first.namespaces[("alpha", "nvidia_com_gpu", "")]
+    assert row.allocated_gpu_hours == pytest.approx(2 + 2 * 0.5)
+    expected_used = 2 * metrics.pod_utilisation("train", H) + 1 * metrics.pod_utilisation("short", H)
+    assert row.used_gpu_hours == pytest.approx(expected_used)
+    assert 0 < row.used_gpu_hours <= row.allocated_gpu_hours
+    assert first.jobs[("alpha", "5")].allocated_gpu_hours == pytest.approx(2)
+    assert source.hour_usage(H + timedelta(hours=5)).namespaces[("alpha", "nvidia_com_gpu", "")] \
+        .allocated_gpu_hours == pytest.approx(2 + 2)
+
+
+def test_sandbox_utilisation_depends_only_on_pod_and_hour():
+    values = [metrics.pod_utilisation(f"pod-{i}", H + timedelta(hours=h)) for i in range(40) for h in range(24)]
+    assert values == [metrics.pod_utilisation(f"pod-{i}", H + timedelta(hours=h)) for i in range(40)
+                      for h in range(24)]
+    assert all(0 <= v <= 0.95 for v in values)
+    idle = sum(v < 0.05 for v in values) / len(values)
+    assert 0.02 < idle < 0.3  # some pods idle, so the idle-GPU list has something to show
+
+
+@pytest.mark.django_db
+def test_sandbox_source_lists_the_portal_pods_of_the_cluster(sandbox):
+    from portal import kube
+    from portal.naming import team_labels
+    from tests.factories import ClusterFactory, GpuFlavorFactory
+
+    cluster = ClusterFactory(server=sandbox.url)
+    GpuFlavorFactory(cluster=cluster, name="h100", gpu_model="NVIDIA H100", node_labels={"pool": "h100"})
+    client = kube.client_for_cluster(cluster)
+    client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "alpha"}})
+    pods = sandbox.store.kind("v1", "Pod")
+    for name, labels in (("ours", {**team_labels("alpha"), metrics.JOB_LABEL: "9"}), ("foreign", {})):
+        pod = _pod(name, selector={"pool": "h100"}, start=H - timedelta(hours=1))
+        pod["metadata"]["labels"] = labels
+        created = sandbox.store.create(pods, {"apiVersion": "v1", "kind": "Pod", **pod}, "alpha")
+        created["status"] = pod["status"]
+        sandbox.store.update(pods, created, "alpha", name, subresource="status")
+
+    usage = SandboxSource.for_cluster(cluster).hour_usage(H)
+    assert set(usage.namespaces) == {("alpha", "nvidia_com_gpu", "NVIDIA H100")}  # the foreign pod is not listed
+    assert usage.namespaces[("alpha", "nvidia_com_gpu", "NVIDIA H100")].allocated_gpu_hours == pytest.approx(2)
+    assert set(usage.jobs) == {("alpha", "9")}
+
+
+@pytest.mark.django_db
+def test_sandbox_source_reports_an_unreachable_cluster():
+    from tests.factories import ClusterFactory
+
+    cluster = ClusterFactory(server=prometheus.closed_port_url())
+    with pytest.raises(MetricsError, match="listing pods"):
+        SandboxSource.for_cluster(cluster).hour_usage(H)
+
+
+@pytest.mark.django_db
+def test_source_for_picks_prometheus_when_a_url_is_set():
+    from tests.factories import ClusterFactory
+
+    assert isinstance(metrics.source_for(ClusterFactory(prometheus_url="http://prom:9090")), PrometheusSource)
+    assert isinstance(metrics.source_for(ClusterFactory()), SandboxSource)
+    with pytest.raises(MetricsError, match="no Prometheus URL"):
+        metrics.source_for(ClusterFactory(connection="in_cluster", server=""))
