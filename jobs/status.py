@@ -47,7 +47,9 @@ def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
     if job.get("spec", {}).get("suspend"):
         waiting = _condition(workload, "QuotaReserved")
         return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")
-    if (status.get("active") or 0) > 0 or (status.get("ready") or 0) > 0:
+    # `ready` counts pods that run; `active` also counts pods still starting. Clusters too old to report
+    # `ready` only say `active`.
+    if (status.get("ready") or 0) > 0 or ((status.get("active") or 0) > 0 and "ready" not in status):
         return Observed(JobState.RUNNING, admitted=True, started_at=status.get("startTime"))
     if _true(workload, "Admitted") or status.get("startTime"):
         return Observed(JobState.ADMITTED, admitted=True, started_at=status.get("startTime"))
@@ -82,6 +84,9 @@ def volcano_job(job: dict, podgroup: dict | None) -> Observed:
         message = unschedulable.get("message", message)
     if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
         state = JobState.PREEMPTED
+    if phase == "Pending" and phase_info.get("reason") == "PodEvicted":
+        # Evicted by the scheduler's preempt or reclaim action: the job waits to be scheduled again.
+        state = JobState.PREEMPTED
     transition = phase_info.get("lastTransitionTime")
     return Observed(
         state,
@@ -109,6 +114,8 @@ def ray_job(job: dict, workload: dict | None = None) -> Observed:
     evicted = _condition(workload, "Evicted")
     if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
         return Observed(JobState.PREEMPTED, evicted.get("message", ""))
+    if deployment == "Suspended" and status.get("reason") == "Preempted":
+        return Observed(JobState.PREEMPTED, message)
     if deployment in ("", "Suspended", "Suspending", "Waiting") or job.get("spec", {}).get("suspend"):
         waiting = _condition(workload, "QuotaReserved")
         return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")

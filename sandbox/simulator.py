@@ -33,6 +33,7 @@ import os
 import random
 import threading
 import time
+import traceback
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -56,6 +57,16 @@ VCJOB = ("batch.volcano.sh", "Job")
 RAYJOB = ("ray.io", "RayJob")
 REQUEUE_AFTER_REQUESTED_PREEMPTION = 3600.0
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@contextlib.contextmanager
+def _unless_gone(*also: int):
+    """A write to an object deleted meanwhile (404) is moot; any other refusal is a simulator bug and is raised."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.code not in (404, *also):
+            raise
 
 
 def _iso(ts: float) -> str:
@@ -294,19 +305,18 @@ class Simulator:
         return [] if rt is None else self.store.list(rt, namespace)["items"]
 
     def _patch_status(self, api_version, kind, namespace, name, status: dict) -> None:
-        rt = self._kind(api_version, kind)
-        with contextlib.suppress(ApiError):
-            self.store.patch(rt, namespace, name, {"status": status}, "merge", subresource="status")
+        with _unless_gone():
+            self.store.patch(self._kind(api_version, kind), namespace, name, {"status": status}, "merge",
+                             subresource="status", strict=True)
 
     def _patch(self, api_version, kind, namespace, name, body: dict) -> None:
-        rt = self._kind(api_version, kind)
-        with contextlib.suppress(ApiError):
-            self.store.patch(rt, namespace, name, body, "merge")
+        with _unless_gone():
+            self.store.patch(self._kind(api_version, kind), namespace, name, body, "merge", strict=True)
 
     def _delete(self, api_version, kind, namespace, name) -> None:
         rt = self._kind(api_version, kind)
         if rt is not None:
-            with contextlib.suppress(ApiError):
+            with _unless_gone():
                 self.store.delete(rt, namespace, name)
 
     def _owner(self, job: Tracked) -> dict:
@@ -341,8 +351,8 @@ class Simulator:
                                  "annotations": {"volcano.sh/job-name": job.name} if job.kind == VCJOB else {},
                                  "ownerReferences": [self._owner(job)]}, "spec": spec}
         rt = self._kind(body["apiVersion"], body["kind"])
-        with contextlib.suppress(ApiError):
-            self.store.create(rt, body)
+        with _unless_gone(409):  # already there: a restarted simulator meets the objects it made before
+            self.store.create(rt, body, strict=True)
         if job.backend == "volcano":
             self._patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object, {"phase": "Pending"})
             if job.kind == VCJOB:
@@ -832,6 +842,7 @@ class Simulator:
         """The job ends: pods Succeeded/Failed, the job's own terminal status, the scheduler's record closed."""
         succeeded = outcome == "succeed"
         phase = "Succeeded" if succeeded else "Failed"
+        explicit = message
         for pod in job.pods:
             if not pod:
                 continue
@@ -862,6 +873,9 @@ class Simulator:
             self._patch_status(job.api_version, "Job", job.namespace, job.name, {
                 **status, "active": 0, "ready": 0, "conditions": _set_conditions(conditions, *updates)})
         elif job.kind == VCJOB:
+            if not succeeded and outcome != "deadline":
+                first = next((p for p in job.pods if p), job.name)
+                reason, message = "PodFailed", explicit or f"pod {first} failed with exit code 1"
             self._vcjob_phase(job, "Completed" if succeeded else "Failed", now,
                               "" if succeeded else reason, "" if succeeded else message, running=0,
                               **({"succeeded": count} if succeeded else {"failed": count}))
@@ -998,7 +1012,10 @@ class Simulator:
 
     def _run(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            self.step()
+            try:
+                self.step()
+            except Exception:  # keep ticking for the other jobs, and say what went wrong
+                traceback.print_exc()
 
     def stop(self) -> None:
         self._stop.set()
