@@ -99,7 +99,7 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # an unexpected error: Django's 500 handling and logging take over
-    code = STATUS_CODES.get(response.status_code, "error")
+    code = STATUS_CODES.get(response.status_code) or getattr(exc, "default_code", "error")
     detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
     if isinstance(exc, exceptions.ValidationError):
         fields = _fields(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
