@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/", include("portal.api_urls")),
     path("", include("quotas.urls")),
     path("", include("jobs.urls")),
+    path("", include("billing.urls")),
     path("", include("tenants.urls")),
 ]
 if settings.OIDC_ENABLED:

@@ -1,0 +1,102 @@
+"""Pure Plotly figure builders: selector output in, a figure out. They never query and never read Prometheus.
+
+Pages embed `figure_html(...)`; plotly.js itself is served from static files, so charts work offline.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+import plotly.graph_objects as go
+
+LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 40}, "height": 320, "template": "plotly_white",
+          "legend": {"orientation": "h", "y": -0.2}}
+CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def _f(value) -> float:
+    return float(value or 0)
+
+
+def figure_html(figure: go.Figure, *, div_id: str) -> str:
+    """The figure as a <div> plus its inline script, without plotly.js (the page loads it once)."""
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG)
+
+
+def usage_by_flavor_figure(rows: list[dict]) -> go.Figure:
+    """Allocated GPU-hours per day, stacked by flavor, and the used GPU-hours of all flavors as a line."""
+    days = sorted({r["day"] for r in rows})
+    allocated: dict[str, dict[date, float]] = defaultdict(dict)
+    used: dict[date, float] = defaultdict(float)
+    for r in rows:
+        allocated[r["flavor"]][r["day"]] = _f(r["allocated"])
+        used[r["day"]] += _f(r["used"])
+    figure = go.Figure()
+    for flavor in sorted(allocated):
+        figure.add_bar(name=f"{flavor} allocated", x=days, y=[allocated[flavor].get(d, 0.0) for d in days])
+    figure.add_scatter(name="used (all flavors)", x=days, y=[used[d] for d in days], mode="lines+markers")
+    figure.update_layout(**LAYOUT, barmode="stack", title="GPU-hours per day", yaxis_title="GPU-hours")
+    return figure
+
+
+def cost_vs_budget_figure(rows: list[dict], *, start: datetime, end: datetime, budget: Decimal | None,
+                          forecast: Decimal | None, currency: str) -> go.Figure:
+    """Cumulative cost through the month, the budget as a line, and the forecast from today to the month's end."""
+    days, totals, running = [], [], Decimal(0)
+    for r in rows:
+        running += r["cost"]
+        days.append(r["day"])
+        totals.append(float(running))
+    first, last = start.date(), (end - timedelta(days=1)).date()
+    figure = go.Figure()
+    figure.add_scatter(name="cost to date", x=days, y=totals, mode="lines+markers", fill="tozeroy")
+    if budget is not None:
+        figure.add_scatter(name="budget", x=[first, last], y=[float(budget)] * 2, mode="lines",
+                           line={"dash": "dot", "color": "#b42318"})
+    if forecast is not None and days:
+        figure.add_scatter(name="forecast", x=[days[-1], last], y=[totals[-1], float(forecast)], mode="lines",
+                           line={"dash": "dash"})
+    figure.update_layout(**LAYOUT, title=f"Cost this month ({currency})", yaxis_title=currency,
+                         xaxis={"range": [first, last]})
+    return figure
+
+
+def cost_by_group_figure(rows: list, *, title: str, currency: str) -> go.Figure:
+    """Horizontal bars per team / cost centre / department: the used part and the idle part of the cost."""
+    rows = sorted(rows, key=lambda r: r.cost)
+    keys = [r.key for r in rows]
+    figure = go.Figure()
+    figure.add_bar(name="used", y=keys, x=[float(r.cost - r.idle_cost) for r in rows], orientation="h")
+    figure.add_bar(name="idle", y=keys, x=[float(r.idle_cost) for r in rows], orientation="h")
+    figure.update_layout(**{**LAYOUT, "height": max(240, 28 * len(rows) + 120)}, barmode="stack", title=title,
+                         xaxis_title=currency)
+    return figure
+
+
+def cluster_utilisation_figure(rows: list[dict]) -> go.Figure:
+    """Used ÷ allocated GPU-hours per cluster and day."""
+    series: dict[str, list[tuple[date, float]]] = defaultdict(list)
+    for r in rows:
+        series[r["cluster"]].append((r["day"], r["utilisation"] * 100))
+    figure = go.Figure()
+    for cluster in sorted(series):
+        points = sorted(series[cluster])
+        figure.add_scatter(name=cluster, x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers")
+    figure.update_layout(**LAYOUT, title="Cluster utilisation (used ÷ allocated GPU-hours)", yaxis_title="%",
+                         yaxis_range=[0, 100])
+    return figure
+
+
+def utilisation_heatmap(cells: list[dict]) -> go.Figure:
+    """Team × day, coloured by utilisation (%); a day without usage is left blank."""
+    teams = sorted({c["team"] for c in cells})
+    days = sorted({c["day"] for c in cells})
+    value = {(c["team"], c["day"]): round(c["utilisation"] * 100, 1) for c in cells}
+    z = [[value.get((team, day)) for day in days] for team in teams]
+    figure = go.Figure(go.Heatmap(x=days, y=teams, z=z, zmin=0, zmax=100, colorscale="RdYlGn",
+                                  colorbar={"title": "%"}, hoverongaps=False))
+    figure.update_layout(**{**LAYOUT, "height": max(240, 26 * len(teams) + 120)},
+                         title="Utilisation by team and day")
+    return figure

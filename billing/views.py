@@ -1,0 +1,197 @@
+"""Usage and money pages: a team's usage, budget and statements; the console's cost, utilisation and rates.
+
+Thin views: teams come from the tenants selectors (another team's usage is a 404), numbers from billing selectors,
+writes through services; charts are built from the selectors' rows.
+"""
+
+import io
+import json
+from datetime import timedelta
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from portal.http import add_service_errors, platform_admin_required, source_ip
+from tenants import selectors as tenant_selectors
+
+from . import charts, selectors, services
+from .forms import BudgetForm, RateCardForm
+
+EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
+HEATMAP_DAYS = 30
+
+
+def _month(request, value: str | None = None):
+    """The month asked for (path or ?month=), or this month; a malformed month is a 404 in a path, a message in a
+    query string."""
+    raw = value if value is not None else request.GET.get("month")
+    if not raw:
+        return selectors.current_month()
+    try:
+        return selectors.parse_month(raw)
+    except ValidationError as exc:
+        if value is not None:
+            raise Http404(exc.messages[0]) from None
+        messages.error(request, exc.messages[0])
+        return selectors.current_month()
+
+
+def _month_nav(month):
+    previous = (month - timedelta(days=1)).replace(day=1)
+    following = (month + timedelta(days=32)).replace(day=1)
+    return {"previous": previous, "next": following if following <= selectors.current_month() else None}
+
+
+def _team_usage_page(request, team, month, *, budget_form=None, status=200):
+    statement = selectors.team_statement(team=team, month=month)
+    budget = selectors.budget_status(team=team, statement=statement)
+    start, end = statement.start, statement.end
+    usage_rows = selectors.team_daily_usage(team=team, start=start, end=end)
+    cost_rows = selectors.team_daily_cost(team=team, month=month)
+    can_budget = services.can_set_budget(user=request.user, team=team)
+    if budget_form is None and can_budget:
+        budget_form = BudgetForm(initial={"month": f"{month:%Y-%m}",
+                                          "amount": budget.budget.amount if budget.budget else None})
+    return render(request, "billing/team_usage.html", {
+        "team": team, "month": month, "nav": _month_nav(month), "statement": statement, "budget": budget,
+        "can_budget": can_budget, "budget_form": budget_form,
+        "idle": selectors.idle_jobs(user=request.user, team=team),
+        "usage_chart": charts.figure_html(charts.usage_by_flavor_figure(usage_rows), div_id="usage-chart"),
+        "cost_chart": charts.figure_html(charts.cost_vs_budget_figure(
+            cost_rows, start=start, end=end, budget=budget.budget.amount if budget.budget else None,
+            forecast=None if statement.is_final else budget.forecast, currency=statement.currency),
+            div_id="cost-chart"),
+    }, status=status)
+
+
+@login_required
+@require_GET
+def team_usage(request, slug):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    return _team_usage_page(request, team, _month(request))
+
+
+@login_required
+@require_POST
+def budget_set(request, slug):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    if not services.can_set_budget(user=request.user, team=team):
+        raise PermissionDenied("Only the team's admins and platform admins set its budget.")
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        month = form.cleaned_data["month"]
+        try:
+            budget = services.budget_set(actor=request.user, team=team, month=month,
+                                         amount=form.cleaned_data["amount"], source_ip=source_ip(request))
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.")
+            return redirect(f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}")
+    return _team_usage_page(request, team, selectors.current_month(), budget_form=form, status=400)
+
+
+@login_required
+@require_GET
+def team_statement(request, slug, month):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    month = _month(request, month)
+    statement = selectors.team_statement(team=team, month=month)
+    return render(request, "billing/statement.html", {
+        "team": team, "statement": statement, "nav": _month_nav(month),
+        "budget": selectors.budget_status(team=team, statement=statement),
+    })
+
+
+def _download(content: str, *, fmt: str, filename: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=EXPORT_FORMATS[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{filename}.{fmt}"'
+    return response
+
+
+@login_required
+@require_GET
+def team_statement_export(request, slug, month, fmt):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    if fmt not in EXPORT_FORMATS:
+        raise Http404("Statements download as .csv or .json")
+    month = _month(request, month)
+    statement = selectors.team_statement(team=team, month=month)
+    if fmt == "json":
+        content = json.dumps(selectors.statement_json(statement), indent=2)
+    else:
+        stream = io.StringIO()
+        selectors.write_focus_csv([statement], stream)
+        content = stream.getvalue()
+    return _download(content, fmt=fmt, filename=f"statement-{team.slug}-{month:%Y-%m}")
+
+
+# --- console -------------------------------------------------------------------------------------------------
+
+
+@platform_admin_required
+@require_GET
+def console_usage(request):
+    month = _month(request)
+    statements = selectors.all_statements(user=request.user, month=month)
+    rollups = selectors.rollups(statements)
+    currency = statements[0].currency if statements else ""
+    team_rows = [selectors.RollupRow(key=s.team.slug, teams=1, allocated_gpu_hours=s.allocated_gpu_hours,
+                                     used_gpu_hours=s.used_gpu_hours, cost=s.total_cost, idle_cost=s.total_idle_cost)
+                 for s in statements if s.lines]
+    end = selectors.floor_hour(timezone.now()) + selectors.HOUR
+    start = end - timedelta(days=HEATMAP_DAYS)
+    return render(request, "billing/console_usage.html", {
+        "month": month, "nav": _month_nav(month), "statements": statements, "rollups": rollups,
+        "total": sum((s.total_cost for s in statements), selectors.ZERO), "currency": currency,
+        "idle": selectors.idle_jobs(user=request.user),
+        "team_chart": charts.figure_html(charts.cost_by_group_figure(
+            team_rows, title="Cost by team", currency=currency), div_id="team-cost-chart"),
+        "cost_center_chart": charts.figure_html(charts.cost_by_group_figure(
+            rollups["cost_center"], title="Cost by cost centre", currency=currency), div_id="cost-center-chart"),
+        "utilisation_chart": charts.figure_html(charts.cluster_utilisation_figure(
+            selectors.cluster_daily_utilisation(start=start, end=end)), div_id="utilisation-chart"),
+        "heatmap": charts.figure_html(charts.utilisation_heatmap(
+            selectors.team_day_utilisation(user=request.user, start=start, end=end)), div_id="heatmap"),
+    })
+
+
+@platform_admin_required
+@require_GET
+def console_statements_csv(request, month):
+    month = _month(request, month)
+    stream = io.StringIO()
+    selectors.write_focus_csv(selectors.all_statements(user=request.user, month=month), stream)
+    return _download(stream.getvalue(), fmt="csv", filename=f"statements-{month:%Y-%m}")
+
+
+@platform_admin_required
+def console_rates(request):
+    flavors = tenant_selectors.flavor_list().order_by("cluster__name", "name")
+    form = RateCardForm(request.POST or None, flavors=flavors)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            card = services.rate_card_set(actor=request.user, flavor=data["flavor"], price=data["price"],
+                                          effective_from=data["effective_from"], note=data["note"],
+                                          source_ip=source_ip(request))
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, f"{card.flavor.name}: {card.price_per_gpu_hour} {card.currency} per GPU-hour "
+                                      f"from {card.effective_from:%Y-%m-%d %H:%M} UTC.")
+            return redirect("billing:console-rates")
+    now = timezone.now()
+    in_force = {p.flavor_id: p for p in selectors.price_periods(start=selectors.floor_hour(now),
+                                                                 end=selectors.floor_hour(now) + selectors.HOUR,
+                                                                 flavors=list(flavors))}
+    return render(request, "billing/console_rates.html", {
+        "form": form, "cards": selectors.rate_cards(),
+        "flavors": [{"flavor": f, "now": in_force.get(f.pk)} for f in flavors],
+    }, status=400 if form.errors else 200)
