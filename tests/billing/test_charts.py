@@ -1,0 +1,69 @@
+"""The figure builders are pure: rows in, traces out (compared whole where it matters)."""
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+from billing import charts
+from billing.selectors import RollupRow
+
+D1, D2 = date(2026, 11, 1), date(2026, 11, 2)
+
+
+def test_usage_by_flavor_stacks_allocated_and_draws_used():
+    figure = charts.usage_by_flavor_figure([
+        {"day": D1, "flavor": "h100", "allocated": Decimal(8), "used": Decimal(2)},
+        {"day": D1, "flavor": "a100", "allocated": Decimal(4), "used": Decimal(4)},
+        {"day": D2, "flavor": "h100", "allocated": Decimal(8), "used": Decimal(1)},
+    ])
+    assert [(t.type, t.name, list(t.y)) for t in figure.data] == [
+        ("bar", "a100 allocated", [4.0, 0.0]), ("bar", "h100 allocated", [8.0, 8.0]),
+        ("scatter", "used (all flavors)", [6.0, 1.0])]
+    assert list(figure.data[0].x) == [D1, D2] and figure.layout.barmode == "stack"
+
+
+def test_cost_vs_budget_is_cumulative_with_budget_and_forecast_lines():
+    figure = charts.cost_vs_budget_figure(
+        [{"day": D1, "cost": Decimal("10.50")}, {"day": D2, "cost": Decimal("4.50")}],
+        start=datetime(2026, 11, 1, tzinfo=UTC), end=datetime(2026, 12, 1, tzinfo=UTC), budget=Decimal(100),
+        forecast=Decimal(225), currency="USD")
+    cost, budget, forecast = figure.data
+    assert list(cost.y) == [10.5, 15.0]
+    assert (list(budget.x), list(budget.y)) == ([D1, date(2026, 11, 30)], [100.0, 100.0])
+    assert (list(forecast.x), list(forecast.y)) == ([D2, date(2026, 11, 30)], [15.0, 225.0])
+
+
+def test_cost_vs_budget_without_budget_or_data_has_only_the_cost_trace():
+    figure = charts.cost_vs_budget_figure([], start=datetime(2026, 11, 1, tzinfo=UTC),
+                                          end=datetime(2026, 12, 1, tzinfo=UTC), budget=None, forecast=Decimal(0),
+                                          currency="USD")
+    assert [t.name for t in figure.data] == ["cost to date"]
+
+
+def test_cost_by_group_splits_used_and_idle():
+    figure = charts.cost_by_group_figure([RollupRow(key="CC-1", cost=Decimal(10), idle_cost=Decimal(4)),
+                                          RollupRow(key="CC-2", cost=Decimal(3), idle_cost=Decimal(0))],
+                                         title="Cost by cost centre", currency="USD")
+    used, idle = figure.data
+    assert (list(used.y), list(used.x), list(idle.x)) == (["CC-2", "CC-1"], [3.0, 6.0], [0.0, 4.0])
+
+
+def test_cluster_utilisation_in_percent_per_cluster():
+    figure = charts.cluster_utilisation_figure([
+        {"day": D2, "cluster": "east", "utilisation": 0.5}, {"day": D1, "cluster": "east", "utilisation": 0.25},
+        {"day": D1, "cluster": "west", "utilisation": 1.0}])
+    assert [(t.name, list(t.x), list(t.y)) for t in figure.data] == [
+        ("east", [D1, D2], [25.0, 50.0]), ("west", [D1], [100.0])]
+
+
+def test_heatmap_is_team_by_day_with_gaps_left_blank():
+    figure = charts.utilisation_heatmap([
+        {"day": D1, "team": "nlp", "utilisation": 0.123}, {"day": D2, "team": "nlp", "utilisation": 0.9},
+        {"day": D2, "team": "cv", "utilisation": 0.0}])
+    heatmap = figure.data[0]
+    assert list(heatmap.y) == ["cv", "nlp"] and list(heatmap.x) == [D1, D2]
+    assert [list(row) for row in heatmap.z] == [[None, 0.0], [12.3, 90.0]]
+
+
+def test_figure_html_embeds_no_plotly_js():
+    html = charts.figure_html(charts.utilisation_heatmap([]), div_id="heat")
+    assert 'id="heat"' in html and "Plotly.newPlot" in html and len(html) < 20_000
