@@ -75,8 +75,10 @@ class Sandbox:
         self._thread.start()
         if self._state is not None:
             self._state.start()
-        if self.simulator is not None and self._tick:
-            self.simulator.start(self._tick)
+        if self.simulator is not None:
+            self.simulator.adopt()
+            if self._tick:
+                self.simulator.start(self._tick)
         return self
 
     def stop(self) -> None:

@@ -967,6 +967,61 @@ class Simulator:
                 kind = ("Workload", KUEUE) if job.backend == "kueue" else ("PodGroup", VOLCANO)
                 self._delete(kind[1], kind[0], job.namespace, job.scheduler_object)
 
+    # Restart ---------------------------------------------------------------------------------------------------
+
+    def adopt(self, now: float | None = None) -> int:
+        """Take over the jobs of a restored store (`--state`): finished ones are left alone, those with pods run
+        on (their duration counts again from now), the rest wait for admission. Returns how many are driven."""
+        now = self.clock() if now is None else now
+        with self.store._lock, self._lock:
+            self._drain(now)
+            owned: dict[str, list[dict]] = defaultdict(list)
+            for pod in self._list("v1", "Pod"):
+                for ref in pod["metadata"].get("ownerReferences") or []:
+                    owned[ref.get("uid", "")].append(pod)
+            for kind in (BATCH_JOB, VCJOB, RAYJOB):
+                rt = self._rt.get(kind)
+                for obj in ([] if rt is None else self.store.list(rt)["items"]):
+                    job = self._track(kind, obj, now)
+                    if job is None or job.key in self._jobs:
+                        continue
+                    self._adopt_one(job, obj, owned.get(job.uid, []), now)
+            return len(self._jobs)
+
+    def _adopt_one(self, job: Tracked, obj: dict, pods: list[dict], now: float) -> None:
+        status = obj.get("status") or {}
+        done = (any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                    for c in status.get("conditions") or [])
+                or (status.get("state") or {}).get("phase") in ("Completed", "Failed", "Aborted", "Terminated")
+                or status.get("jobDeploymentStatus") in ("Complete", "Failed"))
+        if job.backend == "kueue":
+            job.scheduler_object = kueue_workload_name(job.kind[1], job.name, job.uid, job.api_version)
+        else:
+            job.scheduler_object = f"{job.name}-{job.uid}" if job.kind == VCJOB else f"ray-{job.name}-pg"
+        if done:
+            self._finished[job.key] = job
+            return
+        self._jobs[job.key] = job
+        live = [p for p in pods if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+        if not live:
+            self._pending[self._queue_id(job)][job.key] = job
+            kind = ("Workload", KUEUE) if job.backend == "kueue" else ("PodGroup", VOLCANO)
+            if self._get(kind[1], kind[0], job.namespace, job.scheduler_object) is None:
+                self._create_scheduler_object(job, obj, now)
+            return
+        job.pods = [p["metadata"]["name"] for p in live]
+        job.cluster_name = status.get("rayClusterName", "")
+        running = all(p["status"]["phase"] == "Running" for p in live)
+        job.state, job.admitted_at, job.running_at = ("running" if running else "starting"), now, now
+        if job.backend == "kueue":
+            workload = self._get(KUEUE, "Workload", job.namespace, job.scheduler_object) or {}
+            admission = (workload.get("status") or {}).get("admission") or {}
+            job.cluster_queue = admission.get("clusterQueue", "")
+            for assignment in admission.get("podSetAssignments") or []:
+                job.flavors.update(assignment.get("flavors") or {})
+        self._charge(job, +1)
+        self._active[job.key] = job
+
     # Requests from tests and other processes -------------------------------------------------------------------
 
     def plan(self, namespace: str, name: str, *, duration: float | None = None, startup: float | None = None,

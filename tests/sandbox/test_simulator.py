@@ -520,3 +520,24 @@ def test_background_ticker_runs_jobs_on_the_wall_clock():
                 break
             time.sleep(0.05)
         assert condition(get(sb, "batch/v1", "Job", "team-a", "quick"), "Complete")["status"] == "True"
+
+
+def test_a_restarted_sandbox_takes_its_jobs_over(tmp_path):
+    state = tmp_path / "state.json"
+    options = dict(simulate=True, tick=None, state_file=state, simulation={"duration": 100, "startup": 0})
+    with Sandbox(**options) as first:
+        create(first, "v1", "Namespace", {"metadata": {"name": "team-a"}})
+        kueue_setup(first, SOLO)
+        kueue_job(first, "team-a", "done", annotations={"sandbox.gpu-portal.io/duration-seconds": "0"})
+        step(first, 0)
+        step(first, 1)
+        kueue_job(first, "team-a", "running")
+        kueue_job(first, "team-a", "waiting")
+        step(first, 2)
+        step(first, 3)
+    with Sandbox(**options) as second:
+        assert {(j["name"], j["state"]) for j in second.simulator.jobs()} == {("running", "running"),
+                                                                             ("waiting", "pending")}
+        second.simulator.step(second.simulator.clock() + 101)
+        assert condition(get(second, "batch/v1", "Job", "team-a", "running"), "Complete")["status"] == "True"
+        assert kueue_state(second, "team-a", "waiting") == "admitted"

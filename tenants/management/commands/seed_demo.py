@@ -9,6 +9,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
@@ -116,6 +117,7 @@ class Command(BaseCommand):
         for url in (kueue_url, volcano_url):
             _wait_for(url, wait)
         self._seed(kueue_url, volcano_url)
+        call_command("seed_jobs", stdout=self.stdout, stderr=self.stderr)  # jobs in every state, after the commit
 
     @transaction.atomic
     def _seed(self, kueue_url, volcano_url):

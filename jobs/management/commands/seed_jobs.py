@@ -1,0 +1,129 @@
+"""Demo jobs in every state (pending, queued, admitted, running, succeeded, failed, cancelled, preempted) on both
+demo clusters, submitted through the same services as the forms, run by the simulating sandboxes.
+
+Each demo job steers its simulation through the sandbox's `/_sandbox/jobs` endpoint (how long it starts and runs,
+how it ends); preemption is real: a higher tier arrives while a preemptible job holds the team's quota. A pending
+job is one whose first apply met a (one-shot) API server error and waits for its retry. Idempotent: a demo job that
+exists already is left alone.
+"""
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs import services
+from jobs.models import Job
+from tenants.models import Cluster, GpuFlavor, PriorityTier, Team
+
+HOURS = 3600 * 8
+QUICK = {"duration": 1, "startup": 0}
+LONG = {"duration": HOURS, "startup": 0}
+STARTING = {"duration": HOURS, "startup": HOURS}
+
+# (cluster, team, user, name, kind, flavor, workers, GPUs per worker, tier, sandbox plan, state to wait for).
+# The order matters: a preemption needs its victim running first. `fail` and `cancel` are ways to end.
+JOBS = [
+    ("gpu-east", "nlp", "erin", "tokenizer-eval", "batch", "h100", 1, 1, "standard", QUICK, "succeeded"),
+    ("gpu-east", "nlp", "erin", "ablation-lr", "pytorch", "h100", 2, 1, "standard", {**QUICK, "outcome": "fail"},
+     "failed"),
+    ("gpu-east", "nlp", "dave", "llama-finetune", "pytorch", "h100", 2, 8, "standard", LONG, "running"),
+    ("gpu-east", "nlp", "erin", "ray-sweep", "ray", "h100", 1, 4, "standard", STARTING, "admitted"),
+    ("gpu-east", "nlp", "erin", "pretrain-7b", "pytorch", "h100", 2, 8, "standard", LONG, "queued"),
+    ("gpu-east", "nlp", "erin", "debug-shell", "batch", "h100", 1, 1, "standard", LONG, "cancel"),
+    ("gpu-east", "ml-research", "bob", "nightly-benchmark", "batch", "h100", 2, 8, "preemptible", LONG, "running"),
+    ("gpu-east", "ml-research", "alice", "paper-deadline", "pytorch", "h100", 2, 8, "urgent", LONG, "running"),
+    ("gpu-east", "vision", "frank", "vit-distill", "pytorch", "a100-mig-3g", 2, 2, "standard", LONG, "pending"),
+    ("gpu-west", "vision", "frank", "clip-eval", "batch", "l40s", 1, 1, "standard", QUICK, "succeeded"),
+    ("gpu-west", "vision", "frank", "detector-train", "pytorch", "l40s", 2, 2, "standard",
+     {**QUICK, "outcome": "fail"}, "failed"),
+    ("gpu-west", "ml-research", "alice", "diffusion-train", "pytorch", "a100", 2, 4, "standard", LONG, "running"),
+    ("gpu-west", "vision", "frank", "seg-sweep", "ray", "l40s", 1, 2, "standard", STARTING, "admitted"),
+    ("gpu-west", "recsys", "ivan", "embeddings-a", "batch", "a100", 1, 8, "standard", LONG, "running"),
+    ("gpu-west", "recsys", "ivan", "embeddings-b", "batch", "a100", 1, 8, "standard", LONG, "queued"),
+    ("gpu-west", "ml-research", "bob", "scratch", "batch", "a100", 1, 1, "standard", LONG, "cancel"),
+    ("gpu-west", "ml-research", "bob", "hparam-search", "batch", "a100", 1, 8, "preemptible", LONG, "running"),
+    ("gpu-west", "ml-research", "alice", "eval-urgent", "batch", "a100", 1, 8, "urgent", LONG, "running"),
+    ("gpu-west", "vision", "frank", "yolo-export", "batch", "l40s", 1, 1, "standard", LONG, "pending"),
+]
+# Where the demo ends up once everything above has happened.
+FINAL = {"nightly-benchmark": "preempted", "hparam-search": "preempted", "debug-shell": "cancelled",
+         "scratch": "cancelled"}
+COMMANDS = {"pytorch": ["torchrun", "train.py"], "ray": ["python", "sweep.py"], "batch": ["python", "main.py"]}
+
+
+def _call(url: str, method: str = "GET", body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        raise CommandError(f"{method} {url}: {exc.code} {detail}") from exc
+    except OSError as exc:
+        raise CommandError(f"{method} {url}: {exc}") from exc
+
+
+class Command(BaseCommand):
+    help = "Submit the demo jobs, one in every state on each demo cluster (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for each job's state")
+
+    def handle(self, *args, timeout, **options):
+        users = get_user_model().objects
+        clusters = {}
+        for cluster in Cluster.objects.filter(name__in={row[0] for row in JOBS}, connection="sandbox"):
+            try:
+                _call(f"{cluster.server}/_sandbox/jobs")
+            except CommandError as exc:  # e.g. a sandbox started without --simulate: the demo works, jobs wait
+                self.stderr.write(f"No demo jobs on {cluster.name}: {exc}")
+            else:
+                clusters[cluster.name] = cluster
+        for row in JOBS:
+            cluster_name, slug, username, name, kind, flavor, workers, gpus, tier, plan, wait_for = row
+            cluster = clusters.get(cluster_name)
+            if cluster is None:
+                continue  # demo jobs are only for the demo's simulating sandbox clusters
+            team = Team.objects.get(slug=slug)
+            if Job.objects.filter(team=team, cluster=cluster, name=name).exists():
+                continue
+            if wait_for == "pending":  # the first apply of this team's job fails once; the retry comes later
+                _call(f"{cluster.server}/_sandbox/faults", "POST", {
+                    "verb": "apply", "resource": "jobs", "namespace": team.namespace, "status": 503,
+                    "reason": "ServiceUnavailable", "message": "the API server is restarting", "count": 1})
+            job = services.job_submit(
+                actor=users.get(username=username), team=team,
+                flavor=GpuFlavor.objects.get(cluster=cluster, name=flavor), kind=kind, name=name,
+                image=f"registry.example.com/{slug}/{kind}:1.0", command=COMMANDS[kind], workers=workers,
+                gpus_per_worker=gpus, cpu_per_worker=4, memory_gib_per_worker=32,
+                priority_tier=PriorityTier.objects.get(name=tier), notify=False)
+            job.refresh_from_db()
+            if wait_for != "pending":
+                _call(f"{cluster.server}/_sandbox/jobs/{team.namespace}/{job.object_name}", "POST", plan)
+            if wait_for == "cancel":
+                self._wait(cluster, job, "queued", "running", timeout=timeout)
+                services.job_cancel(actor=job.submitted_by, job=job)
+                wait_for = "cancelled"
+            self._wait(cluster, job, wait_for, timeout=timeout)
+            self.stdout.write(f"  {cluster_name:<9} {slug}/{name}: {wait_for}")
+        for name, state in FINAL.items():
+            for job in Job.objects.filter(name=name, cluster__in=clusters.values()):
+                self._wait(job.cluster, job, state, timeout=timeout)
+
+    def _wait(self, cluster, job: Job, *states: str, timeout: float) -> None:
+        """Sync the cluster's jobs until this one is in one of `states` (the simulators tick on their own)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            services.job_status_sync(cluster=cluster)
+            job.refresh_from_db()
+            if job.state in states:
+                return
+            if time.monotonic() > deadline:
+                raise CommandError(f"{cluster.name} {job}: still {job.state} after {timeout:g} s, expected "
+                                   f"{' or '.join(states)} ({job.state_message or job.sync_message})")
+            time.sleep(0.2)
