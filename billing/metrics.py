@@ -241,7 +241,7 @@ def _parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def _unit(*parts: object) -> float:
+def unit(*parts: object) -> float:
     """A deterministic number in [0, 1) from the parts (same pod and hour → same value on every run)."""
     digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
@@ -249,9 +249,9 @@ def _unit(*parts: object) -> float:
 
 def pod_utilisation(pod_name: str, hour: datetime) -> float:
     """Synthetic utilisation 0..1: about one pod-hour in eight idles (under 5 %), the rest work at 35–95 %."""
-    if _unit(pod_name, "idle", hour.date()) < 0.125:
-        return round(0.04 * _unit(pod_name, hour), 4)
-    return round(0.35 + 0.6 * _unit(pod_name, hour), 4)
+    if unit(pod_name, "idle", hour.date()) < 0.125:
+        return round(0.04 * unit(pod_name, hour), 4)
+    return round(0.35 + 0.6 * unit(pod_name, hour), 4)
 
 
 @dataclass(frozen=True)
@@ -290,8 +290,11 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                     held[name] = held.get(name, 0) + int(amount)
         finished = None
         if status.get("phase") in ("Succeeded", "Failed"):
+            # Containers' termination times, else the moment the pod stopped being ready.
             ends = [_parse_time(((s.get("state") or {}).get("terminated") or {}).get("finishedAt"))
                     for s in status.get("containerStatuses") or []]
+            ends += [_parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+                     if c.get("type") == "Ready" and c.get("status") == "False"]
             finished = max((e for e in ends if e), default=started)
         selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items()))
         for name, count in sorted(held.items()):
@@ -313,23 +316,12 @@ class SandboxSource:
 
     @classmethod
     def for_cluster(cls, cluster) -> SandboxSource:
-        """The pods the portal's gateway lists in the cluster (those carrying the portal's labels)."""
-        from portal import kube
-        from portal.naming import managed_selector
-
-        models = {(flavor.resource_name, ",".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))):
-                  (flavor.gpu_model, float(flavor.memory_gb)) for flavor in cluster.flavors.all()}
-
+        """The pods of the cluster, listed once however many hours this source is asked about."""
         listed: dict[str, list[PodRun]] = {}
 
         def runs():
-            # One listing serves every hour this source is asked about (a backfill asks for many).
             if "pods" not in listed:
-                try:
-                    pods = kube.client_for_cluster(cluster).list("v1", "Pod", label_selector=managed_selector())
-                except kube.KubeError as exc:
-                    raise MetricsError(f"listing pods in {cluster.name} failed: {exc}") from exc
-                listed["pods"] = pod_runs(pods, models=models)
+                listed["pods"] = cluster_pod_runs(cluster)
             return listed["pods"]
 
         return cls(runs)
@@ -352,6 +344,20 @@ class SandboxSource:
                 usage.job_usage((run.namespace, run.job)).add(
                     Usage(allocated_gpu_hours=row.allocated_gpu_hours, used_gpu_hours=row.used_gpu_hours))
         return usage
+
+
+def cluster_pod_runs(cluster) -> list[PodRun]:
+    """The GPU pods the portal's gateway lists in a cluster (those carrying the portal's labels)."""
+    from portal import kube
+    from portal.naming import managed_selector
+
+    models = {(flavor.resource_name, ",".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))):
+              (flavor.gpu_model, float(flavor.memory_gb)) for flavor in cluster.flavors.all()}
+    try:
+        pods = kube.client_for_cluster(cluster).list("v1", "Pod", label_selector=managed_selector())
+    except kube.KubeError as exc:
+        raise MetricsError(f"listing pods in {cluster.name} failed: {exc}") from exc
+    return pod_runs(pods, models=models)
 
 
 def source_for(cluster) -> MetricsSource:

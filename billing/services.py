@@ -172,102 +172,140 @@ def _gpu_hours(value: float) -> Decimal:
     return Decimal(repr(max(0.0, value))).quantize(GPU_HOURS_QUANTUM)
 
 
-def _flavor_for(flavors: list[GpuFlavor], model: str, notes: set[str]) -> GpuFlavor:
-    """Flavors sharing one resource name (GPU pools told apart by node labels) are told apart by GPU model."""
-    if len(flavors) == 1:
-        return flavors[0]
-    matching = [f for f in flavors if model and f.gpu_model == model]
-    if len(matching) == 1:
-        return matching[0]
-    notes.add(f"{flavors[0].resource_name} on a {model or 'unknown'} GPU matches {len(flavors)} flavors: "
-              f"counted as {flavors[0].name}")
-    return flavors[0]
+class _Owners:
+    """Who a measurement belongs to on one cluster: namespace → team, resource (and GPU model) → flavor."""
 
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.teams = {tn.team.namespace: tn.team
+                      for tn in TeamNamespace.objects.filter(cluster=cluster).select_related("team")}
+        self.flavors: dict[str, list[GpuFlavor]] = {}
+        for flavor in GpuFlavor.objects.filter(cluster=cluster).order_by("name"):
+            self.flavors.setdefault(metrics.ksm_resource(flavor.resource_name), []).append(flavor)
 
-def _usage_rows(*, cluster: Cluster, usage: metrics.HourUsage) -> tuple[list[UsageHour], list[JobUsageHour], set]:
-    """Turn a source's answer into rows: namespace → team, resource (and GPU model) → flavor, job label → job."""
-    teams = {tn.team.namespace: tn.team for tn in TeamNamespace.objects.filter(cluster=cluster).select_related("team")}
-    by_resource: dict[str, list[GpuFlavor]] = {}
-    for flavor in GpuFlavor.objects.filter(cluster=cluster).order_by("name"):
-        by_resource.setdefault(metrics.ksm_resource(flavor.resource_name), []).append(flavor)
-    notes: set[str] = set()
-    totals: dict[tuple[int, int], tuple[Team, GpuFlavor, str, metrics.Usage]] = {}
-    for (namespace, resource, model), measured in sorted(usage.namespaces.items()):
-        team, flavors = teams.get(namespace), by_resource.get(resource)
-        if team is None or not flavors:
-            if measured.allocated_gpu_hours > 0:
-                notes.add(f"{resource} in namespace {namespace}: " + (
-                    "no team owns the namespace" if team is None else "no flavor has this resource"))
-            continue
-        flavor = _flavor_for(flavors, model, notes)
-        totals.setdefault((team.pk, flavor.pk), (team, flavor, namespace, metrics.Usage()))[3].add(measured)
-    rows = []
-    for team, flavor, namespace, total in totals.values():
-        allocated = _gpu_hours(total.allocated_gpu_hours)
-        scale = float(flavor.gpu_fraction) if flavor.sharing == Sharing.MIG else 1.0
-        rows.append(UsageHour(team=team, flavor=flavor, cluster=cluster, namespace=namespace, hour=usage.hour,
-                              allocated_gpu_hours=allocated,
-                              # Utilisation samples and requests are taken a few seconds apart: never above.
-                              used_gpu_hours=min(allocated, _gpu_hours(total.used_gpu_hours)),
-                              gpu_memory_used_gib_avg=round(total.memory_gib_hours, 3),
-                              energy_kwh=_gpu_hours(total.energy_kwh * scale)))
-    # A pod's job label is only trusted for a job of the team that owns the pod's namespace, on this cluster.
-    job_ids = {int(job) for _, job in usage.jobs if job.isdigit()}
-    jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids, cluster=cluster).select_related("team", "flavor")}
-    job_rows = []
-    for (namespace, label), measured in sorted(usage.jobs.items()):
-        job = jobs.get(int(label)) if label.isdigit() else None
-        if job is None or job.team.namespace != namespace:
-            continue
-        allocated = _gpu_hours(measured.allocated_gpu_hours)
-        if allocated <= 0:
-            continue
-        used = min(allocated, _gpu_hours(measured.used_gpu_hours))
-        job_rows.append(JobUsageHour(job=job, flavor=job.flavor, hour=usage.hour, allocated_gpu_hours=allocated,
+    def flavor(self, resource: str, model: str, notes: set[str]) -> GpuFlavor | None:
+        """Flavors sharing one resource name (GPU pools told apart by node labels) are told apart by GPU model."""
+        flavors = self.flavors.get(resource) or []
+        matching = [f for f in flavors if model and f.gpu_model == model]
+        if len(flavors) > 1 and len(matching) != 1:
+            notes.add(f"{resource} on a {model or 'unknown'} GPU matches {len(flavors)} flavors: "
+                      f"counted as {flavors[0].name}")
+        return matching[0] if len(matching) == 1 else (flavors[0] if flavors else None)
+
+    def rows(self, usage: metrics.HourUsage, notes: set[str]) -> list[UsageHour]:
+        totals: dict[tuple[int, int], tuple[Team, GpuFlavor, str, metrics.Usage]] = {}
+        for (namespace, resource, model), measured in sorted(usage.namespaces.items()):
+            team, flavor = self.teams.get(namespace), self.flavor(resource, model, notes)
+            if team is None or flavor is None:
+                if measured.allocated_gpu_hours > 0:
+                    notes.add(f"{resource} in namespace {namespace}: " + (
+                        "no team owns the namespace" if team is None else "no flavor has this resource"))
+                continue
+            totals.setdefault((team.pk, flavor.pk), (team, flavor, namespace, metrics.Usage()))[3].add(measured)
+        rows = []
+        for team, flavor, namespace, total in totals.values():
+            allocated = _gpu_hours(total.allocated_gpu_hours)
+            # A MIG instance reports its parent GPU's power: a slice is charged its fraction of it.
+            share = float(flavor.gpu_fraction) if flavor.sharing == Sharing.MIG else 1.0
+            rows.append(UsageHour(team=team, flavor=flavor, cluster=self.cluster, namespace=namespace,
+                                  hour=usage.hour, allocated_gpu_hours=allocated,
+                                  # Utilisation and requests are sampled apart: use never exceeds allocation.
+                                  used_gpu_hours=min(allocated, _gpu_hours(total.used_gpu_hours)),
+                                  gpu_memory_used_gib_avg=round(total.memory_gib_hours, 3),
+                                  energy_kwh=_gpu_hours(total.energy_kwh * share)))
+        return rows
+
+    def job_rows(self, usage: metrics.HourUsage, jobs: dict[int, Job]) -> list[JobUsageHour]:
+        """A pod's job label is trusted only for a job of the team owning the pod's namespace, on this cluster."""
+        rows = []
+        for (namespace, label), measured in sorted(usage.jobs.items()):
+            job = jobs.get(int(label)) if label.isdigit() else None
+            allocated = _gpu_hours(measured.allocated_gpu_hours)
+            if job is None or job.team.namespace != namespace or allocated <= 0:
+                continue
+            used = min(allocated, _gpu_hours(measured.used_gpu_hours))
+            rows.append(JobUsageHour(job=job, flavor=job.flavor, hour=usage.hour, allocated_gpu_hours=allocated,
                                      used_gpu_hours=used, utilisation_avg=round(float(used / allocated), 4)))
-    return rows, job_rows, notes
+        return rows
 
 
-def _ledger(*, cluster: Cluster, hour: datetime, state: str, message: str) -> CollectedHour:
-    """Record the outcome of one attempt; the row lock also queues concurrent collections of the same hour."""
-    ledger, _ = CollectedHour.objects.select_for_update().get_or_create(
-        cluster=cluster, hour=hour, defaults={"state": state, "collected_at": timezone.now()})
-    ledger.state, ledger.message, ledger.collected_at = state, message, timezone.now()
-    ledger.attempts += 1
-    ledger.full_clean()
-    ledger.save()
-    return ledger
+def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metrics.MetricsSource | None = None,
+                        now: datetime | None = None, stop_on_failure: bool = False) -> list[CollectedHour]:
+    """Collect complete hours of one cluster; each collected hour's rows replace what it held before.
+
+    The source is read first, outside any transaction. An hour the source fails on, or answers with gaps or NaN,
+    keeps its rows exactly as they were; its ledger row says why. With `stop_on_failure`, the first failure ends
+    the batch (when Prometheus is down, every further hour would only wait for the same timeout).
+    """
+    now = now or timezone.now()
+    hours = [metrics.check_hour(hour) for hour in hours]
+    for hour in hours:
+        if hour + metrics.HOUR > now:
+            raise ValidationError(f"The hour {hour:%Y-%m-%d %H:00} UTC is not over yet.")
+    outcomes: list[tuple[datetime, str, str, metrics.HourUsage | None]] = []
+    try:
+        source = source or metrics.source_for(cluster)
+    except metrics.MetricsError as exc:
+        source, outcomes = None, [(hour, HourState.FAILED, str(exc), None)
+                                  for hour in (hours[:1] if stop_on_failure else hours)]
+    for hour in hours if source is not None else []:
+        try:
+            usage = source.hour_usage(hour)
+        except metrics.MetricsError as exc:
+            logger.warning("usage of %s at %s not collected: %s", cluster.name, hour.isoformat(), exc)
+            outcomes.append((hour, HourState.FAILED, str(exc), None))
+            if stop_on_failure:
+                break
+            continue
+        if usage.problems:
+            outcomes.append((hour, HourState.PARTIAL, "; ".join(usage.problems), None))
+        else:
+            outcomes.append((hour, HourState.COLLECTED, "", usage))
+    return _usage_record(cluster=cluster, outcomes=outcomes, now=now)
+
+
+@transaction.atomic
+def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime) -> list[CollectedHour]:
+    # Collections of one cluster queue up here, so two workers never interleave their replacements of an hour.
+    list(Cluster.objects.select_for_update(no_key=True).filter(pk=cluster.pk).values_list("pk", flat=True))
+    owners = _Owners(cluster)
+    collected = [usage for _, state, _, usage in outcomes if state == HourState.COLLECTED]
+    job_ids = {int(label) for usage in collected for _, label in usage.jobs if label.isdigit()}
+    jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids, cluster=cluster).select_related("team",
+                                                                                                       "flavor")}
+    rows, job_rows, messages = [], [], {}
+    for usage in collected:
+        notes: set[str] = set()
+        rows += owners.rows(usage, notes)
+        job_rows += owners.job_rows(usage, jobs)
+        messages[usage.hour] = "; ".join(sorted(notes))
+    replaced = [usage.hour for usage in collected]
+    UsageHour.objects.filter(cluster=cluster, hour__in=replaced).delete()
+    JobUsageHour.objects.filter(job__cluster=cluster, hour__in=replaced).delete()
+    # Rows are built from rows just read and from non-negative, capped numbers; the table's unique and check
+    # constraints still guard them (full_clean would re-read every foreign key, row by row).
+    UsageHour.objects.bulk_create(rows, batch_size=1000)
+    JobUsageHour.objects.bulk_create(job_rows, batch_size=1000)
+
+    existing = {row.hour: row for row in CollectedHour.objects.filter(cluster=cluster,
+                                                                       hour__in=[o[0] for o in outcomes])}
+    ledgers = []
+    for hour, state, message, _ in outcomes:
+        ledger = existing.get(hour) or CollectedHour(cluster=cluster, hour=hour, attempts=0)
+        ledger.state, ledger.collected_at = state, now
+        ledger.message = messages.get(hour, message)
+        ledger.attempts += 1
+        ledgers.append(ledger)
+    CollectedHour.objects.bulk_update([lg for lg in ledgers if lg.pk is not None],
+                                      ["state", "message", "attempts", "collected_at"], batch_size=1000)
+    CollectedHour.objects.bulk_create([lg for lg in ledgers if lg.pk is None], batch_size=1000)
+    return ledgers
 
 
 def usage_collect_hour(*, cluster: Cluster, hour: datetime, source: metrics.MetricsSource | None = None,
                        now: datetime | None = None) -> CollectedHour:
-    """Collect one complete hour of one cluster and replace its rows, all in one transaction.
-
-    Re-collecting an hour replaces what it held, so nothing is counted twice. When the source fails or answers
-    with gaps or NaN, the rows of the hour are left exactly as they were and the ledger says why.
-    """
-    hour = metrics.check_hour(hour)
-    if hour + metrics.HOUR > (now or timezone.now()):
-        raise ValidationError(f"The hour {hour:%Y-%m-%d %H:00} UTC is not over yet.")
-    try:
-        usage = (source or metrics.source_for(cluster)).hour_usage(hour)
-    except metrics.MetricsError as exc:
-        logger.warning("usage of %s at %s not collected: %s", cluster.name, hour.isoformat(), exc)
-        with transaction.atomic():
-            return _ledger(cluster=cluster, hour=hour, state=HourState.FAILED, message=str(exc))
-    if usage.problems:
-        with transaction.atomic():
-            return _ledger(cluster=cluster, hour=hour, state=HourState.PARTIAL, message="; ".join(usage.problems))
-    with transaction.atomic():
-        rows, job_rows, notes = _usage_rows(cluster=cluster, usage=usage)
-        ledger = _ledger(cluster=cluster, hour=hour, state=HourState.COLLECTED, message="; ".join(sorted(notes)))
-        UsageHour.objects.filter(cluster=cluster, hour=hour).delete()
-        JobUsageHour.objects.filter(job__cluster=cluster, hour=hour).delete()
-        for row in rows:
-            row.full_clean(validate_unique=False, validate_constraints=False)
-        UsageHour.objects.bulk_create(rows)
-        JobUsageHour.objects.bulk_create(job_rows)
-    return ledger
+    """Collect one complete hour of one cluster (see `usage_collect_hours`)."""
+    return usage_collect_hours(cluster=cluster, hours=[hour], source=source, now=now)[0]
 
 
 def usage_hours_due(*, cluster: Cluster, now: datetime) -> list[datetime]:
@@ -290,23 +328,12 @@ def usage_hours_due(*, cluster: Cluster, now: datetime) -> list[datetime]:
 def usage_collect_due(*, now: datetime | None = None) -> dict[str, int]:
     """Collect the last complete hour of every active cluster and backfill what is missing in the window.
 
-    A cluster whose source fails is left for the next run after its first failed hour: when Prometheus is down,
-    each further hour would only wait for the same timeout. Returns how many hours each cluster collected.
+    Returns how many hours each cluster collected. A cluster's run stops at its first failed hour.
     """
     now = now or timezone.now()
     collected = {}
     for cluster in Cluster.objects.filter(active=True).order_by("pk"):
-        collected[cluster.name] = 0
-        source = None
-        for hour in usage_hours_due(cluster=cluster, now=now):
-            try:
-                source = source or metrics.source_for(cluster)
-            except metrics.MetricsError as exc:
-                with transaction.atomic():
-                    _ledger(cluster=cluster, hour=hour, state=HourState.FAILED, message=str(exc))
-                break
-            ledger = usage_collect_hour(cluster=cluster, hour=hour, source=source, now=now)
-            if ledger.state == HourState.FAILED:
-                break
-            collected[cluster.name] += ledger.state == HourState.COLLECTED
+        hours = usage_hours_due(cluster=cluster, now=now)
+        ledgers = usage_collect_hours(cluster=cluster, hours=hours, now=now, stop_on_failure=True) if hours else []
+        collected[cluster.name] = sum(ledger.state == HourState.COLLECTED for ledger in ledgers)
     return collected

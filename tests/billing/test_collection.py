@@ -227,3 +227,57 @@ def test_concurrent_collections_of_one_hour_do_not_double_count(prometheus_data)
     rows = rows_of(world["cluster"], hour)
     assert set(rows) == set(truth)
     assert all(close(rows[key][0], truth[key]["allocated"]) for key in truth)
+
+
+def test_seed_usage_collects_synthetic_history_through_the_collector_once(db, sandbox):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from quotas.models import Quota
+
+    cluster = ClusterFactory(server=sandbox.url)
+    flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpu_model=H100)
+    team = TeamFactory(slug="alpha")
+    TeamNamespaceFactory(team=team, cluster=cluster)
+    Quota.objects.create(team=team, flavor=flavor, guaranteed=8)
+    ClusterFactory(prometheus_url="http://127.0.0.1:9")  # read from Prometheus: not seeded
+
+    out = StringIO()
+    call_command("seed_usage", days=3, stdout=out)
+
+    assert f"{cluster.name}: 72 hours of usage collected" in out.getvalue()
+    assert CollectedHour.objects.filter(cluster=cluster, state=HourState.COLLECTED).count() == 72
+    assert not CollectedHour.objects.exclude(cluster=cluster).exists()
+    rows = list(UsageHour.objects.filter(team=team, flavor=flavor).order_by("hour"))
+    assert rows and all(0 <= r.used_gpu_hours <= r.allocated_gpu_hours <= 3 * 6 for r in rows)
+    totals = [(r.hour, r.allocated_gpu_hours, r.used_gpu_hours) for r in rows]
+
+    call_command("seed_usage", days=3, stdout=out)
+    assert f"{cluster.name}: 0 hours of usage collected" in out.getvalue()
+    assert [(r.hour, r.allocated_gpu_hours, r.used_gpu_hours)
+            for r in UsageHour.objects.filter(team=team, flavor=flavor).order_by("hour")] == totals
+
+
+def test_admin_lists_usage_and_ledger_read_only(world, client, django_assert_max_num_queries, run_on_commit):
+    from django.urls import reverse
+
+    from tests.factories import PlatformAdminFactory
+
+    services.usage_collect_hours(cluster=world["cluster"], hours=[world["scenario"].hour(i) for i in range(HOURS)])
+    client.force_login(PlatformAdminFactory())
+    for model in ("usagehour", "jobusagehour", "collectedhour"):
+        with django_assert_max_num_queries(12):
+            response = client.get(reverse(f"admin:billing_{model}_changelist"))
+        assert response.status_code == 200, model
+        assert client.get(reverse(f"admin:billing_{model}_add")).status_code == 403
+    partial = CollectedHour.objects.get(hour=world["scenario"].hour(MISSING_HOUR))
+    response = client.get(reverse("admin:billing_collectedhour_changelist"))
+    assert b"kube-state-metrics answered for 0 of 60 steps" in response.content
+
+    with run_on_commit():
+        response = client.post(reverse("admin:billing_collectedhour_changelist"),
+                               {"action": "recollect", "_selected_action": [partial.pk]})
+    assert response.status_code == 302
+    partial.refresh_from_db()
+    assert (partial.state, partial.attempts) == (HourState.PARTIAL, 2)  # the task ran on commit

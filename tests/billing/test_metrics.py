@@ -107,10 +107,15 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
             _pod("b", resource="nvidia.com/mig-1g.10gb", gpus=3, end=H + timedelta(minutes=20)),
             {"metadata": {"name": "pending", "namespace": "alpha"}, "spec": {"containers": []},
              "status": {"phase": "Pending"}}]
+    done = _pod("c", gpus=1)
+    done["status"] = {"phase": "Failed", "startTime": "2026-03-02T10:00:00Z", "conditions": [
+        {"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-02T10:40:00Z"}]}
+    pods.append(done)
     runs = metrics.pod_runs(pods, models={("nvidia.com/gpu", "pool=h100"): ("H100", 80.0)})
     assert [(r.name, r.resource, r.gpus, r.gpu_model, r.job, r.finished_at) for r in runs] == [
         ("a", "nvidia_com_gpu", 2, "H100", "12", None),
         ("b", "nvidia_com_mig_1g_10gb", 3, "", "", H + timedelta(minutes=20)),
+        ("c", "nvidia_com_gpu", 1, "", "", H + timedelta(minutes=40)),  # stopped when it stopped being ready
     ]
 
 

@@ -118,6 +118,7 @@ class Command(BaseCommand):
             _wait_for(url, wait)
         self._seed(kueue_url, volcano_url)
         call_command("seed_jobs", stdout=self.stdout, stderr=self.stderr)  # jobs in every state, after the commit
+        call_command("seed_usage", stdout=self.stdout, stderr=self.stderr)  # 30 days of synthetic usage
 
     @transaction.atomic
     def _seed(self, kueue_url, volcano_url):
