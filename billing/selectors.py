@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import Case, Count, IntegerField, Max, Q, Sum, Value, When
+from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -154,23 +154,45 @@ def rate_in_force(*, flavor: GpuFlavor, at: datetime) -> PricePeriod | None:
 # --- the aggregate -------------------------------------------------------------------------------------------
 
 
-def period_case(periods: list[PricePeriod]):
-    """SQL: the index of the period an hour's row falls in (UNPRICED when none)."""
-    whens = [When(flavor_id=p.flavor_id, hour__gte=p.start, hour__lt=p.end, then=Value(i))
-             for i, p in enumerate(periods)]
-    if not whens:
-        return Value(UNPRICED, output_field=IntegerField())
-    return Case(*whens, default=Value(UNPRICED), output_field=IntegerField())
+def segments(*, start: datetime, end: datetime, periods: list[PricePeriod]) -> list[tuple[datetime, datetime]]:
+    """[start, end) cut at every period boundary of any flavor: within one segment each flavor has one price."""
+    cuts = sorted({start, end} | {p.start for p in periods} | {p.end for p in periods})
+    cuts = [c for c in cuts if start <= c <= end]
+    return list(zip(cuts, cuts[1:], strict=False))
 
 
-def usage_sums(*, start: datetime, end: datetime, periods: list[PricePeriod], teams=None) -> list[dict]:
-    """One aggregate query: allocated and used GPU-hours per team × flavor × rate period."""
-    rows = UsageHour.objects.filter(hour__gte=start, hour__lt=end)
-    if teams is not None:
-        rows = rows.filter(team__in=teams)
-    return list(rows.annotate(period=period_case(periods)).values("team_id", "flavor_id", "period")
-                .annotate(allocated=Sum("allocated_gpu_hours"), used=Sum("used_gpu_hours"), hours=Count("id"))
-                .order_by())
+def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
+               periods: list[PricePeriod]) -> list[dict]:
+    """One aggregate query over usage `rows`: allocated and used GPU-hours per `by` group and rate period.
+
+    The query groups by `by` only and sums each segment with a FILTER clause: a plain hash aggregate the planner
+    sizes right, whereas grouping by a CASE over the periods makes it guess badly and sort to disk.
+    """
+    segs = segments(start=start, end=end, periods=periods)
+    # The whole range unfiltered, later segments filtered; the first segment is the difference.
+    sums = {"a": Sum("allocated_gpu_hours"), "u": Sum("used_gpu_hours")}
+    for k, (s_start, s_end) in enumerate(segs[1:], start=1):
+        sums[f"a{k}"] = Sum("allocated_gpu_hours", filter=Q(hour__gte=s_start, hour__lt=s_end))
+        sums[f"u{k}"] = Sum("used_gpu_hours", filter=Q(hour__gte=s_start, hour__lt=s_end))
+    period_of = {}  # (flavor_id, segment) → index into periods
+    for i, p in enumerate(periods):
+        for k, (s_start, s_end) in enumerate(segs):
+            if p.start <= s_start and s_end <= p.end:
+                period_of[(p.flavor_id, k)] = i
+    merged: dict[tuple, dict] = {}
+    for row in rows.filter(hour__gte=start, hour__lt=end).values(*by).annotate(**sums).order_by():
+        later = [(Decimal(row[f"a{k}"] or 0), Decimal(row[f"u{k}"] or 0)) for k in range(1, len(segs))]
+        first = (Decimal(row["a"]) - sum(a for a, _ in later), Decimal(row["u"] or 0) - sum(u for _, u in later))
+        for k, (allocated, used) in enumerate([first, *later]):
+            empty = row[f"a{k}"] is None if k else (later and not allocated)
+            if empty:
+                continue  # no row of this group in the segment
+            key = tuple(row[f] for f in by) + (period_of.get((row["flavor_id"], k), UNPRICED),)
+            entry = merged.setdefault(key, {**{f: row[f] for f in by}, "period": key[-1], "allocated": ZERO,
+                                            "used": ZERO})
+            entry["allocated"] += allocated
+            entry["used"] += used
+    return list(merged.values())
 
 
 # --- statements ----------------------------------------------------------------------------------------------
@@ -188,7 +210,6 @@ class StatementLine:
     price_from: str  # "" for the flavor's own rate card, else the parent flavor's name
     allocated_gpu_hours: Decimal
     used_gpu_hours: Decimal
-    hours: int
     cost: Decimal  # allocation cost, rounded once
     idle_cost: Decimal  # the part of `cost` nobody used: cost − used × price, so the two always add up
 
@@ -284,11 +305,11 @@ def _line(flavor, sums: dict, period: PricePeriod | None, start, end) -> Stateme
     if period is None:
         return StatementLine(flavor=flavor, charge_start=start, charge_end=end, unit_price=None,
                              currency=settings.BILLING_CURRENCY, price_from="", allocated_gpu_hours=allocated,
-                             used_gpu_hours=used, hours=sums["hours"], cost=ZERO, idle_cost=ZERO)
+                             used_gpu_hours=used, cost=ZERO, idle_cost=ZERO)
     cost = money(allocated * period.price)
     return StatementLine(flavor=flavor, charge_start=period.start, charge_end=period.end, unit_price=period.price,
                          currency=period.currency, price_from=period.parent, allocated_gpu_hours=allocated,
-                         used_gpu_hours=used, hours=sums["hours"], cost=cost,
+                         used_gpu_hours=used, cost=cost,
                          idle_cost=cost - money(used * period.price))
 
 
@@ -302,7 +323,11 @@ def statements_for(*, teams, month: date, now: datetime | None = None,
     state = statement_state(month, now)
     statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=state,
                                   currency=settings.BILLING_CURRENCY) for t in teams}
-    for sums in usage_sums(start=start, end=end, periods=periods, teams=[t.pk for t in teams]):
+    # Testing every row against a long list of teams costs more than summing every team and dropping the others.
+    rows = UsageHour.objects.filter(team__in=[t.pk for t in teams]) if len(teams) <= 50 else UsageHour.objects.all()
+    for sums in usage_sums(rows, by=("team_id", "flavor_id"), start=start, end=end, periods=periods):
+        if sums["team_id"] not in statements:
+            continue
         period = periods[sums["period"]] if sums["period"] != UNPRICED else None
         statements[sums["team_id"]].lines.append(_line(flavors[sums["flavor_id"]], sums, period, start, end))
     for statement in statements.values():
@@ -457,13 +482,11 @@ def team_daily_cost(*, team: Team, month: date) -> list[dict]:
     """Cost per day of the month (each hour at its rate): [{day, cost}], from one aggregate query."""
     start, end = month_bounds(month)
     periods = price_periods(start=start, end=end)
-    sums = (UsageHour.objects.filter(team=team, hour__gte=start, hour__lt=end)
-            .annotate(day=TruncDate("hour"), period=period_case(periods)).values("day", "period")
-            .annotate(allocated=Sum("allocated_gpu_hours")).order_by("day"))
+    rows = UsageHour.objects.filter(team=team).annotate(day=TruncDate("hour"))
     per_day: dict[date, Decimal] = defaultdict(Decimal)
-    for row in sums:
+    for row in usage_sums(rows, by=("day", "flavor_id"), start=start, end=end, periods=periods):
         if row["period"] != UNPRICED:
-            per_day[row["day"]] += (row["allocated"] or ZERO) * periods[row["period"]].price
+            per_day[row["day"]] += row["allocated"] * periods[row["period"]].price
     return [{"day": day, "cost": money(cost)} for day, cost in sorted(per_day.items())]
 
 

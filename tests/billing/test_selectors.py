@@ -251,3 +251,19 @@ def test_chart_series_come_from_rows(h100):
         (date(2026, 11, 1), "h100", Decimal(2), Decimal(1)), (date(2026, 11, 2), "h100", Decimal(2), Decimal(1))]
     cells = selectors.team_day_utilisation(user=UserFactory(is_staff=True), start=START, end=DEC)
     assert [(c["team"], c["utilisation"]) for c in cells] == [(team.slug, 0.5), (team.slug, 0.5)]
+
+
+def test_another_flavors_rate_change_does_not_split_a_line(h100):
+    a100 = GpuFlavorFactory(cluster=h100.cluster, name="a100")
+    RateCardFactory(flavor=h100, price_per_gpu_hour=2, effective_from=START, effective_to=at(10))
+    RateCardFactory(flavor=h100, price_per_gpu_hour=3, effective_from=at(10))
+    RateCardFactory(flavor=a100, price_per_gpu_hour=Decimal("1.10"), effective_from=START)
+    team = TeamFactory()
+    for day in (2, 12, 25):
+        UsageHourFactory(team=team, flavor=a100, hour=at(day), allocated_gpu_hours=1, used_gpu_hours=1)
+    UsageHourFactory(team=team, flavor=h100, hour=at(12), allocated_gpu_hours=1, used_gpu_hours=0)
+
+    lines = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV).lines
+
+    assert [(line.flavor.name, line.allocated_gpu_hours, line.cost) for line in lines] == [
+        ("a100", Decimal(3), Decimal("3.30")), ("h100", Decimal(1), Decimal("3.00"))]
