@@ -84,18 +84,25 @@ def _preview(team, kind, fields) -> str:
     return yaml.safe_dump_all(job_manifests(selectors.job_spec(job)), sort_keys=False)
 
 
-@login_required
-def job_detail(request, pk):
-    job = selectors.job_get(user=request.user, pk=pk)
+def _status_context(request, job: Job) -> dict:
     role = tenant_selectors.team_role(user=request.user, team=job.team)
-    return render(request, "jobs/job_detail.html", {
+    return {
         "job": job,
         "why": selectors.why_waiting(job=job),
         "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
-        "manifests": yaml.safe_dump_all(selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job)),
-                                        sort_keys=False),
         "can_act": role in (Role.ADMIN, Role.MEMBER),
-    })
+    }
+
+
+@login_required
+def job_detail(request, pk):
+    job = selectors.job_get(user=request.user, pk=pk)
+    if request.htmx and request.htmx.target == "job-status":
+        # The page polls the part that changes (state, why waiting, timeline) while the job is active.
+        return render(request, "jobs/_status.html", _status_context(request, job))
+    manifests = selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job))
+    return render(request, "jobs/job_detail.html", {**_status_context(request, job),
+                                                    "manifests": yaml.safe_dump_all(manifests, sort_keys=False)})
 
 
 @login_required

@@ -1,0 +1,77 @@
+"""The job pages: the list's query count does not grow with the number of jobs, and the detail page's live part
+is served alone to the page's own polling, which stops once the job has ended."""
+
+import pytest
+from django.test import Client
+
+from jobs.choices import JobState
+from jobs.models import Job
+from tenants.choices import Role
+from tests.factories import (
+    ClusterFactory,
+    GpuFlavorFactory,
+    MembershipFactory,
+    PriorityTierFactory,
+    TeamFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world():
+    cluster = ClusterFactory()
+    flavor = GpuFlavorFactory(cluster=cluster, name="h100")
+    team = TeamFactory(slug="nlp")
+    member = MembershipFactory(team=team, role=Role.MEMBER).user
+    tier = PriorityTierFactory(name="standard", value=1000)
+    client = Client()
+    client.force_login(member)
+    return {"cluster": cluster, "flavor": flavor, "team": team, "member": member, "tier": tier, "client": client}
+
+
+def add_jobs(world, count, state=JobState.RUNNING):
+    return Job.objects.bulk_create(
+        Job(team=world["team"], cluster=world["cluster"], flavor=world["flavor"], priority_tier=world["tier"],
+            kind="pytorch", name=f"run-{i}", image="ghcr.io/acme/train:1", submitted_by=world["member"],
+            state=state) for i in range(count))
+
+
+def list_queries(world) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert world["client"].get("/jobs/").status_code == 200
+    return len(queries)
+
+
+def test_the_job_list_costs_the_same_for_3_and_60_jobs(world, django_assert_max_num_queries):
+    add_jobs(world, 3)
+    few = list_queries(world)
+    add_jobs(world, 57)
+    with django_assert_max_num_queries(few):
+        assert world["client"].get("/jobs/").status_code == 200
+
+
+@pytest.mark.parametrize(("state", "polls"), [(JobState.QUEUED, True), (JobState.RUNNING, True),
+                                              (JobState.PREEMPTED, True), (JobState.SUCCEEDED, False)])
+def test_the_detail_page_polls_its_live_part_while_the_job_is_active(world, state, polls):
+    job = add_jobs(world, 1, state)[0]
+    page = world["client"].get(f"/jobs/{job.pk}/").content.decode()
+    assert ('hx-trigger="every 2s"' in page) is polls
+    assert "<h2>YAML</h2>" in page
+    part = world["client"].get(f"/jobs/{job.pk}/", headers={"HX-Request": "true", "HX-Target": "job-status"})
+    text = part.content.decode()
+    assert 'id="job-status"' in text
+    assert "<h2>YAML</h2>" not in text and "<html" not in text
+    assert f">{JobState(state).label}<" in text
+
+
+def test_another_teams_job_is_not_found_even_by_the_poll(world):
+    job = add_jobs(world, 1)[0]
+    outsider = MembershipFactory(team=TeamFactory(slug="vision"), role=Role.ADMIN).user
+    client = Client()
+    client.force_login(outsider)
+    response = client.get(f"/jobs/{job.pk}/", headers={"HX-Request": "true", "HX-Target": "job-status"})
+    assert response.status_code == 404
