@@ -68,3 +68,25 @@ def test_all_teams_in_one_file(usage):
 def test_bad_input_is_a_clear_error(usage, args, message):
     with pytest.raises(CommandError, match=message):
         run(*args)
+
+
+def test_the_demo_prices_every_flavor_once_with_a_rate_change_and_a_mig_default():
+    from billing.models import RateCard
+    from tenants.management.commands.seed_demo import FLAVORS, Command
+    from tenants.models import GpuFlavor
+    from tests.factories import ClusterFactory, PlatformAdminFactory
+
+    for cluster_name, flavors in FLAVORS.items():
+        cluster = ClusterFactory(name=cluster_name)
+        for spec in flavors:
+            GpuFlavorFactory(cluster=cluster, **spec)
+    admin = PlatformAdminFactory()
+    Command()._seed_rates(admin)
+    Command()._seed_rates(admin)  # idempotent
+
+    assert RateCard.objects.filter(flavor__name="h100").count() == 2
+    assert RateCard.objects.count() == 5 and not RateCard.objects.filter(flavor__name="a100-mig-1g").exists()
+    hour = selectors.floor_hour(datetime.now(UTC))
+    priced = {p.flavor_id: p for p in selectors.price_periods(start=hour, end=hour + selectors.HOUR)}
+    mig = priced[GpuFlavor.objects.get(name="a100-mig-1g").pk]
+    assert mig.parent == "h100" and mig.price == Decimal("4.40") * Decimal("0.1429")

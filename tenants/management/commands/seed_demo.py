@@ -14,6 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from billing import services as billing_services
+from billing.models import RateCard
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
@@ -58,6 +60,10 @@ TEAMS = [
     dict(slug="vision", name="Computer Vision", cost_center="CC-4300"),
     dict(slug="recsys", name="Recommendations", cost_center="CC-5100"),
 ]
+# (cluster, flavor) -> price per GPU-hour; the 1g MIG slice has no card and costs its share of the H100 rate.
+RATES = {("gpu-east", "h100"): "4.00", ("gpu-east", "a100-mig-3g"): "0.95", ("gpu-west", "a100"): "2.20",
+         ("gpu-west", "l40s"): "1.10"}
+RATE_CHANGE = (("gpu-east", "h100"), "4.40")  # a week ago, so this month's statement shows both rates
 # username -> (team slug, role)
 PEOPLE = {
     "alice": ("ml-research", Role.ADMIN),
@@ -154,10 +160,23 @@ class Command(BaseCommand):
             if not Membership.objects.filter(team=team, user=user, role=role).exists():
                 services.membership_set(actor=admin, team=team, user=user, role=role)
         self._seed_quotas(admin)
+        self._seed_rates(admin)
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD})")
         self.stdout.write("  admin      platform admin (console, approvals)")
         for username, (slug, role) in PEOPLE.items():
             self.stdout.write(f"  {username:<10} {Role(role).label.lower()} of {slug}")
+
+    def _seed_rates(self, admin):
+        hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+        for (cluster, name), price in RATES.items():
+            flavor = GpuFlavor.objects.get(cluster__name=cluster, name=name)
+            if RateCard.objects.filter(flavor=flavor).exists():
+                continue
+            billing_services.rate_card_set(actor=admin, flavor=flavor, price=price,
+                                           effective_from=hour - timedelta(days=90))
+            if (cluster, name) == RATE_CHANGE[0]:
+                billing_services.rate_card_set(actor=admin, flavor=flavor, price=RATE_CHANGE[1],
+                                               effective_from=hour - timedelta(days=7))
 
     def _seed_quotas(self, admin):
         users = get_user_model().objects
