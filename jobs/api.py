@@ -3,7 +3,7 @@ pods' log tail. Submission goes through the same service as the form, so the sam
 
 import django_filters
 import yaml
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -142,7 +142,9 @@ class JobWhyWaitingView(APIView):
 
 
 class JobLogsView(APIView):
-    @extend_schema(responses={200: JobLogsSerializer}, summary="The job's pods and the last lines of their logs")
+    @extend_schema(responses={200: JobLogsSerializer,
+                              503: OpenApiResponse(description="The cluster could not be read.")},
+                   summary="The job's pods and the last lines of their logs")
     def get(self, request, pk):
         job = selectors.job_get(user=request.user, pk=pk)
         try:

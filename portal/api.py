@@ -7,7 +7,8 @@ whether DRF, a selector (404), a role check (403) or a service's ValidationError
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -116,6 +117,52 @@ def valid_input(serializer_class, request) -> dict:
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+# The one error shape, documented on every operation so clients (and the schema checks) can rely on it.
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {
+        "type": "object",
+        "required": ["code", "message", "fields"],
+        "properties": {
+            "code": {"type": "string", "description": "Stable, machine-readable: invalid, not_found, throttled…"},
+            "message": {"type": "string", "description": "For people."},
+            "fields": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                       "description": "Per input field, what is wrong with it (400 only)."},
+        },
+    }},
+}
+ERROR_RESPONSES = {
+    "400": "The input is not valid: `fields` names each field and what is wrong.",
+    "401": "No valid credentials: send 'Authorization: Bearer <token>'.",
+    "403": "Your role in the team does not allow this.",
+    "404": "No such object among those you can see (another team's objects are not found).",
+    "429": "Too many requests for this token; retry after the Retry-After header's seconds.",
+}
+
+
+def error_responses_hook(result, generator, request, public):
+    """drf-spectacular postprocessing: the Error component and the error responses of every operation."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for code, description in ERROR_RESPONSES.items():
+                responses.setdefault(code, {"description": description})
+            for code, response in responses.items():
+                if int(code) >= 400:
+                    response.setdefault("content", content)
+    return result
+
+
+@csrf_exempt  # it changes nothing, and an unknown path must not turn into an HTML CSRF page
+def api_not_found(request, *args, **kwargs):
+    """Every path under /api/ that names no endpoint (or a malformed id) gets the JSON 404, not an HTML page."""
+    return JsonResponse(error_body("not_found", f"No such endpoint: {request.path}. The API is described at "
+                                                "/api/docs/."), status=404)
 
 
 # --- pagination ----------------------------------------------------------------------------------------------

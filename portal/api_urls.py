@@ -1,9 +1,10 @@
 """Every endpoint of /api/v1, plus the OpenAPI schema and its interactive docs (assets served by the portal)."""
 
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from jobs import api as jobs_api
+from portal.api import api_not_found
 from quotas import api as quotas_api
 from tenants import api as tenants_api
 
@@ -39,4 +40,5 @@ urlpatterns = [
     path("v1/jobs/<int:pk>/yaml/", jobs_api.JobYamlView.as_view(), name="job-yaml"),
     path("v1/jobs/<int:pk>/why-waiting/", jobs_api.JobWhyWaitingView.as_view(), name="job-why-waiting"),
     path("v1/jobs/<int:pk>/logs/", jobs_api.JobLogsView.as_view(), name="job-logs"),
+    re_path(r"^", api_not_found, name="not-found"),  # last: whatever no pattern above matched (any character)
 ]

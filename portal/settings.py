@@ -249,6 +249,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "portal.api.error_responses_hook"],
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.choices.JobState", "RequestStateEnum": "quotas.choices.RequestState"},
     # Swagger UI and Redoc are served from the portal's own static files, never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",

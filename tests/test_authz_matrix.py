@@ -40,6 +40,7 @@ ALLOW_LIST = {
     "api:schema": "the OpenAPI description is public, like the docs built from it",
     "api:docs": "Swagger UI over the public schema",
     "api:redoc": "Redoc over the public schema",
+    "api:not-found": "the JSON 404 for paths under /api/ that name no endpoint",
 }
 # Whole URL prefixes with their own access control and tests.
 ALLOW_PREFIXES = {
