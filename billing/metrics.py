@@ -106,16 +106,20 @@ def check_hour(hour: datetime) -> datetime:
 RUNNING = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)'
 POD_JOB = f'max by (namespace, pod, {KSM_JOB_LABEL}) (kube_pod_labels{{{KSM_JOB_LABEL}!=""}})'
 GPU_REQUESTS = f"kube_pod_container_resource_requests{{{GPU_RESOURCES}}}"
-# dcgm-exporter series of devices held by pods, one per device: `max by` over the device identity folds the
-# copies a relabelled hostname (Hostname → hostname) or a second scrape leaves behind.
-DEVICE = "namespace, pod, UUID, GPU_I_ID, GPU_I_PROFILE, modelName"
+# dcgm-exporter series are summed per pod first (one series per device → one per pod), so the joins with pod
+# phase and labels run over pods, not devices. The hostname label (`Hostname`, or `hostname` in newer exporters)
+# is summed away, so either spelling, or a rename mid-hour, counts each device once.
+PER_POD = "namespace, pod, GPU_I_PROFILE, modelName"
+
+
+def _per_pod(metric: str, matchers: str = "") -> str:
+    return f'sum by ({PER_POD}) ({metric}{{pod!=""{matchers}}})'
+
+
 # Utilisation as a 0..1 ratio: GPU_UTIL does not exist for MIG instances, the graphics engine activity does.
-UTILISATION = (f'max by ({DEVICE}) (DCGM_FI_DEV_GPU_UTIL{{pod!="", GPU_I_PROFILE=""}} / 100 '
-               f'or DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod!="", GPU_I_PROFILE!=""}})')
-
-
-def _device(metric: str) -> str:
-    return f'max by ({DEVICE}) ({metric}{{pod!=""}})'
+WHOLE, MIG = ', GPU_I_PROFILE=""', ', GPU_I_PROFILE!=""'
+UTILISATION = (_per_pod("DCGM_FI_DEV_GPU_UTIL", WHOLE) + " / 100 or "
+               + _per_pod("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MIG))
 
 
 def _running(expr: str) -> str:
@@ -130,8 +134,8 @@ def _per_job(expr: str) -> str:
 QUERIES = {
     "allocated": f"sum by (namespace, resource, node) ({_running(GPU_REQUESTS)})",
     "used": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(UTILISATION)})",
-    "memory": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(_device('DCGM_FI_DEV_FB_USED'))})",
-    "power": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(_device('DCGM_FI_DEV_POWER_USAGE'))})",
+    "memory": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(_per_pod('DCGM_FI_DEV_FB_USED'))})",
+    "power": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(_per_pod('DCGM_FI_DEV_POWER_USAGE'))})",
     "job_allocated": _per_job(GPU_REQUESTS),
     "job_used": _per_job(UTILISATION),
     # How many steps each exporter answered: fewer than the hour's steps is a gap.
