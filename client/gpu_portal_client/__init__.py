@@ -1,0 +1,16 @@
+"""Python client for the GPU Portal API."""
+
+from .client import Job, Portal
+from .errors import (
+    AuthenticationError,
+    JobFailed,
+    NotFound,
+    PermissionDenied,
+    PortalError,
+    RateLimited,
+    ServerError,
+    ValidationError,
+)
+
+__all__ = ["AuthenticationError", "Job", "JobFailed", "NotFound", "PermissionDenied", "Portal", "PortalError",
+           "RateLimited", "ServerError", "ValidationError"]
