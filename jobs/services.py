@@ -199,7 +199,7 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
 
 def job_status_sync(*, cluster) -> dict:
     """Read every active job's objects with one list per kind per namespace and update rows in bulk."""
-    jobs = [j for j in selectors.active_jobs(cluster=cluster) if j.state != JobState.PENDING]
+    jobs = list(selectors.active_jobs(cluster=cluster))
     by_namespace: dict[str, list[Job]] = defaultdict(list)
     for job in jobs:
         by_namespace[job.team.namespace].append(job)
