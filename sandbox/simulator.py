@@ -385,6 +385,7 @@ class Simulator:
                     flavors.append((flavor["name"], quota))
                 groups.append((set(group.get("coveredResources") or []), flavors))
             queues[cq["metadata"]["name"]] = {"cohort": spec.get("cohortName", ""), "groups": groups,
+                                              "namespaces": spec.get("namespaceSelector"),
                                               "preemption": spec.get("preemption") or {},
                                               "held": spec.get("stopPolicy", "None") != "None"}
         local = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): (lq.get("spec") or {}).get("clusterQueue")
@@ -539,6 +540,8 @@ class Simulator:
             return self._kueue_pending(job, message, now)
         if config["cq"][cq_name]["held"]:
             return self._kueue_pending(job, f"ClusterQueue {cq_name} is inactive", now)
+        if not self._namespace_matches(job.namespace, config["cq"][cq_name]["namespaces"]):
+            return self._kueue_pending(job, "Workload namespace doesn't match ClusterQueue selector", now)
         assigned, problems, borrows = self._kueue_assign(job, cq_name, config)
         if problems:
             victims = self._kueue_victims(job, cq_name, config)
@@ -552,6 +555,22 @@ class Simulator:
             if problems:
                 return self._kueue_pending(job, ", ".join(problems), now)
         self._admit(job, now, cq_name, assigned)
+
+    def _namespace_matches(self, namespace: str, selector: dict | None) -> bool:
+        """A ClusterQueue's namespaceSelector: null matches no namespace, {} every one."""
+        if selector is None:
+            return False
+        labels = ((self._get("v1", "Namespace", None, namespace) or {}).get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+            return False
+        for expression in selector.get("matchExpressions") or []:
+            key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+            present = key in labels
+            matched = {"In": present and labels[key] in values, "NotIn": not present or labels[key] not in values,
+                       "Exists": present, "DoesNotExist": not present}.get(operator, False)
+            if not matched:
+                return False
+        return True
 
     def _kueue_victims(self, job: Tracked, cq_name: str, config: dict) -> list[tuple[Tracked, str]]:
         """Kueue's classic preemption: lower-priority workloads of the same ClusterQueue (withinClusterQueue), and

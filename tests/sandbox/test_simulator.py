@@ -268,6 +268,25 @@ def test_kueue_workload_is_named_owned_and_admitted_as_kueue_does(sb):
     assert admission["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] == "8"
 
 
+@pytest.mark.parametrize(
+    ("selector", "admitted"),
+    [({}, True), ({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}, True),
+     ({"matchLabels": {"kubernetes.io/metadata.name": "team-b"}}, False),
+     ({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}]}, True),
+     ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, False), (None, False)],
+)
+def test_kueue_cluster_queue_namespace_selector(sb, selector, admitted):
+    kueue_setup(sb, SOLO)
+    rt = sb.store.kind(KUEUE, "ClusterQueue")
+    sb.store.patch(rt, None, "cq-a", {"spec": {"namespaceSelector": selector}}, "merge")
+    kueue_job(sb, "team-a", "j1", gpus=1)
+    step(sb, 0)
+    assert kueue_state(sb, "team-a", "j1") == ("admitted" if admitted else "pending")
+    if not admitted:
+        assert condition(workload_of(sb, "team-a", "j1"), "QuotaReserved")["message"] == (
+            "Workload namespace doesn't match ClusterQueue selector")
+
+
 def test_kueue_flavor_must_match_the_node_selector(sb):
     kueue_setup(sb, SOLO)
     job = kueue_job(sb, "team-a", "elsewhere", gpus=1)
