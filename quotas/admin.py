@@ -15,6 +15,9 @@ class QuotaAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # grants end through the approvals queue or expiry, which reconcile and audit
+
 
 @admin.register(QuotaRequest)
 class QuotaRequestAdmin(admin.ModelAdmin):
@@ -27,3 +30,6 @@ class QuotaRequestAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # requests are the decision history, kept like the audit log

@@ -28,6 +28,17 @@ def retry_reconcile(modeladmin, request, queryset):
     _report(modeladmin, request, queryset.count(), [], "queued for reconcile")
 
 
+class AuditedDeleteMixin:
+    """Deletes (the delete page and the bulk action) go through a service: one audit event per row, with the actor."""
+
+    def delete_model(self, request, obj):
+        services.admin_object_delete(actor=request.user, obj=obj, source_ip=source_ip(request))
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset.order_by("pk"):
+            self.delete_model(request, obj)
+
+
 class SyncStateMixin:
     @admin.display(description="sync")
     def sync(self, obj):
@@ -39,7 +50,7 @@ class SyncStateMixin:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(SyncStateMixin, admin.ModelAdmin):
+class ClusterAdmin(AuditedDeleteMixin, SyncStateMixin, admin.ModelAdmin):
     list_display = ("name", "display_name", "scheduler", "connection", "active", "sync", "message")
     list_filter = ("scheduler", "connection", "active")
     search_fields = ("name", "display_name", "server", "context")
@@ -55,7 +66,7 @@ class ClusterAdmin(SyncStateMixin, admin.ModelAdmin):
 
 
 @admin.register(GpuFlavor)
-class GpuFlavorAdmin(admin.ModelAdmin):
+class GpuFlavorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
     list_display = ("name", "cluster", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
                     "gpu_fraction", "sharing")
     list_filter = ("cluster", "sharing", "resource_name")
@@ -67,7 +78,7 @@ class GpuFlavorAdmin(admin.ModelAdmin):
 
 
 @admin.register(PriorityTier)
-class PriorityTierAdmin(admin.ModelAdmin):
+class PriorityTierAdmin(AuditedDeleteMixin, admin.ModelAdmin):
     list_display = ("name", "value", "preemption_policy", "is_default", "description")
     list_filter = ("preemption_policy", "is_default")
     search_fields = ("name", "description")
@@ -99,7 +110,7 @@ def _set_state(state: str, description: str):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(AuditedDeleteMixin, admin.ModelAdmin):
     list_display = ("slug", "name", "cost_center", "parent", "state", "idp_group", "created_at")
     list_filter = ("state", "parent")
     search_fields = ("slug", "name", "cost_center", "idp_group")
@@ -151,9 +162,20 @@ class MembershipAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def delete_model(self, request, obj):
+        # Through the service: audited, reconciled, and a team keeps its last admin.
+        try:
+            services.membership_remove(actor=request.user, team=obj.team, user=obj.user, source_ip=source_ip(request))
+        except ValidationError as exc:
+            self.message_user(request, f"{obj}: {' '.join(exc.messages)}", messages.ERROR)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset.select_related("team", "user").order_by("pk"):
+            self.delete_model(request, obj)
+
 
 @admin.register(TeamNamespace)
-class TeamNamespaceAdmin(SyncStateMixin, admin.ModelAdmin):
+class TeamNamespaceAdmin(AuditedDeleteMixin, SyncStateMixin, admin.ModelAdmin):
     """Status rows written by reconcile: read-only apart from the retry action."""
 
     list_display = ("__str__", "team", "cluster", "sync", "attempts", "next_attempt_at", "synced_at", "message")

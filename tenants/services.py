@@ -429,6 +429,23 @@ def priority_tier_save(*, actor, tier: PriorityTier, source_ip: str | None = Non
     return tier
 
 
+
+@transaction.atomic
+def admin_object_delete(*, actor, obj, source_ip: str | None = None) -> None:
+    """A delete made in the Django admin: audited with the actor and what the row held, like every other change.
+
+    Cluster-wide objects built from a flavor or a tier are re-reconciled; a deleted team's objects are pruned by
+    the sweep (they carry the team label and no row wants them any more).
+    """
+    before = _snapshot(obj, [f.name for f in obj._meta.concrete_fields])
+    team = obj.team if isinstance(obj, TeamNamespace) else None
+    audit_record(actor=actor, action=f"{obj._meta.model_name}.delete", obj=obj, team=team, before=before,
+                 source_ip=source_ip)
+    affected = (Cluster.objects.filter(pk=obj.cluster_id) if isinstance(obj, GpuFlavor)
+                else Cluster.objects.filter(active=True) if isinstance(obj, PriorityTier) else Cluster.objects.none())
+    obj.delete()
+    clusters_touch(clusters=affected)
+
 # --- reconcile -----------------------------------------------------------------------------------------------
 
 

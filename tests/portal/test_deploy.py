@@ -1,10 +1,12 @@
 """The production shape: settings that pass `check --deploy`, and a docker-compose file that is complete."""
 
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +51,55 @@ def test_docker_compose_has_the_production_services_with_health_checks():
         assert env["DATABASE_URL"].startswith("postgres://") and env["REDIS_URL"].startswith("redis://")
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert (ROOT / services["web"]["build"] / "Dockerfile").exists()
+
+
+OIDC_ENV = {"OIDC_RP_CLIENT_ID": "gpu-portal", "OIDC_RP_CLIENT_SECRET": "oidc-client-secret",
+            "OIDC_OP_ISSUER": "https://idp.example.com",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://idp.example.com/authorize",
+            "OIDC_OP_TOKEN_ENDPOINT": "https://idp.example.com/token",
+            "OIDC_OP_USER_ENDPOINT": "https://idp.example.com/userinfo",
+            "OIDC_OP_JWKS_ENDPOINT": "https://idp.example.com/jwks"}
+PRODUCTION_ENV = {"PORTAL_MODE": "production", "SECRET_KEY": "x" * 64 + "-production-secret-for-the-check",
+                  "DATABASE_URL": "postgres://portal@127.0.0.1:5432/portal", "ALLOWED_HOSTS": "portal.example.com",
+                  "REDIS_URL": "redis://127.0.0.1:6379/0"}
+
+
+def test_production_settings_with_single_sign_on_pass_check_deploy():
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING", env_extra={**PRODUCTION_ENV, **OIDC_ENV})
+    assert result.returncode == 0, result.stdout + result.stderr
+    urls = run_manage("shell", "-c", "from django.urls import reverse; print(reverse('oidc_authentication_init'))",
+                      env_extra={**PRODUCTION_ENV, **OIDC_ENV})
+    assert urls.stdout.strip().splitlines()[-1] == "/oidc/authenticate/", urls.stderr
+
+
+def test_single_sign_on_half_configured_refuses_to_start_and_names_what_is_missing():
+    partial = {k: v for k, v in OIDC_ENV.items() if k not in {"OIDC_OP_JWKS_ENDPOINT", "OIDC_OP_ISSUER"}}
+    result = run_manage("check", env_extra={**PRODUCTION_ENV, **partial})
+    assert result.returncode != 0
+    assert "OIDC_OP_ISSUER, OIDC_OP_JWKS_ENDPOINT" in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_personal_access_token_never_reaches_the_logs(caplog):
+    from rest_framework.test import APIClient
+
+    from tenants import services
+    from tests.factories import UserFactory
+
+    user = UserFactory()
+    _, raw = services.access_token_create(actor=user, name="notebook")
+    revoked, revoked_raw = services.access_token_create(actor=user, name="old")
+    services.access_token_revoke(actor=user, token=revoked)
+    client = APIClient()
+    with caplog.at_level(logging.DEBUG):
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        assert client.get("/api/v1/me/").status_code == 200
+        assert client.get("/api/v1/teams/no-such-team/").status_code == 404
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {revoked_raw}")
+        assert client.get("/api/v1/me/").status_code == 401
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw[:-4]}abcd")
+        assert client.get("/api/v1/teams/").status_code == 401
+    logged = "\n".join(f"{r.getMessage()} {r.args!r} {r.__dict__}" for r in caplog.records)
+    assert caplog.records, "nothing was logged: the check would prove nothing"
+    for secret in (raw, revoked_raw, raw.rsplit("_", 1)[1], revoked_raw.rsplit("_", 1)[1]):
+        assert secret not in logged
