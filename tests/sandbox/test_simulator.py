@@ -560,3 +560,52 @@ def test_a_restarted_sandbox_takes_its_jobs_over(tmp_path):
         second.simulator.step(second.simulator.clock() + 101)
         assert condition(get(second, "batch/v1", "Job", "team-a", "running"), "Complete")["status"] == "True"
         assert kueue_state(second, "team-a", "waiting") == "admitted"
+
+
+def test_standalone_simulate_flag_runs_jobs_and_takes_requests_from_another_process(free_port, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from kubernetes import client
+
+    from sandbox.testing import api_client
+
+    env = {**os.environ, "SANDBOX_JOB_DURATION_SECONDS": "0.3", "SANDBOX_JOB_STARTUP_SECONDS": "0"}
+    process = subprocess.Popen([sys.executable, "-m", "sandbox", "serve", "--port", str(free_port), "--simulate"],
+                               cwd=Path(__file__).resolve().parents[2], env=env, stdout=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{free_port}"
+    try:
+        assert process.stdout.readline().strip() == f"sandbox serving on {url}"
+        api = api_client(url)
+        custom, batch = client.CustomObjectsApi(api), client.BatchV1Api(api)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "team-a"}})
+        custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", {
+            "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
+                "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})
+        custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues", {
+            "apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "default"},
+            "spec": {"clusterQueue": "cq"}})
+        for name in ("ok", "bad"):
+            batch.create_namespaced_job("team-a", {
+                "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+        assert post(f"{url}/_sandbox/jobs/team-a/bad", {"outcome": "fail"})[0] == 200
+        deadline, ends = time.monotonic() + 15, {}
+        while time.monotonic() < deadline and len(ends) < 2:
+            for name in ("ok", "bad"):
+                status = batch.read_namespaced_job_status(name, "team-a").status
+                for c in (status.conditions if status else None) or []:
+                    if c.type in ("Complete", "Failed") and c.status == "True":
+                        ends[name] = c.type
+            time.sleep(0.1)
+        assert ends == {"ok": "Complete", "bad": "Failed"}
+        api.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
