@@ -281,3 +281,31 @@ def test_admin_lists_usage_and_ledger_read_only(world, client, django_assert_max
     assert response.status_code == 302
     partial.refresh_from_db()
     assert (partial.state, partial.attempts) == (HourState.PARTIAL, 2)  # the task ran on commit
+
+
+def test_flavors_sharing_a_resource_are_told_apart_by_gpu_model_and_the_rest_is_noted(db):
+    from datetime import UTC, datetime
+
+    from billing.metrics import PodRun, SandboxSource
+
+    cluster = ClusterFactory()
+    flavors = {name: GpuFlavorFactory(cluster=cluster, name=name, gpu_model=model)
+               for name, model in (("a100", A100), ("l40s", L40S))}
+    team = TeamFactory(slug="alpha")
+    TeamNamespaceFactory(team=team, cluster=cluster)
+    hour = datetime(2026, 3, 2, 10, tzinfo=UTC)
+
+    def run(name, model, resource="nvidia_com_gpu"):
+        return PodRun(namespace="alpha", name=name, resource=resource, gpus=2, started_at=hour, finished_at=None,
+                      gpu_model=model)
+
+    runs = [run("on-a100", A100), run("on-l40s", L40S), run("on-l40s-2", L40S), run("unknown", ""),
+            run("mig", A100, "nvidia_com_mig_2g_20gb")]
+    ledger = services.usage_collect_hour(cluster=cluster, hour=hour, source=SandboxSource(lambda: runs))
+
+    rows = {r.flavor_id: r.allocated_gpu_hours for r in UsageHour.objects.filter(hour=hour)}
+    # The run on an unknown model cannot be placed: it goes to the first flavor, and the ledger says so.
+    assert rows == {flavors["a100"].pk: Decimal(4), flavors["l40s"].pk: Decimal(4)}
+    assert ledger.state == HourState.COLLECTED
+    assert "nvidia_com_gpu on a unknown GPU matches 2 flavors: counted as a100" in ledger.message
+    assert "nvidia_com_mig_2g_20gb in namespace alpha: no flavor has this resource" in ledger.message
