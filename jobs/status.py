@@ -86,7 +86,7 @@ def volcano_job(job: dict, podgroup: dict | None) -> Observed:
         state = JobState.PREEMPTED
     if phase == "Pending" and phase_info.get("reason") == "PodEvicted":
         # Evicted by the scheduler's preempt or reclaim action: the job waits to be scheduled again.
-        state = JobState.PREEMPTED
+        return Observed(JobState.PREEMPTED, phase_info.get("message", ""))
     transition = phase_info.get("lastTransitionTime")
     return Observed(
         state,

@@ -135,6 +135,7 @@ class Tracked:
     outcome: str
     deadline: float | None
     scheduler_object: str = ""  # the Workload or PodGroup name
+    scheduler_uid: str = ""
     state: str = "pending"  # pending | starting | running
     cluster_queue: str = ""
     flavors: dict[str, str] = field(default_factory=dict)  # resource -> flavor, at admission
@@ -352,7 +353,7 @@ class Simulator:
                                  "ownerReferences": [self._owner(job)]}, "spec": spec}
         rt = self._kind(body["apiVersion"], body["kind"])
         with _unless_gone(409):  # already there: a restarted simulator meets the objects it made before
-            self.store.create(rt, body, strict=True)
+            job.scheduler_uid = self.store.create(rt, body, strict=True)["metadata"]["uid"]
         if job.backend == "volcano":
             self._patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object, {"phase": "Pending"})
             if job.kind == VCJOB:
@@ -928,8 +929,8 @@ class Simulator:
         elif job.backend == "kueue":
             why = "prioritization in the ClusterQueue" if reason == "InClusterQueue" else \
                 "reclamation within the cohort"
-            message = f"Preempted to accommodate a workload (UID: {preemptor.uid}, JobUID: {preemptor.uid}) due to " \
-                      f"{why}"
+            message = f"Preempted to accommodate a workload (UID: {preemptor.scheduler_uid}, JobUID: " \
+                      f"{preemptor.uid}) due to {why}"
             kueue_reason = reason
         else:
             message = f"Evicted by {reason} to schedule {preemptor.namespace}/{preemptor.name}"
@@ -1021,11 +1022,13 @@ class Simulator:
             self._finished[job.key] = job
             return
         self._jobs[job.key] = job
+        kind = ("Workload", KUEUE) if job.backend == "kueue" else ("PodGroup", VOLCANO)
+        record = self._get(kind[1], kind[0], job.namespace, job.scheduler_object)
+        job.scheduler_uid = (record or {}).get("metadata", {}).get("uid", "")
         live = [p for p in pods if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
         if not live:
             self._pending[self._queue_id(job)][job.key] = job
-            kind = ("Workload", KUEUE) if job.backend == "kueue" else ("PodGroup", VOLCANO)
-            if self._get(kind[1], kind[0], job.namespace, job.scheduler_object) is None:
+            if record is None:
                 self._create_scheduler_object(job, obj, now)
             return
         job.pods = [p["metadata"]["name"] for p in live]
@@ -1033,8 +1036,7 @@ class Simulator:
         running = all(p["status"]["phase"] == "Running" for p in live)
         job.state, job.admitted_at, job.running_at = ("running" if running else "starting"), now, now
         if job.backend == "kueue":
-            workload = self._get(KUEUE, "Workload", job.namespace, job.scheduler_object) or {}
-            admission = (workload.get("status") or {}).get("admission") or {}
+            admission = ((record or {}).get("status") or {}).get("admission") or {}
             job.cluster_queue = admission.get("clusterQueue", "")
             for assignment in admission.get("podSetAssignments") or []:
                 job.flavors.update(assignment.get("flavors") or {})

@@ -78,6 +78,13 @@ def test_volcano_job(job, podgroup, state):
     assert volcano_job(job, podgroup).state == state
 
 
+def test_volcano_preemption_says_who_evicted_the_job():
+    podgroup = {"status": {"phase": "Pending", "conditions": [cond("Unschedulable", message="queue quota")]}}
+    observed = volcano_job(vc("Pending", reason="PodEvicted", message="Evicted by preempt to schedule nlp/x"),
+                           podgroup)
+    assert (observed.state, observed.message) == (JobState.PREEMPTED, "Evicted by preempt to schedule nlp/x")
+
+
 def test_volcano_unschedulable_message_explains_the_wait():
     podgroup = {"status": {"phase": "Pending", "conditions": [cond("Unschedulable", "True", "NotEnoughResources",
                                                                    "queue resource quota insufficient")]}}

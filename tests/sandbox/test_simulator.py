@@ -223,6 +223,13 @@ def test_kueue_admission(sb, queues, preemption, jobs, expected):
     states = {name: kueue_state(sb, ns, name) for ns in ("team-a", "team-b")
               for name in expected if workload_of(sb, ns, name)}
     assert states == expected
+    for name, state in states.items():
+        if state == "preempted":
+            workload = next(workload_of(sb, ns, name) for ns in ("team-a", "team-b") if workload_of(sb, ns, name))
+            evicted = condition(workload, "Evicted")
+            assert evicted["message"].startswith("Preempted to accommodate a workload (UID: ")
+            assert evicted["message"].endswith("prioritization in the ClusterQueue") or evicted["message"].endswith(
+                "reclamation within the cohort")
     for ns in ("team-a", "team-b"):
         for name in expected:
             if workload_of(sb, ns, name):
