@@ -388,3 +388,20 @@ def test_platform_admin_follows_the_group_only_when_one_is_configured(settings):
     user.refresh_from_db()
     assert not user.is_staff
     assert AuditEvent.objects.filter(action="user.platform_admin_revoke", object_id=str(user.pk)).exists()
+
+
+# --- in a real browser ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_person_signs_in_with_sso_in_chromium_and_lands_on_the_page_they_asked_for(browser, live_server, sso):
+    TeamFactory(slug="research", name="Research", idp_group="ml-research")
+    sso.claims = alice()
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/teams/research/")
+    assert "/login/" in page.url
+    page.get_by_role("link", name="Sign in with SSO").click()
+    page.wait_for_url(f"{live_server.url}/teams/research/")
+    assert "Research" in page.inner_text("main")
+    page.close()
