@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -165,33 +165,31 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
                periods: list[PricePeriod]) -> list[dict]:
     """One aggregate query over usage `rows`: allocated and used GPU-hours per `by` group and rate period.
 
-    The query groups by `by` only and sums each segment with a FILTER clause: a plain hash aggregate the planner
-    sizes right, whereas grouping by a CASE over the periods makes it guess badly and sort to disk.
+    Rows are grouped by `by` plus one boolean per price change inside the range ("at or after the change"), so the
+    database sums each segment in a single pass. Booleans keep the planner's group estimate right (it hashes);
+    grouping by a CASE over the periods made it guess badly and sort to disk.
     """
     segs = segments(start=start, end=end, periods=periods)
-    # The whole range unfiltered, later segments filtered; the first segment is the difference.
-    sums = {"a": Sum("allocated_gpu_hours"), "u": Sum("used_gpu_hours")}
-    for k, (s_start, s_end) in enumerate(segs[1:], start=1):
-        sums[f"a{k}"] = Sum("allocated_gpu_hours", filter=Q(hour__gte=s_start, hour__lt=s_end))
-        sums[f"u{k}"] = Sum("used_gpu_hours", filter=Q(hour__gte=s_start, hour__lt=s_end))
+    flags = {f"after_{k}": ExpressionWrapper(Q(hour__gte=s_start), output_field=BooleanField())
+             for k, (s_start, _) in enumerate(segs[1:], start=1)}
     period_of = {}  # (flavor_id, segment) → index into periods
     for i, p in enumerate(periods):
         for k, (s_start, s_end) in enumerate(segs):
             if p.start <= s_start and s_end <= p.end:
                 period_of[(p.flavor_id, k)] = i
     merged: dict[tuple, dict] = {}
-    for row in rows.filter(hour__gte=start, hour__lt=end).values(*by).annotate(**sums).order_by():
-        later = [(Decimal(row[f"a{k}"] or 0), Decimal(row[f"u{k}"] or 0)) for k in range(1, len(segs))]
-        first = (Decimal(row["a"]) - sum(a for a, _ in later), Decimal(row["u"] or 0) - sum(u for _, u in later))
-        for k, (allocated, used) in enumerate([first, *later]):
-            empty = row[f"a{k}"] is None if k else (later and not allocated)
-            if empty:
-                continue  # no row of this group in the segment
-            key = tuple(row[f] for f in by) + (period_of.get((row["flavor_id"], k), UNPRICED),)
-            entry = merged.setdefault(key, {**{f: row[f] for f in by}, "period": key[-1], "allocated": ZERO,
-                                            "used": ZERO})
-            entry["allocated"] += allocated
-            entry["used"] += used
+    query = (rows.filter(hour__gte=start, hour__lt=end).annotate(**flags).values(*by, *flags)
+             .annotate(allocated=Sum("allocated_gpu_hours"), used=Sum("used_gpu_hours")).order_by())
+    for row in query:
+        segment = sum(1 for flag in flags if row[flag])  # the segments are in order, so the flags count them
+        group = tuple(row[f] for f in by)
+        period = period_of.get((row["flavor_id"], segment), UNPRICED)
+        entry = merged.get(group + (period,))
+        if entry is None:
+            entry = merged[group + (period,)] = {**dict(zip(by, group, strict=True)), "period": period,
+                                                 "allocated": ZERO, "used": ZERO}
+        entry["allocated"] += row["allocated"] or ZERO
+        entry["used"] += row["used"] or ZERO
     return list(merged.values())
 
 
