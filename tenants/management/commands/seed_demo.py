@@ -64,6 +64,8 @@ TEAMS = [
 RATES = {("gpu-east", "h100"): "4.00", ("gpu-east", "a100-mig-3g"): "0.95", ("gpu-west", "a100"): "2.20",
          ("gpu-west", "l40s"): "1.10"}
 RATE_CHANGE = (("gpu-east", "h100"), "4.40")  # a week ago, so this month's statement shows both rates
+# This month's budget as a share of the team's forecast: below 1 the team is heading over it (banner, alerts).
+BUDGET_SHARE = {"nlp": "0.9", "ml-research": "1.3", "vision": "1.6", "recsys": "1.1"}
 # username -> (team slug, role)
 PEOPLE = {
     "alice": ("ml-research", Role.ADMIN),
@@ -125,6 +127,7 @@ class Command(BaseCommand):
         self._seed(kueue_url, volcano_url)
         call_command("seed_jobs", stdout=self.stdout, stderr=self.stderr)  # jobs in every state, after the commit
         call_command("seed_usage", stdout=self.stdout, stderr=self.stderr)  # 30 days of synthetic usage
+        self._seed_budgets()
 
     @transaction.atomic
     def _seed(self, kueue_url, volcano_url):
@@ -177,6 +180,22 @@ class Command(BaseCommand):
             if (cluster, name) == RATE_CHANGE[0]:
                 billing_services.rate_card_set(actor=admin, flavor=flavor, price=RATE_CHANGE[1],
                                                effective_from=hour - timedelta(days=7))
+
+    def _seed_budgets(self):
+        from billing import selectors as billing_selectors
+
+        admin = get_user_model().objects.get(username="admin")
+        month = billing_selectors.current_month()
+        for slug, share in BUDGET_SHARE.items():
+            team = Team.objects.get(slug=slug)
+            if team.budgets.filter(month=month).exists():
+                continue
+            statement = billing_selectors.team_statement(team=team, month=month)
+            forecast = billing_selectors.forecast(statement)
+            if forecast > 0:
+                budget = billing_services.budget_set(actor=admin, team=team, month=month,
+                                                     amount=billing_selectors.money(forecast * Decimal(share)))
+                billing_services.budget_check(budget=budget)
 
     def _seed_quotas(self, admin):
         users = get_user_model().objects
