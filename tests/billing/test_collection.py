@@ -168,9 +168,11 @@ def test_the_due_window_is_bounded_and_starts_with_the_cluster(db, settings):
     last = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     assert len(due) == 7 * 24 and due[0] == last and due[-1] == last - timedelta(hours=7 * 24 - 1)
 
+    # A cluster added to the portal is not asked about the hours before it was (its first hour counts).
     young = ClusterFactory()
-    assert services.usage_hours_due(cluster=young, now=young.created_at + timedelta(hours=3)) != []
-    assert len(services.usage_hours_due(cluster=young, now=young.created_at + timedelta(hours=3))) <= 3
+    born = young.created_at.replace(minute=0, second=0, microsecond=0)
+    assert services.usage_hours_due(cluster=young, now=young.created_at + timedelta(hours=3)) == [
+        born + timedelta(hours=2), born + timedelta(hours=1), born]
 
 
 def test_an_hour_not_over_yet_is_refused(world):
