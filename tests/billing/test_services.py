@@ -159,3 +159,16 @@ def test_raising_the_budget_lets_a_passed_alert_fire_again(admin, flavor):
     assert [a.threshold for a in services.budget_check(budget=budget)] == [80]
     services.budget_set(actor=admin, team=team, month=month, amount=1000)
     assert not budget.alerts.exists()
+
+
+def test_the_beat_task_checks_this_months_budgets(flavor):
+    from billing.tasks import budget_check_task
+
+    team = TeamFactory()
+    month = date.today().replace(day=1)
+    RateCardFactory(flavor=flavor, price_per_gpu_hour=1, effective_from=datetime(2020, 1, 1, tzinfo=UTC))
+    UsageHourFactory(team=team, flavor=flavor, hour=datetime.combine(month, datetime.min.time(), tzinfo=UTC),
+                     allocated_gpu_hours=100, used_gpu_hours=0)
+    BudgetFactory(team=team, month=month, amount=100)
+    assert budget_check_task.apply().get() == 2
+    assert budget_check_task.apply().get() == 0
