@@ -117,6 +117,29 @@ def test_a_failed_collection_leaves_the_previous_rows_and_says_why(world, fault,
     assert JobUsageHour.objects.filter(hour=hour).count() == 2
 
 
+def test_a_partial_answer_leaves_the_previous_rows(world):
+    from billing.metrics import HourUsage
+
+    class Gappy:
+        """Another source answering the same hour with a gap (as a Prometheus restarted mid-hour would)."""
+
+        def hour_usage(self, hour):
+            return HourUsage(hour=hour, problems=["dcgm-exporter answered for 41 of 60 steps"])
+
+    cluster, hour = world["cluster"], world["scenario"].hour(0)
+    services.usage_collect_hour(cluster=cluster, hour=hour)
+    before = rows_of(cluster, hour)
+
+    ledger = services.usage_collect_hour(cluster=cluster, hour=hour, source=Gappy())
+
+    assert (ledger.state, ledger.message, ledger.attempts) == (HourState.PARTIAL,
+                                                               "dcgm-exporter answered for 41 of 60 steps", 2)
+    assert rows_of(cluster, hour) == before
+    Cluster.objects.filter(pk=cluster.pk).update(created_at=hour)
+    cluster.refresh_from_db()
+    assert services.usage_hours_due(cluster=cluster, now=world["scenario"].hour(1)) == [hour]  # tried again
+
+
 @pytest.mark.parametrize(("index", "message"), [
     (MISSING_HOUR, "kube-state-metrics answered for 0 of 60 steps"),
     (NAN_HOUR, "power: NaN"),
