@@ -844,14 +844,15 @@ class Simulator:
             self._patch_status(job.api_version, "Job", job.namespace, job.name, {"ready": job.pod_count})
         elif job.kind == VCJOB:
             self._vcjob_phase(job, "Running", now, running=job.pod_count, pending=0)
-            self._patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object, {
-                "phase": "Running", "running": job.pod_count, "conditions": [
-                    {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled",
-                     "message": "", "lastTransitionTime": _iso(now), "transitionID": str(job.seq)}]})
         else:
             self._patch_status(job.api_version, "RayJob", job.namespace, job.name, {
                 "jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
                 "rayJobInfo": {"startTime": _iso(now)}})
+        if job.backend == "volcano":
+            self._patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object, {
+                "phase": "Running", "running": job.pod_count, "conditions": [
+                    {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled",
+                     "message": "", "lastTransitionTime": _iso(now), "transitionID": str(job.seq)}]})
 
     def _release(self, job: Tracked) -> None:
         if job.key in self._active:
@@ -899,8 +900,6 @@ class Simulator:
             self._vcjob_phase(job, "Completed" if succeeded else "Failed", now,
                               "" if succeeded else reason, "" if succeeded else message, running=0,
                               **({"succeeded": count} if succeeded else {"failed": count}))
-            self._patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object,
-                               {"phase": "Completed", "running": 0, "succeeded" if succeeded else "failed": count})
         else:
             ray_reason = "" if succeeded else ("DeadlineExceeded" if outcome == "deadline" else "AppFailed")
             status = {"jobDeploymentStatus": "Complete" if succeeded or outcome != "deadline" else "Failed",
@@ -916,6 +915,9 @@ class Simulator:
                 "conditions": _set_conditions(conditions, _condition(
                     "Finished", True, "Succeeded" if succeeded else "Failed",
                     "Job finished successfully" if succeeded else message, now))})
+        else:
+            self._patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object,
+                               {"phase": "Completed", "running": 0, "succeeded" if succeeded else "failed": count})
         self._release(job)
         self._forget(job, delete_children=False)
         self._finished[job.key] = job

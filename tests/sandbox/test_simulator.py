@@ -616,3 +616,21 @@ def test_standalone_simulate_flag_runs_jobs_and_takes_requests_from_another_proc
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+def test_ray_job_under_volcano_has_kuberays_podgroup(sb):
+    volcano_setup(sb, {"qa": (8, 8), "qb": (8, 8)})
+    job = ray_job(sb, "team-a", "tune", workers=2, gpus=2)
+    rt = sb.store.kind("ray.io/v1", "RayJob")
+    sb.store.delete(rt, "team-a", "tune")
+    job["metadata"] = {"name": "tune", "namespace": "team-a", "labels": {"volcano.sh/queue-name": "qa"}}
+    job.pop("status", None)
+    create(sb, "ray.io/v1", "RayJob", job)
+    phases = []
+    for clock in (0, 5, 105):
+        step(sb, clock)
+        podgroup = get(sb, VOLCANO, "PodGroup", "team-a", "ray-tune-pg")
+        phases.append((podgroup["status"]["phase"], get(sb, "ray.io/v1", "RayJob", "team-a", "tune")["status"][
+            "jobDeploymentStatus"]))
+    assert podgroup["spec"]["minMember"] == 3 and podgroup["spec"]["queue"] == "qa"
+    assert phases == [("Inqueue", "Initializing"), ("Running", "Running"), ("Completed", "Complete")]
