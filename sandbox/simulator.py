@@ -543,18 +543,17 @@ class Simulator:
             return self._kueue_pending(job, f"ClusterQueue {cq_name} is inactive", now)
         if not self._namespace_matches(job.namespace, config["cq"][cq_name]["namespaces"]):
             return self._kueue_pending(job, "Workload namespace doesn't match ClusterQueue selector", now)
-        assigned, problems, borrows = self._kueue_assign(job, cq_name, config)
+        assigned, problems, _ = self._kueue_assign(job, cq_name, config)
         if problems:
             victims = self._kueue_victims(job, cq_name, config)
-            if not victims:
-                pod_set = job.pod_sets[0].name if len(job.pod_sets) == 1 else "main"
-                return self._kueue_pending(
-                    job, f"couldn't assign flavors to pod set {pod_set}: {', '.join(problems)}", now)
             for victim, reason in victims:
                 self._evict(victim, now, job, reason)
-            assigned, problems, borrows = self._kueue_assign(job, cq_name, config)
-            if problems:
-                return self._kueue_pending(job, ", ".join(problems), now)
+            if victims:
+                assigned, problems, _ = self._kueue_assign(job, cq_name, config)
+        if problems:
+            # Usage is counted per workload, so the pod set named is the last one: `main`, or Ray's worker group.
+            return self._kueue_pending(
+                job, f"couldn't assign flavors to pod set {job.pod_sets[-1].name}: {', '.join(problems)}", now)
         self._admit(job, now, cq_name, assigned)
 
     def _namespace_matches(self, namespace: str, selector: dict | None) -> bool:
