@@ -75,3 +75,11 @@ def test_another_teams_job_is_not_found_even_by_the_poll(world):
     client.force_login(outsider)
     response = client.get(f"/jobs/{job.pk}/", headers={"HX-Request": "true", "HX-Target": "job-status"})
     assert response.status_code == 404
+
+
+@pytest.mark.parametrize(("state", "polls"), [(JobState.RUNNING, True), (JobState.FAILED, False)])
+def test_the_pods_part_polls_the_cluster_only_while_the_job_is_active(world, state, polls):
+    job = add_jobs(world, 1, state)[0]
+    text = world["client"].get(f"/jobs/{job.pk}/pods/").content.decode()
+    assert "The cluster could not be read" in text  # the factory's cluster answers nowhere: shown, not hidden
+    assert ('hx-trigger="every 10s"' in text) is polls
