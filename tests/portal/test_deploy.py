@@ -51,6 +51,10 @@ def test_docker_compose_has_the_production_services_with_health_checks():
         assert env["DATABASE_URL"].startswith("postgres://") and env["REDIS_URL"].startswith("redis://")
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert (ROOT / services["web"]["build"] / "Dockerfile").exists()
+    # The web health check calls the container on 127.0.0.1; production host checks must let that through.
+    probe = " ".join(services["web"]["healthcheck"]["test"])
+    assert "/healthz" in probe and "'Host': 'localhost'" in probe
+    assert services["web"]["environment"]["ALLOWED_HOSTS"].split(",")[-1] == "localhost"
 
 
 OIDC_ENV = {"OIDC_RP_CLIENT_ID": "gpu-portal", "OIDC_RP_CLIENT_SECRET": "oidc-client-secret",
