@@ -158,8 +158,8 @@ def _parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _set_state(job: Job, observed: status.Observed, now) -> bool:
-    """Write a job's observed state only when it changed; notify on the ends that matter."""
+def _state_changes(job: Job, observed: status.Observed, now) -> dict:
+    """The fields of a job row that the observed state changes (nothing when it is already known)."""
     changes = {}
     if observed.state != job.state:
         changes["state"] = observed.state
@@ -172,9 +172,11 @@ def _set_state(job: Job, observed: status.Observed, now) -> bool:
         changes["started_at"] = started
     if observed.state in TERMINAL_STATES and job.finished_at is None:
         changes["finished_at"] = _parse_time(observed.finished_at) or now
-    if not changes:
-        return False
-    Job.objects.filter(pk=job.pk).update(**changes)
+    return changes
+
+
+def _changed(job: Job, changes: dict) -> None:
+    """Bring the in-memory row up to date after its changes were written; notify on the ends that matter."""
     previous = job.state
     for name, value in changes.items():
         setattr(job, name, value)
@@ -182,6 +184,15 @@ def _set_state(job: Job, observed: status.Observed, now) -> bool:
                                                               JobState.PREEMPTED):
         notify_users(users=[job.submitted_by], subject=f"Job {job.name} {job.get_state_display().lower()}",
                      body=f"{job.team.slug}/{job.object_name}: {job.get_state_display()}. {job.state_message}")
+
+
+def _set_state(job: Job, observed: status.Observed, now) -> bool:
+    """Write one job's observed state only when it changed."""
+    changes = _state_changes(job, observed, now)
+    if not changes:
+        return False
+    Job.objects.filter(pk=job.pk).update(**changes)
+    _changed(job, changes)
     return True
 
 
@@ -206,6 +217,7 @@ def job_status_sync(*, cluster) -> dict:
     client = kube.client_for_cluster(cluster)
     now = timezone.now()
     counts = {"jobs": len(jobs), "changed": 0, "vanished": 0, "lists": 0}
+    changed: list[tuple[Job, dict]] = []
     kinds = selectors.job_kinds(cluster.scheduler)
     extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == "kueue"
              else [("scheduling.volcano.sh/v1beta1", "PodGroup")])
@@ -228,8 +240,26 @@ def job_status_sync(*, cluster) -> dict:
                 else:
                     counts["vanished"] += 1
                     observed = status.Observed(JobState.FAILED, "The job's objects disappeared from the cluster.")
-            counts["changed"] += _set_state(job, observed, now)
+            changes = _state_changes(job, observed, now)
+            if changes:
+                changed.append((job, changes))
+    _write_changes(changed)
+    counts["changed"] = len(changed)
     return counts
+
+
+def _write_changes(changed: list[tuple[Job, dict]]) -> None:
+    """One UPDATE per distinct set of changes (jobs moving alike share one), then the notifications."""
+    if not changed:
+        return
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for job, changes in changed:
+        groups[tuple(sorted(changes.items()))].append(job.pk)
+    with transaction.atomic():
+        for items, pks in groups.items():
+            Job.objects.filter(pk__in=pks).update(**dict(items))
+    for job, changes in changed:
+        _changed(job, changes)
 
 
 def _owner_name(obj: dict) -> str:
