@@ -68,6 +68,8 @@ def run() -> str:
             # The floor creates namespaces first so the namespaced applies land, exactly as reconcile does.
             floor = raw_applies(floor_url, desired)
 
+        # The cluster-wide objects (PriorityClasses, flavors, cohort) are not part of the per-team comparison.
+        services.cluster_reconcile(cluster_id=cluster.pk)
         sandbox_reset_stats(url)
         started = time.perf_counter()
         for row in rows:
