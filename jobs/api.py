@@ -66,6 +66,11 @@ class JobListView(generics.ListAPIView):
     def get_queryset(self):
         return selectors.job_list(user=self.request.user).values(*LIST_COLUMNS)
 
+    def filter_queryset(self, queryset):
+        # Building the filter form deep-copies every filter; a plain "my newest jobs" page needs none of it.
+        filters = set(self.request.query_params) - {"cursor", "page_size"}
+        return super().filter_queryset(queryset) if filters else queryset
+
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer},
                    summary="Submit a job (team admins and members)")
     def post(self, request):

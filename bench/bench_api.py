@@ -1,0 +1,224 @@
+"""Job list API (issue 7): a team with 10,000 jobs, pages of 50, token auth, against a floor measured in the same run.
+
+The floor is a bare Django view (bench/api_urls.py) returning the same 50 rows, with the same fields, from one raw
+SQL query serialised with json.dumps: no authentication, no framework. Two measurements, each as a ratio to it:
+requests per second and p99 latency under 16 concurrent keep-alive connections to gunicorn, and CPU per request
+in-process. Also the queries one page costs for a team with 10 jobs and one with 10,000 (they must be equal).
+"""
+
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from datetime import timedelta
+
+from bench.support import ROOT, django_setup, free_port, table, test_database
+
+JOBS = 10_000
+CONCURRENCY = 16
+REQUESTS_PER_CONNECTION = 60
+CPU_REQUESTS = 300
+ROUNDS = 2
+UNTHROTTLED = "100000000/min"  # the bench measures cost, not the request budget
+
+
+def _seed():
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from jobs.models import Job
+    from tenants.choices import Role
+    from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team
+    from tenants.services import access_token_create
+
+    user_model = get_user_model()
+    cluster = Cluster.objects.create(name="bench", server="http://127.0.0.1:9")
+    flavor = GpuFlavor.objects.create(cluster=cluster, name="h100", capacity=1024)
+    tier = PriorityTier.objects.create(name="standard", value=1000, is_default=True)
+    teams, tokens = {}, {}
+    for slug, count in (("big", JOBS), ("neighbour", JOBS), ("small", 10)):
+        team = Team.objects.create(slug=slug, name=slug.title())
+        user = user_model.objects.create_user(f"{slug}-user", f"{slug}@example.com", "x")
+        Membership.objects.create(team=team, user=user, role=Role.MEMBER)
+        now = timezone.now()
+        Job.objects.bulk_create([
+            Job(team=team, cluster=cluster, flavor=flavor, priority_tier=tier, kind="pytorch", name=f"run-{n}",
+                image="ghcr.io/acme/train:1.2", command=["torchrun", "train.py"], workers=2, gpus_per_worker=4,
+                state="succeeded", state_message="Finished", submitted_by=user,
+                submitted_at=now - timedelta(minutes=n), admitted_at=now - timedelta(minutes=n - 1),
+                started_at=now - timedelta(minutes=n - 1), finished_at=now - timedelta(seconds=n))
+            for n in range(count)], batch_size=2000)
+        teams[slug], tokens[slug] = team, access_token_create(actor=user, name="bench")[1]
+    return teams, tokens
+
+
+def _queries_per_page(tokens) -> dict[str, int]:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {}
+    for slug in ("small", "big"):
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens[slug]}")
+        client.get("/api/v1/jobs/")  # first use records last-used; count the steady state
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/api/v1/jobs/").status_code == 200
+        counts[slug] = len(queries)
+    return counts
+
+
+def _cpu_per_request(path: str, headers: dict) -> float:
+    from django.test import Client
+
+    client = Client(**headers)
+    for _ in range(20):
+        response = client.get(path)
+        assert response.status_code == 200, response.content[:200]
+    started = time.process_time()
+    for _ in range(CPU_REQUESTS):
+        client.get(path)
+    return (time.process_time() - started) / CPU_REQUESTS
+
+
+def _in_process(teams, tokens) -> dict[str, float]:
+    from django.conf import settings
+    from django.urls import clear_url_caches
+
+    settings.ROOT_URLCONF, settings.DEBUG, settings.API_THROTTLE_RATE = "bench.api_urls", False, UNTHROTTLED
+    clear_url_caches()
+    floor_path, api_path = f"/floor/jobs/{teams['big'].pk}/", "/api/v1/jobs/"
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {tokens['big']}"}
+    floor, api = [], []
+    for _ in range(ROUNDS):  # interleaved, so a noisy neighbour hurts both alike
+        floor.append(_cpu_per_request(floor_path, {}))
+        api.append(_cpu_per_request(api_path, auth))
+    return {"floor": min(floor), "api": min(api)}
+
+
+class Gunicorn:
+    """The portal under gunicorn (2 workers × 8 threads: 16 requests at once) on the bench database."""
+
+    def __init__(self, db_url: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "bench.api_settings",
+               "DJANGO_DEBUG": "0", "API_THROTTLE_RATE": UNTHROTTLED, "LOG_LEVEL": "WARNING"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+             "--workers", "2", "--threads", "8", "--worker-class", "gthread", "--log-level", "warning"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def __enter__(self):
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/healthz", timeout=1).read()
+                return self
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.process.kill()
+                    raise RuntimeError("gunicorn did not start") from None
+                time.sleep(0.1)
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
+def _load(port: int, path: str, headers: dict) -> dict:
+    """16 keep-alive connections, each sending REQUESTS_PER_CONNECTION requests back to back."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(CONCURRENCY + 1)
+
+    def connection():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mine = []
+        for n in range(5 + REQUESTS_PER_CONNECTION):
+            if n == 5:
+                start.wait()  # warmed up: every connection open, every worker's first request done
+            began = time.perf_counter()
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200 or b'"results"' not in body:
+                with lock:
+                    errors.append(f"{response.status} {body[:120]!r}")
+            if n >= 5:
+                mine.append(time.perf_counter() - began)
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=connection) for _ in range(CONCURRENCY)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    if errors:
+        raise RuntimeError(f"{len(errors)} failed requests, e.g. {errors[0]}")
+    ordered = sorted(latencies)
+    return {"rps": len(latencies) / wall, "p99": ordered[int(0.99 * (len(ordered) - 1))],
+            "median": statistics.median(ordered)}
+
+
+def _over_http(db_url: str, teams, tokens) -> dict[str, dict]:
+    floor_path, api_path = f"/floor/jobs/{teams['big'].pk}/", "/api/v1/jobs/"
+    auth = {"Authorization": f"Bearer {tokens['big']}"}
+    results = {"floor": [], "api": []}
+    with Gunicorn(db_url) as server:
+        for _ in range(ROUNDS):
+            results["floor"].append(_load(server.port, floor_path, {}))
+            results["api"].append(_load(server.port, api_path, auth))
+    best = {name: max(runs, key=lambda r: r["rps"]) for name, runs in results.items()}
+    return best
+
+
+def run() -> str:
+    django_setup()
+    from django.conf import settings
+    from django.db import connection
+
+    title = "## Job list API (10,000 jobs, page of 50, token auth)\n\n"
+    if connection.vendor != "postgresql":
+        return title + "Not run: needs `DATABASE_URL` (PostgreSQL), which gunicorn's workers share with the bench.\n"
+    with test_database():
+        teams, tokens = _seed()
+        db = settings.DATABASES["default"]
+        db_url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        queries = _queries_per_page(tokens)
+        cpu = _in_process(teams, tokens)
+        http_results = _over_http(db_url, teams, tokens)
+    floor, api = http_results["floor"], http_results["api"]
+    cpu_ratio = cpu["api"] / cpu["floor"]
+    rps_ratio = floor["rps"] / api["rps"]
+    p99_ratio = api["p99"] / floor["p99"]
+    return (
+        title
+        + f"`GET /api/v1/jobs/` for a member of a team with {JOBS:,} jobs (another team holds {JOBS:,} more), pages of "
+        "50 with the cursor, `Authorization: Bearer`, against the floor: a bare Django view returning the same 50 rows "
+        "and fields from one raw SQL query with `json.dumps` (no auth, no framework). HTTP: gunicorn, 2 workers × 8 "
+        f"threads, {CONCURRENCY} keep-alive connections × {REQUESTS_PER_CONNECTION} requests from a Python thread "
+        f"pool on the same machine; CPU: {CPU_REQUESTS} requests in-process (Django test client), best of "
+        f"{ROUNDS} interleaved rounds. Cost ratios are API ÷ floor; target ≤ 2×.\n\n"
+        + table(["measure", "floor", "API", "cost ratio"], [
+            ["CPU per request (in-process)", f"{cpu['floor'] * 1000:.2f} ms", f"{cpu['api'] * 1000:.2f} ms",
+             f"**{cpu_ratio:.2f}×**"],
+            ["requests/s (16 connections)", f"{floor['rps']:.0f}", f"{api['rps']:.0f}", f"**{rps_ratio:.2f}×**"],
+            ["p99 latency", f"{floor['p99'] * 1000:.1f} ms", f"{api['p99'] * 1000:.1f} ms", f"**{p99_ratio:.2f}×**"],
+            ["median latency", f"{floor['median'] * 1000:.1f} ms", f"{api['median'] * 1000:.1f} ms",
+             f"{api['median'] / floor['median']:.2f}×"],
+        ])
+        + "\n\nQueries per page (steady state, after the token's first use): "
+        + f"{queries['small']} for a team with 10 jobs, {queries['big']} for a team with {JOBS:,}.\n"
+    )
