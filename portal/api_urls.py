@@ -3,6 +3,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from billing import api as billing_api
 from jobs import api as jobs_api
 from portal.api import api_not_found
 from quotas import api as quotas_api
@@ -20,6 +21,9 @@ urlpatterns = [
     path("v1/teams/<slug:slug>/members/", tenants_api.MemberListView.as_view(), name="member-list"),
     path("v1/teams/<slug:slug>/members/<str:username>/", tenants_api.MemberDetailView.as_view(), name="member-detail"),
     path("v1/teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quota-list"),
+    path("v1/teams/<slug:slug>/usage/", billing_api.UsageView.as_view(), name="team-usage"),
+    path("v1/teams/<slug:slug>/statements/<str:month>/", billing_api.StatementView.as_view(), name="team-statement"),
+    path("v1/teams/<slug:slug>/budget/", billing_api.BudgetView.as_view(), name="team-budget"),
     path("v1/clusters/", tenants_api.ClusterListView.as_view(), name="cluster-list"),
     path("v1/clusters/<str:name>/", tenants_api.ClusterDetailView.as_view(), name="cluster-detail"),
     path("v1/flavors/", tenants_api.FlavorListView.as_view(), name="flavor-list"),

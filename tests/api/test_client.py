@@ -142,3 +142,16 @@ def test_rate_limits_are_their_own_error(portal, settings):
 
 def test_the_token_never_shows_in_the_client(portal):
     assert "gpp_" not in repr(portal)
+
+
+def test_usage_and_statement(portal, world):
+    from billing.selectors import current_month
+
+    month = current_month()
+    usage = portal.usage()
+    assert (usage["team"], usage["start"], usage["days"]) == ("nlp", f"{month:%Y-%m-%d}", [])
+    statement = portal.statement()
+    assert (statement["team"], statement["month"]) == ("nlp", f"{month:%Y-%m}")
+    with pytest.raises(ValidationError) as bad:
+        portal.statement("2026-13")
+    assert "month" in bad.value.fields

@@ -1,0 +1,80 @@
+"""API views of usage and cost: a team's GPU-hours per day, its monthly statement and its budget, read through
+the billing selectors (the same numbers as the usage pages), scoped like every team read."""
+
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.core.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError as InputError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tenants import selectors as tenant_selectors
+
+from . import selectors
+from .serializers import BudgetSerializer, StatementSerializer, UsageSerializer
+
+MAX_USAGE_DAYS = 366
+
+
+def _month(value: str | None) -> date:
+    if not value:
+        return selectors.current_month()
+    try:
+        return selectors.parse_month(value)
+    except ValidationError as exc:
+        raise InputError({"month": exc.messages}) from None
+
+
+def _day(params, name: str, default: date) -> date:
+    value = params.get(name)
+    if value is None:
+        return default
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise InputError({name: [f"'{value}' is not a date: use YYYY-MM-DD."]}) from None
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+class UsageView(APIView):
+    @extend_schema(responses=UsageSerializer, summary="GPU-hours per day and flavor (this month by default)",
+                   parameters=[OpenApiParameter("start", date, description="First day (YYYY-MM-DD)"),
+                               OpenApiParameter("end", date, description="Day after the last (YYYY-MM-DD)")])
+    def get(self, request, slug):
+        team = tenant_selectors.team_get(user=request.user, slug=slug)
+        month = selectors.current_month()
+        start = _day(request.query_params, "start", month)
+        end = _day(request.query_params, "end", (month + timedelta(days=32)).replace(day=1))
+        if not start < end <= start + timedelta(days=MAX_USAGE_DAYS):
+            raise InputError({"end": [f"After start, and at most {MAX_USAGE_DAYS} days later."]})
+        rows = selectors.team_daily_usage(team=team, start=_midnight(start), end=_midnight(end))
+        days = [{"day": r["day"], "flavor": r["flavor"], "allocated_gpu_hours": r["allocated"],
+                 "used_gpu_hours": r["used"] or 0} for r in rows]
+        return Response(UsageSerializer({"team": team.slug, "start": start, "end": end, "days": days}).data)
+
+
+class StatementView(APIView):
+    @extend_schema(responses=StatementSerializer, summary="A team's statement for one month (YYYY-MM)")
+    def get(self, request, slug, month):
+        team = tenant_selectors.team_get(user=request.user, slug=slug)
+        statement = selectors.team_statement(team=team, month=_month(month))
+        return Response(selectors.statement_json(statement))
+
+
+class BudgetView(APIView):
+    @extend_schema(responses=BudgetSerializer, summary="The team's budget, spend and forecast for a month",
+                   parameters=[OpenApiParameter("month", str, description="YYYY-MM; this month by default")])
+    def get(self, request, slug):
+        team = tenant_selectors.team_get(user=request.user, slug=slug)
+        month = _month(request.query_params.get("month"))
+        statement = selectors.team_statement(team=team, month=month)
+        status = selectors.budget_status(team=team, statement=statement)
+        return Response(BudgetSerializer({
+            "team": team.slug, "month": f"{month:%Y-%m}", "currency": statement.currency,
+            "amount": status.budget.amount if status.budget else None, "spent": status.spent,
+            "forecast": status.forecast, "percent": status.percent, "forecast_percent": status.forecast_percent,
+        }).data)
