@@ -4,7 +4,9 @@ schema (status codes, content types, bodies, including the one error shape)."""
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -16,6 +18,17 @@ from schemathesis.checks import (
 from tests.api.world import build_world, token_for
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    """Requests run in the test's own transaction (as with Django's test client): the WSGI handler must not close
+    that connection when a request ends."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
