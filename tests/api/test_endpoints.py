@@ -316,3 +316,13 @@ def test_logs_when_the_cluster_cannot_be_read_is_503(world, api_as):
 def test_unknown_method_and_route(world, api_as):
     assert error(api_as(world.member).delete(f"{V1}/jobs/"), 405)["code"] == "method_not_allowed"
     assert error(api_as(world.member).get(f"{V1}/jobs/", {"cursor": "garbage"}), 404)["code"] == "not_found"
+
+
+def test_schema_and_docs_are_served_by_the_portal(client):
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200 and b"/api/v1/jobs/" in schema.content
+    for path in ("/api/docs/", "/api/redoc/"):
+        page = client.get(path).content.decode()
+        assert "/static/drf_spectacular_sidecar/" in page and "cdn" not in page.lower()
+    asset = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+    assert asset.status_code == 200
