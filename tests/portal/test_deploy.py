@@ -107,3 +107,10 @@ def test_a_personal_access_token_never_reaches_the_logs(caplog):
     assert caplog.records, "nothing was logged: the check would prove nothing"
     for secret in (raw, revoked_raw, raw.rsplit("_", 1)[1], revoked_raw.rsplit("_", 1)[1]):
         assert secret not in logged
+
+
+def test_production_throttles_count_in_redis_shared_by_every_worker():
+    result = run_manage("shell", "-c", "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])",
+                        env_extra=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "django.core.cache.backends.redis.RedisCache"
