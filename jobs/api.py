@@ -1,8 +1,11 @@
 """API views of jobs: submit each kind, list with filters, read, cancel, resubmit, YAML, why-waiting and the
 pods' log tail. Submission goes through the same service as the form, so the same feasibility checks apply."""
 
+from datetime import UTC
+
 import django_filters
 import yaml
+from django import forms
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
@@ -36,6 +39,24 @@ class ClusterUnavailable(APIException):
     default_detail = "The cluster could not be read; try again."
 
 
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """ISO-8601 with any offset Python accepts, handed to the database in UTC (PostgreSQL refuses offsets
+    beyond ±15:59 that Python parses)."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is None:
+            return None
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("Enter a date and time between the years 1 and 9999.", code="invalid") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
 class JobFilter(django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", help_text="A team's slug")
     state = django_filters.ChoiceFilter(choices=JobState.choices)
@@ -43,8 +64,8 @@ class JobFilter(django_filters.FilterSet):
     user = django_filters.CharFilter(field_name="submitted_by__username", help_text="The submitter's username")
     flavor = django_filters.CharFilter(field_name="flavor__name")
     cluster = django_filters.CharFilter(field_name="cluster__name")
-    submitted_after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 
     class Meta:
         model = Job
