@@ -4,6 +4,7 @@ import pytest
 from django.db import connections
 
 from portal import celery_app, kube
+from tests.requires import unavailable
 
 
 def pytest_configure(config):
@@ -21,9 +22,7 @@ def require_postgresql():
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        if os.environ.get("REQUIRE_SERVICES"):
-            pytest.fail("this run requires PostgreSQL (DATABASE_URL)")
-        pytest.skip("needs PostgreSQL row locks: set DATABASE_URL to a PostgreSQL database")
+        unavailable("needs PostgreSQL row locks: set DATABASE_URL to a PostgreSQL database")
 
 
 @pytest.fixture
@@ -31,9 +30,8 @@ def crds_dir():
     """The upstream CRDs (Kueue, Volcano, KubeRay); CI sets CRDS_DIR and REQUIRE_CRDS so these never skip there."""
     path = os.environ.get("CRDS_DIR", "")
     if not path or not os.path.isdir(path):
-        if os.environ.get("REQUIRE_CRDS"):
-            pytest.fail(f"CRDS_DIR={path!r} is not a directory, and this run requires the upstream CRDs")
-        pytest.skip("CRDS_DIR is not set: validation against the upstream CRDs was not run")
+        unavailable(f"CRDS_DIR={path!r} is not a folder of CRDs: validation against the upstream CRDs was not run",
+                    flag="REQUIRE_CRDS")
     return path
 
 
@@ -68,9 +66,7 @@ def browser(monkeypatch):
     """Real headless Chromium (Debian's package, CHROMIUM_PATH) driven by Playwright."""
     path = os.environ.get("CHROMIUM_PATH", "")
     if not path or not os.path.exists(path):
-        if os.environ.get("REQUIRE_SERVICES"):
-            pytest.fail("CHROMIUM_PATH must point at Chromium in this run")
-        pytest.skip("CHROMIUM_PATH is not set: the browser journey needs Debian's chromium")
+        unavailable("CHROMIUM_PATH is not set: the browser journey needs Debian's chromium")
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright

@@ -12,7 +12,6 @@ The truth of each hour is computed here from the same per-minute values the seri
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from decimal import Decimal
 import pytest
 
 from tests import prometheus
+from tests.requires import unavailable
 
 HOURS = 5
 FIRST_MINUTE = -10  # data starts a little before H0, so H0's first sample has a past
@@ -192,9 +192,8 @@ class Scenario:
 def prometheus_data(tmp_path_factory):
     """(Prometheus URL, scenario): one server for the whole session, stopped at the end."""
     if prometheus.binaries() is None:
-        if os.environ.get("REQUIRE_SERVICES"):
-            pytest.fail("prometheus and promtool must be installed in this run (Debian package 'prometheus')")
-        pytest.skip("prometheus/promtool are not installed: the collection tests need a real Prometheus")
+        unavailable("prometheus/promtool are not installed (Debian package 'prometheus'): the collection tests need "
+                    "a real Prometheus")
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     scenario = Scenario(now - timedelta(hours=HOURS + 3))
     path = tmp_path_factory.mktemp("openmetrics") / "series.om.txt"

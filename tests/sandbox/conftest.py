@@ -1,6 +1,5 @@
 """Fixtures for the sandbox's own tests: self-contained (no Django, no database)."""
 
-import os
 import socket
 
 import pytest
@@ -22,16 +21,6 @@ def k8s(sandbox):
     client = api_client(sandbox, retries=0)
     yield client
     client.close()
-
-
-@pytest.fixture
-def crds_dir():
-    path = os.environ.get("CRDS_DIR", "")
-    if not path or not os.path.isdir(path):
-        if os.environ.get("REQUIRE_CRDS"):
-            pytest.fail(f"CRDS_DIR={path!r} is not a directory, and this run requires the upstream CRDs")
-        pytest.skip("CRDS_DIR is not set: upstream CRD validation not run")
-    return path
 
 
 @pytest.fixture

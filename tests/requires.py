@@ -1,0 +1,15 @@
+"""One rule for tests that need something outside Python: skip with the reason on a laptop, fail in CI.
+
+CI sets REQUIRE_SERVICES (PostgreSQL, Redis, Prometheus, Chromium, kubectl) and REQUIRE_CRDS (the upstream
+CRDs), so nothing it is meant to prove can quietly skip there.
+"""
+
+import os
+
+import pytest
+
+
+def unavailable(why: str, *, flag: str = "REQUIRE_SERVICES"):
+    if os.environ.get(flag):
+        pytest.fail(f"{why} (and {flag} is set)")
+    pytest.skip(why)
