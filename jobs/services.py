@@ -24,7 +24,7 @@ from tenants.services import audit_record, notify_users
 from . import selectors, status
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
-from .models import Job
+from .models import Job, JobTemplate
 
 log = logging.getLogger(__name__)
 
@@ -269,3 +269,28 @@ def _owner_name(obj: dict) -> str:
             return ref["name"]
     labels = obj["metadata"].get("labels") or {}
     return labels.get("kueue.x-k8s.io/job-name") or labels.get("volcano.sh/job-name") or obj["metadata"]["name"]
+
+
+def _require_submitter(*, actor, team: Team) -> None:
+    if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Viewers cannot change the team's job templates.")
+
+
+@transaction.atomic
+def job_template_save(*, actor, team: Team, kind: str, name: str, values: dict) -> JobTemplate:
+    """Create or replace the team's template of that name (the submit form's "save as template")."""
+    _require_submitter(actor=actor, team=team)
+    template = JobTemplate.objects.filter(team=team, name=name).first() or JobTemplate(team=team, name=name)
+    template.kind, template.values, template.created_by = kind, values, actor
+    template.full_clean()
+    template.save()
+    audit_record(actor=actor, action="job_template.save", obj=template, team=team, after={"kind": kind})
+    return template
+
+
+@transaction.atomic
+def job_template_delete(*, actor, template: JobTemplate) -> None:
+    _require_submitter(actor=actor, team=template.team)
+    audit_record(actor=actor, action="job_template.delete", obj=template, team=template.team)
+    template.delete()
+

@@ -68,9 +68,9 @@ def job_submit(request, slug, kind):
                 add_service_errors(form, exc)
             else:
                 if form.cleaned_data["save_as_template"]:
-                    JobTemplate.objects.update_or_create(
-                        team=team, name=form.cleaned_data["save_as_template"],
-                        defaults={"kind": kind, "values": form.template_values(), "created_by": request.user})
+                    services.job_template_save(actor=request.user, team=team, kind=kind,
+                                               name=form.cleaned_data["save_as_template"],
+                                               values=form.template_values())
                 messages.success(request, f"Job {job.name} submitted.")
                 return redirect("jobs:job-detail", pk=job.pk)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
@@ -137,9 +137,7 @@ def job_action(request, pk, action):
 @login_required
 def template_delete(request, slug, pk):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
-    if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
-        raise PermissionDenied("Viewers cannot change templates.")
     template = get_object_or_404(JobTemplate, team=team, pk=pk)
-    template.delete()
+    services.job_template_delete(actor=request.user, template=template)
     messages.success(request, f"Template {template.name} deleted.")
     return redirect("jobs:job-submit", slug=slug, kind=template.kind)

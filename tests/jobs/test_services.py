@@ -145,3 +145,22 @@ def test_why_waiting_says_what_the_team_holds(world):
     sentence = selectors.why_waiting(job=job)
     assert sentence.startswith("Waiting for 16 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 8 burst")
     assert "insufficient unused quota" in sentence
+
+
+def test_templates_are_saved_replaced_and_deleted_with_an_audit_trail(world):
+    from jobs.models import JobTemplate
+    from tenants.models import AuditEvent
+
+    member, team = world["member"], world["team"]
+    first = services.job_template_save(actor=member, team=team, kind="pytorch", name="nightly", values={"workers": 2})
+    again = services.job_template_save(actor=member, team=team, kind="pytorch", name="nightly", values={"workers": 4})
+    assert again.pk == first.pk and JobTemplate.objects.get().values == {"workers": 4}
+    viewer = MembershipFactory(team=team, role=Role.VIEWER).user
+    with pytest.raises(PermissionDenied):
+        services.job_template_delete(actor=viewer, template=again)
+    with pytest.raises(PermissionDenied):
+        services.job_template_save(actor=viewer, team=team, kind="batch", name="other", values={})
+    services.job_template_delete(actor=member, template=again)
+    assert not JobTemplate.objects.exists()
+    actions = list(AuditEvent.objects.filter(object_type="jobtemplate").values_list("action", flat=True))
+    assert sorted(actions) == ["job_template.delete", "job_template.save", "job_template.save"]
