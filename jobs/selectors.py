@@ -6,7 +6,7 @@ from django.http import Http404
 from quotas.models import Quota
 from tenants.choices import Scheduler
 from tenants.manifests import priority_class_name
-from tenants.selectors import team_list
+from tenants.selectors import visible_team_ids
 
 from .choices import TERMINAL_STATES, JobState
 from .manifests import JobSpec, job_manifests
@@ -15,7 +15,10 @@ from .models import Job
 
 def job_list(*, user, team=None, state: str = "", kind: str = "", username: str = "",
              flavor: str = "") -> QuerySet[Job]:
-    jobs = Job.objects.filter(team__in=team_list(user=user))
+    jobs = Job.objects.all()
+    team_ids = visible_team_ids(user=user)
+    if team_ids is not None:
+        jobs = jobs.filter(team_id__in=team_ids)
     if team is not None:
         jobs = jobs.filter(team=team)
     if state:
