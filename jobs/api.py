@@ -6,13 +6,14 @@ from datetime import UTC
 import django_filters
 import yaml
 from django import forms
+from django_filters.utils import translate_validation
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api import valid_input
+from portal.api import KeysetPagination, valid_input
 from portal.http import source_ip
 from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
@@ -23,7 +24,6 @@ from .choices import JobKind, JobState
 from .manifests import job_manifests
 from .models import Job
 from .serializers import (
-    LIST_COLUMNS,
     JobListSerializer,
     JobLogsSerializer,
     JobSerializer,
@@ -79,18 +79,27 @@ def _job_detail(user, pk: int) -> dict:
 class JobListView(generics.ListAPIView):
     """Newest first; filter by team, state, kind, user, flavor, cluster and submission time."""
 
-    queryset = Job.objects.none()  # names the model for the schema; get_queryset scopes every request
+    queryset = Job.objects.none()  # names the model for the schema; selectors.job_page scopes every request
     serializer_class = JobListSerializer
-    filterset_class = JobFilter
+    filterset_class = JobFilter  # validates the query and describes it in the schema; job_page applies it
+    pagination_class = KeysetPagination
     ordering = ("-submitted_at", "-id")
 
-    def get_queryset(self):
-        return selectors.job_list(user=self.request.user).values(*LIST_COLUMNS)
+    def list(self, request, *args, **kwargs):
+        filters = self._filters()
+        rows = self.paginator.paginate_rows(
+            request, lambda **keyset: selectors.job_page(user=request.user, filters=filters, **keyset),
+            position_of=lambda row: (row["submitted_at"], row["id"]))
+        return self.get_paginated_response(JobListSerializer(rows, many=True).data)
 
-    def filter_queryset(self, queryset):
+    def _filters(self) -> dict:
         # Building the filter form deep-copies every filter; a plain "my newest jobs" page needs none of it.
-        filters = set(self.request.query_params) - {"cursor", "page_size"}
-        return super().filter_queryset(queryset) if filters else queryset
+        if not set(self.request.query_params) - {"cursor", "page_size"}:
+            return {}
+        filterset = JobFilter(data=self.request.query_params, queryset=self.queryset)
+        if not filterset.is_valid():
+            raise translate_validation(filterset.errors)
+        return {name: value for name, value in filterset.form.cleaned_data.items() if value not in (None, "")}
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer},
                    summary="Submit a job (team admins and members)")

@@ -94,7 +94,11 @@ class Job(Reconciled):
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
-        indexes = [models.Index(fields=["team", "-submitted_at"]), models.Index(fields=["cluster", "state"])]
+        indexes = [
+            # The job list's order within a team: a page is read straight off the index, however deep.
+            models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_newest_first"),
+            models.Index(fields=["cluster", "state"]),
+        ]
 
     def __str__(self):
         return f"{self.team.slug}/{self.object_name}"

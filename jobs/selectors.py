@@ -1,8 +1,14 @@
 """Reads for jobs, scoped to the user's teams, and the desired objects of a job."""
 
+import functools
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
 
+from portal import sql
 from quotas.models import Quota
 from tenants.choices import Scheduler
 from tenants.manifests import priority_class_name
@@ -31,6 +37,74 @@ def job_list(*, user, team=None, state: str = "", kind: str = "", username: str 
         jobs = jobs.filter(flavor__name=flavor)
     return (jobs.select_related("team", "cluster", "flavor", "priority_tier", "submitted_by")
             .order_by("-submitted_at", "-id"))
+
+
+# The job list page (the API's hottest read): per column, the key of a row (as .values() names that lookup), its
+# SQL over the page's joins, and its model field (how the value is converted).
+PAGE_FROM = """FROM jobs_job j
+JOIN tenants_team t ON t.id = j.team_id
+JOIN tenants_cluster c ON c.id = j.cluster_id
+JOIN tenants_gpuflavor f ON f.id = j.flavor_id
+JOIN tenants_prioritytier p ON p.id = j.priority_tier_id
+JOIN auth_user u ON u.id = j.submitted_by_id"""
+PAGE_COLUMNS = (
+    ("id", "j.id"), ("name", "j.name"), ("kind", "j.kind"), ("state", "j.state"),
+    ("state_message", "j.state_message"), ("image", "j.image"), ("workers", "j.workers"),
+    ("gpus_per_worker", "j.gpus_per_worker"), ("team__slug", "t.slug"), ("cluster__name", "c.name"),
+    ("flavor__name", "f.name"), ("priority_tier__name", "p.name"), ("submitted_by__username", "u.username"),
+    ("submitted_at", "j.submitted_at"), ("admitted_at", "j.admitted_at"), ("started_at", "j.started_at"),
+    ("finished_at", "j.finished_at"),
+)
+PAGE_KEYS = tuple(key for key, _ in PAGE_COLUMNS)
+# The API's filters (jobs.api.JobFilter's names) as conditions on the page's joins.
+PAGE_FILTERS = {
+    "team": "t.slug = %s", "state": "j.state = %s", "kind": "j.kind = %s", "user": "u.username = %s",
+    "flavor": "f.name = %s", "cluster": "c.name = %s",
+    "submitted_after": "j.submitted_at >= %s", "submitted_before": "j.submitted_at < %s",
+}
+
+
+def job_page(*, user, filters: dict, position: tuple[datetime, int] | None = None, reverse: bool = False,
+             limit: int = 50) -> list[dict]:
+    """Up to `limit` rows (PAGE_KEYS) of the jobs the user may see that match `filters`, newest first (submitted_at,
+    then id): those after `position` (a row's submitted_at and id), or with `reverse` those before it, nearest
+    first.
+
+    The same jobs, in the same order, as job_list with the same filters, read with one hand-written SELECT: the
+    ORM's query building costs more than this query (see portal/sql.py), and the keyset walks the (team,
+    submitted_at, id) index straight to the page, however deep."""
+    team_ids = visible_team_ids(user=user)
+    if team_ids == []:
+        return []
+    where, params = ["1 = 1"], []
+    if team_ids is not None:
+        where.append(f"j.team_id IN ({sql.placeholders(team_ids)})")
+        params += team_ids
+    for name, value in filters.items():
+        where.append(PAGE_FILTERS[name])
+        params.append(_sql_value(value))
+    if position is not None:
+        where.append(f"(j.submitted_at, j.id) {'>' if reverse else '<'} (%s, %s)")
+        params += [_sql_value(position[0]), position[1]]
+    order = "ASC" if reverse else "DESC"
+    query = (f"SELECT {', '.join(column for _, column in PAGE_COLUMNS)} {PAGE_FROM} WHERE {' AND '.join(where)} "
+             f"ORDER BY j.submitted_at {order}, j.id {order} LIMIT %s")
+    rows = sql.fetch(query, [*params, limit], _page_fields())
+    return [dict(zip(PAGE_KEYS, row, strict=True)) for row in rows]
+
+
+def _sql_value(value):
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
+
+
+@functools.cache
+def _page_fields() -> list:
+    from tenants.models import Cluster, GpuFlavor, PriorityTier, Team
+
+    models = {"team": Team, "cluster": Cluster, "flavor": GpuFlavor, "priority_tier": PriorityTier,
+              "submitted_by": get_user_model()}
+    return [models[key.split("__")[0]]._meta.get_field(key.split("__")[1]) if "__" in key
+            else Job._meta.get_field(key) for key in PAGE_KEYS]
 
 
 def job_get(*, user, pk: int) -> Job:

@@ -1,17 +1,10 @@
-"""API shapes of jobs. The list serializer reads plain rows (`.values()`), not model instances: the job list is the
-API's hottest read, and building 50 model objects per page costs more than the query."""
+"""API shapes of jobs. The list serializer reads plain rows (selectors.job_page), not model instances: the job list is
+the API's hottest read, and building 50 model objects per page costs more than the query."""
 
 from rest_framework import serializers
 
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .models import MAX_ARGV_ITEMS, MAX_WORKERS
-
-# The columns one list row needs, joined in the same query.
-LIST_COLUMNS = (
-    "id", "name", "kind", "state", "state_message", "image", "workers", "gpus_per_worker", "team__slug",
-    "cluster__name", "flavor__name", "priority_tier__name", "submitted_by__username", "submitted_at",
-    "admitted_at", "started_at", "finished_at",
-)
 
 
 def _iso(value) -> str:

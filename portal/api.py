@@ -4,6 +4,8 @@ Errors always look like {"error": {"code": "...", "message": "...", "fields": {"
 whether DRF, a selector (404), a role check (403) or a service's ValidationError raised them.
 """
 
+from datetime import datetime
+
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -12,8 +14,9 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.utils.urls import remove_query_param
 
 from tenants.models import AccessToken
 
@@ -180,6 +183,57 @@ class Pagination(CursorPagination):
     def get_ordering(self, request, queryset, view):
         ordering = getattr(view, "ordering", None) or self.ordering
         return (ordering,) if isinstance(ordering, str) else tuple(ordering)
+
+
+class KeysetPagination(Pagination):
+    """Pagination's pages, links and cursor parameter for a list that a selector reads itself by keyset: the rows
+    after a position (time, id) in the list's order, or before it going back. The view hands paginate_rows a
+    fetch(position=, reverse=, limit=) and the row's position; the cursor names the position, so a page costs
+    the same however deep it is."""
+
+    def paginate_rows(self, request, fetch, position_of) -> list:
+        self.request = request
+        self.base_url = request.build_absolute_uri()
+        self.page_size = self.get_page_size(request)
+        cursor = self.decode_cursor(request)
+        position = self._decode_position(cursor.position) if cursor else None
+        self.reverse = bool(cursor and cursor.reverse)
+        rows = fetch(position=position, reverse=self.reverse, limit=self.page_size + 1)
+        more = len(rows) > self.page_size
+        rows = rows[:self.page_size]
+        if self.reverse:
+            rows.reverse()
+        # Going back, the page we came from is after this one; going forward, the one we came from is before it.
+        self.has_next, self.has_previous = (True, more) if self.reverse else (more, position is not None)
+        self.first, self.last = (position_of(rows[0]), position_of(rows[-1])) if rows else (None, None)
+        return rows
+
+    def get_next_link(self):
+        if not self.has_next:
+            return None
+        if self.last is None:  # went back past the newest row: start again from the top
+            return remove_query_param(self.base_url, self.cursor_query_param)
+        return self.encode_cursor(Cursor(offset=0, reverse=False, position=self._encode_position(self.last)))
+
+    def get_previous_link(self):
+        if not self.has_previous or self.first is None:
+            return None
+        return self.encode_cursor(Cursor(offset=0, reverse=True, position=self._encode_position(self.first)))
+
+    @staticmethod
+    def _encode_position(position: tuple) -> str:
+        moment, pk = position
+        return f"{moment.isoformat()}|{pk}"
+
+    def _decode_position(self, text: str | None) -> tuple:
+        try:
+            moment, pk = (text or "").split("|")
+            moment = datetime.fromisoformat(moment)
+            if moment.tzinfo is None:
+                raise ValueError("naive")
+            return moment, int(pk)
+        except ValueError:
+            raise exceptions.NotFound(self.invalid_cursor_message) from None
 
 
 # --- throttling ----------------------------------------------------------------------------------------------

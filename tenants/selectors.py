@@ -1,12 +1,14 @@
 """Every read of tenancy data, already scoped to the user asking: another team's row is simply not found."""
 
+import functools
 import hmac
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
-from portal import kube
+from portal import kube, sql
 
 from .choices import Role, TeamState
 from .manifests import TeamSpec, TierSpec, priority_class_manifest, team_access_manifests
@@ -24,6 +26,12 @@ def team_list(*, user) -> QuerySet[Team]:
     return teams.order_by("slug")
 
 
+# A user loaded by access_token_for_secret carries its team ids, read in the same query as the token: the API
+# then scopes a request's reads without another query. Only that lookup sets it, on a user object made for one
+# request, so it cannot outlive a membership change.
+TEAM_IDS_ATTR = "_visible_team_ids"
+
+
 def visible_team_ids(*, user) -> list[int] | None:
     """The ids of the teams the user may see, or None for every team (platform admins).
 
@@ -34,6 +42,9 @@ def visible_team_ids(*, user) -> list[int] | None:
     """
     if is_platform_admin(user):
         return None
+    known = getattr(user, TEAM_IDS_ATTR, None)  # read with the user's token, in the same query
+    if known is not None:
+        return known
     return list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
 
 
@@ -184,16 +195,38 @@ def access_token_get(*, user, pk: int) -> AccessToken:
 
 
 def access_token_for_secret(raw: str) -> AccessToken | None:
-    """The active token whose secret this is, with its user; None for anything else (unknown, revoked, expired,
-    malformed). The prefix finds the row; the digest is compared in constant time."""
+    """The active token whose secret this is, with its user (and the user's team ids); None for anything else
+    (unknown, revoked, expired, malformed). The prefix finds the row; the digest is compared in constant time.
+
+    Every API request makes this read, so it is one hand-written SELECT (a row per membership) rather than a
+    queryset; the password hash is left unread."""
     from .tokens import split_token, token_digest
 
     prefix = split_token(raw)
     if prefix is None:
         return None
-    token = AccessToken.objects.select_related("user").filter(prefix=prefix).first()
-    if token is None or not hmac.compare_digest(token.digest, token_digest(raw)):
+    token_fields, user_fields, select = _token_query()
+    rows = sql.fetch(select, [prefix], [*token_fields, *user_fields, Membership._meta.get_field("team")])
+    split = len(token_fields)
+    if not rows or not hmac.compare_digest(rows[0][token_fields.index(AccessToken._meta.get_field("digest"))],
+                                           token_digest(raw)):
         return None
+    db = AccessToken.objects.db
+    token = AccessToken.from_db(db, [f.attname for f in token_fields], rows[0][:split])
+    token.user = get_user_model().from_db(db, [f.attname for f in user_fields], rows[0][split:-1])
     if not token.is_active() or not token.user.is_active:
         return None
+    setattr(token.user, TEAM_IDS_ATTR, [row[-1] for row in rows if row[-1] is not None])
     return token
+
+
+@functools.cache
+def _token_query() -> tuple[list, list, str]:
+    user_model = get_user_model()
+    token_fields = list(AccessToken._meta.concrete_fields)
+    user_fields = [f for f in user_model._meta.concrete_fields if f.name != "password"]
+    columns = [f't."{f.column}"' for f in token_fields] + [f'u."{f.column}"' for f in user_fields]
+    select = (f'SELECT {", ".join(columns)}, m."team_id" FROM "{AccessToken._meta.db_table}" t '
+              f'JOIN "{user_model._meta.db_table}" u ON u."id" = t."user_id" '
+              f'LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = u."id" WHERE t."prefix" = %s')
+    return token_fields, user_fields, select

@@ -281,6 +281,45 @@ def test_job_list_queries_do_not_grow_with_jobs(world, api_as, django_assert_max
     assert len(small.json()["results"]) == 11 and len(large.json()["results"]) == 50
 
 
+def _follow(client, url: str, link: str) -> list[dict]:
+    pages = []
+    while url:
+        pages.append(client.get(url).json())
+        url = pages[-1][link]
+    return pages
+
+
+def test_job_list_pages_forward_and_back_through_jobs_of_the_same_moment(world, api_as):
+    _bulk_jobs(world, 7)
+    moment = timezone.now().replace(microsecond=0)
+    Job.objects.filter(name__startswith="bulk-").update(submitted_at=moment)  # ties: the id orders them
+    expected = list(Job.objects.filter(team=world.team).order_by("-submitted_at", "-id").values_list("name", flat=True))
+    client = api_as(world.member)
+    pages = _follow(client, f"{V1}/jobs/?page_size=3", "next")
+    assert [j["name"] for page in pages for j in page["results"]] == expected
+    assert [len(p["results"]) for p in pages] == [3, 3, 2] and pages[0]["previous"] is None
+    back = _follow(client, pages[-1]["previous"], "previous")
+    assert [j["name"] for page in reversed(back) for j in page["results"]] == expected[:6]
+    assert client.get(back[0]["next"]).json()["results"] == pages[-1]["results"]  # and forward again
+
+
+def test_job_list_cursor_that_names_no_position_is_not_found(world, api_as):
+    import base64
+
+    for position in (b"p=yesterday", b"p=2026-01-01T00:00:00|x", b"p=2026-01-01T00:00:00|7", b"r=1"):
+        cursor = base64.b64encode(position).decode()
+        assert error(api_as(world.member).get(f"{V1}/jobs/", {"cursor": cursor}), 404)["code"] == "not_found"
+
+
+def test_job_list_follows_membership_changes_at_once(world, api_as):
+    client = api_as(world.member)
+    assert [j["name"] for j in client.get(f"{V1}/jobs/").json()["results"]] == ["train"]
+    Membership.objects.filter(user=world.member, team=world.team).delete()
+    assert client.get(f"{V1}/jobs/").json()["results"] == []
+    Membership.objects.create(user=world.member, team=world.other_team, role=Role.VIEWER)
+    assert [j["name"] for j in client.get(f"{V1}/jobs/").json()["results"]] == ["eval"]
+
+
 def test_cancel_and_resubmit(world, api_as):
     url = f"{V1}/jobs/{world.job.pk}/"
     error(api_as(world.viewer).post(url + "cancel/"), 403)

@@ -92,6 +92,27 @@ def test_revoked_expired_and_inactive_user_tokens_are_refused():
     assert bearer(raw).get(ME).status_code == 401
 
 
+def test_a_token_is_read_in_one_query_with_its_user_and_teams_but_not_the_password_hash():
+    from tenants.selectors import access_token_for_secret, visible_team_ids
+    from tests.factories import MembershipFactory, PlatformAdminFactory
+
+    user = UserFactory(username="erin", first_name="Erin")
+    teams = [MembershipFactory(user=user).team, MembershipFactory(user=user).team]
+    MembershipFactory()  # someone else's team
+    token, raw = access_token_create(actor=user, name="notebook", expires_in_days=3)
+    with CaptureQueriesContext(connection) as queries:
+        found = access_token_for_secret(raw)
+        assert sorted(visible_team_ids(user=found.user)) == sorted(t.pk for t in teams)
+    assert len(queries) == 1
+    assert (found.pk, found.name, found.expires_at, found.user.pk, found.user.first_name) == (
+        token.pk, "notebook", AccessToken.objects.get(pk=token.pk).expires_at, user.pk, "Erin")
+    assert found.user.get_deferred_fields() == {"password"}
+    loner = UserFactory()
+    assert visible_team_ids(user=access_token_for_secret(access_token_create(actor=loner, name="x")[1]).user) == []
+    admin = PlatformAdminFactory()
+    assert visible_team_ids(user=access_token_for_secret(access_token_create(actor=admin, name="x")[1]).user) is None
+
+
 def test_only_the_owner_revokes_a_token():
     from django.core.exceptions import PermissionDenied
 
