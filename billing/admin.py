@@ -1,10 +1,12 @@
-"""Read-only listings of collected usage and the collection ledger; rows are written only by collection."""
+"""Read-only listings of collected usage and the collection ledger; rows are written only by collection, which the
+ledger's action can ask for again (audited, through the service)."""
 
 from django.contrib import admin, messages
-from django.db import transaction
 
+from portal.http import source_ip
 from tenants.selectors import is_platform_admin
 
+from . import services
 from .models import CollectedHour, JobUsageHour, UsageHour
 
 
@@ -54,9 +56,6 @@ class CollectedHourAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Collect the selected hours again", permissions=["recollect"])
     def recollect(self, request, queryset):
-        from .tasks import usage_collect_hour_task
-
-        hours = list(queryset.values_list("cluster_id", "hour"))
-        for cluster_id, hour in hours:
-            transaction.on_commit(lambda c=cluster_id, h=hour: usage_collect_hour_task.delay(c, h.isoformat()))
-        self.message_user(request, f"{len(hours)} hour(s) queued for collection.", messages.SUCCESS)
+        queued = services.usage_recollect(actor=request.user, ledgers=list(queryset.order_by("pk")),
+                                          source_ip=source_ip(request))
+        self.message_user(request, f"{queued} hour(s) queued for collection.", messages.SUCCESS)

@@ -308,6 +308,22 @@ def usage_collect_hour(*, cluster: Cluster, hour: datetime, source: metrics.Metr
     return usage_collect_hours(cluster=cluster, hours=[hour], source=source, now=now)[0]
 
 
+@transaction.atomic
+def usage_recollect(*, actor, ledgers: list[CollectedHour], source_ip: str | None = None) -> int:
+    """A platform admin asks for hours to be collected again (the admin's action): audited per hour, collected by a
+    worker once this commits; each hour's ledger row then records the outcome."""
+    from .tasks import usage_collect_hour_task
+
+    if not is_platform_admin(actor):
+        raise PermissionDenied("Only platform admins re-collect usage.")
+    for ledger in ledgers:
+        audit_record(actor=actor, action="usage.recollect", obj=ledger,
+                     before={"state": ledger.state, "message": ledger.message}, source_ip=source_ip)
+        transaction.on_commit(lambda c=ledger.cluster_id, h=ledger.hour: usage_collect_hour_task.delay(
+            c, h.isoformat()))
+    return len(ledgers)
+
+
 def usage_hours_due(*, cluster: Cluster, now: datetime) -> list[datetime]:
     """The hours still to collect: every complete hour of the backfill window (and of the cluster's life) that
     is missing from the ledger or failed or partial last time, newest first."""

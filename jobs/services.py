@@ -289,8 +289,9 @@ def job_template_save(*, actor, team: Team, kind: str, name: str, values: dict) 
 
 
 @transaction.atomic
-def job_template_delete(*, actor, template: JobTemplate) -> None:
+def job_template_delete(*, actor, template: JobTemplate, source_ip: str | None = None) -> None:
     _require_submitter(actor=actor, team=template.team)
-    audit_record(actor=actor, action="job_template.delete", obj=template, team=template.team)
+    audit_record(actor=actor, action="job_template.delete", obj=template, team=template.team,
+                 before={"kind": template.kind, "values": template.values}, source_ip=source_ip)
     template.delete()
 

@@ -138,6 +138,6 @@ def job_action(request, pk, action):
 def template_delete(request, slug, pk):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
     template = get_object_or_404(JobTemplate, team=team, pk=pk)
-    services.job_template_delete(actor=request.user, template=template)
+    services.job_template_delete(actor=request.user, template=template, source_ip=source_ip(request))
     messages.success(request, f"Template {template.name} deleted.")
     return redirect("jobs:job-submit", slug=slug, kind=template.kind)

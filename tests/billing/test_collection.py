@@ -306,6 +306,20 @@ def test_admin_lists_usage_and_ledger_read_only(world, client, django_assert_max
     assert response.status_code == 302
     partial.refresh_from_db()
     assert (partial.state, partial.attempts) == (HourState.PARTIAL, 2)  # the task ran on commit
+    from tenants.models import AuditEvent
+
+    event = AuditEvent.objects.get(action="usage.recollect")
+    assert (event.actor.is_staff, event.object_id, event.before["state"]) == (True, str(partial.pk), "partial")
+
+
+def test_only_platform_admins_recollect(world):
+    from django.core.exceptions import PermissionDenied
+
+    from tests.factories import UserFactory
+
+    services.usage_collect_hours(cluster=world["cluster"], hours=[world["scenario"].hour(0)])
+    with pytest.raises(PermissionDenied):
+        services.usage_recollect(actor=UserFactory(), ledgers=list(CollectedHour.objects.all()))
 
 
 def test_flavors_sharing_a_resource_are_told_apart_by_gpu_model_and_the_rest_is_noted(db):
