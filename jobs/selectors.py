@@ -98,13 +98,13 @@ def _sql_value(value):
 
 
 @functools.cache
-def _page_fields() -> list:
+def _page_fields() -> tuple:
     from tenants.models import Cluster, GpuFlavor, PriorityTier, Team
 
     models = {"team": Team, "cluster": Cluster, "flavor": GpuFlavor, "priority_tier": PriorityTier,
               "submitted_by": get_user_model()}
-    return [models[key.split("__")[0]]._meta.get_field(key.split("__")[1]) if "__" in key
-            else Job._meta.get_field(key) for key in PAGE_KEYS]
+    return tuple(models[key.split("__")[0]]._meta.get_field(key.split("__")[1]) if "__" in key
+                 else Job._meta.get_field(key) for key in PAGE_KEYS)
 
 
 def job_get(*, user, pk: int) -> Job:

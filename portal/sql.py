@@ -7,19 +7,20 @@ on every database (SQLite's naive datetimes become aware, as they do through a q
 tested against the ORM query it replaces.
 """
 
+import functools
 from collections.abc import Sequence
 
 from django.db import connection
 from django.db.models import Field
 
 
-def fetch(sql: str, params: Sequence, fields: Sequence[Field]) -> list[list]:
+def fetch(sql: str, params: Sequence, fields: tuple[Field, ...]) -> list[list]:
     """The rows of one SELECT whose columns are `fields`, in that order, converted as the ORM converts them."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    steps = [(i, col, converters) for i, col, converters in map(_converters, range(len(fields)), fields) if converters]
-    if not steps:
+    steps = _conversions(connection.ops, fields)
+    if not steps:  # PostgreSQL's driver already hands back the ORM's values for these columns
         return [list(row) for row in rows]
     converted = []
     for row in rows:
@@ -31,9 +32,16 @@ def fetch(sql: str, params: Sequence, fields: Sequence[Field]) -> list[list]:
     return converted
 
 
-def _converters(index: int, field: Field):
-    col = field.get_col(field.model._meta.db_table)
-    return index, col, connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+@functools.lru_cache(maxsize=64)
+def _conversions(ops, fields: tuple[Field, ...]) -> tuple:
+    """Per database connection (its operations object) and column list: the columns that need converting."""
+    steps = []
+    for index, field in enumerate(fields):
+        col = field.get_col(field.model._meta.db_table)
+        converters = ops.get_db_converters(col) + col.get_db_converters(ops.connection)
+        if converters:
+            steps.append((index, col, converters))
+    return tuple(steps)
 
 
 def placeholders(values: Sequence) -> str:

@@ -2,6 +2,7 @@
 
 import functools
 import hmac
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -205,23 +206,30 @@ def access_token_for_secret(raw: str) -> AccessToken | None:
     prefix = split_token(raw)
     if prefix is None:
         return None
-    token_fields, user_fields, select = _token_query()
-    rows = sql.fetch(select, [prefix], [*token_fields, *user_fields, Membership._meta.get_field("team")])
-    split = len(token_fields)
-    if not rows or not hmac.compare_digest(rows[0][token_fields.index(AccessToken._meta.get_field("digest"))],
-                                           token_digest(raw)):
+    query = _token_query()
+    rows = sql.fetch(query.select, [prefix], query.fields)
+    if not rows or not hmac.compare_digest(rows[0][query.digest], token_digest(raw)):
         return None
-    db = AccessToken.objects.db
-    token = AccessToken.from_db(db, [f.attname for f in token_fields], rows[0][:split])
-    token.user = get_user_model().from_db(db, [f.attname for f in user_fields], rows[0][split:-1])
+    db, split = AccessToken.objects.db, len(query.token_names)
+    token = AccessToken.from_db(db, query.token_names, rows[0][:split])
+    token.user = get_user_model().from_db(db, query.user_names, rows[0][split:-1])
     if not token.is_active() or not token.user.is_active:
         return None
     setattr(token.user, TEAM_IDS_ATTR, [row[-1] for row in rows if row[-1] is not None])
     return token
 
 
+@dataclass(frozen=True)
+class _TokenQuery:
+    select: str
+    fields: tuple  # the columns: the token's, its user's (but the password), a membership's team
+    token_names: list[str]
+    user_names: list[str]
+    digest: int  # the digest's column
+
+
 @functools.cache
-def _token_query() -> tuple[list, list, str]:
+def _token_query() -> _TokenQuery:
     user_model = get_user_model()
     token_fields = list(AccessToken._meta.concrete_fields)
     user_fields = [f for f in user_model._meta.concrete_fields if f.name != "password"]
@@ -229,4 +237,6 @@ def _token_query() -> tuple[list, list, str]:
     select = (f'SELECT {", ".join(columns)}, m."team_id" FROM "{AccessToken._meta.db_table}" t '
               f'JOIN "{user_model._meta.db_table}" u ON u."id" = t."user_id" '
               f'LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = u."id" WHERE t."prefix" = %s')
-    return token_fields, user_fields, select
+    return _TokenQuery(select=select, fields=(*token_fields, *user_fields, Membership._meta.get_field("team")),
+                       token_names=[f.attname for f in token_fields], user_names=[f.attname for f in user_fields],
+                       digest=token_fields.index(AccessToken._meta.get_field("digest")))
