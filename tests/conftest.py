@@ -26,6 +26,16 @@ def require_postgresql():
 
 
 @pytest.fixture
+def admin_client(client):
+    """The test client signed in as a platform admin (client.admin), for the Django admin."""
+    from tests.factories import PlatformAdminFactory
+
+    client.admin = PlatformAdminFactory(username="root-admin")
+    client.force_login(client.admin)
+    return client
+
+
+@pytest.fixture
 def crds_dir():
     """The upstream CRDs (Kueue, Volcano, KubeRay); CI sets CRDS_DIR and REQUIRE_CRDS so these never skip there."""
     path = os.environ.get("CRDS_DIR", "")

@@ -7,16 +7,8 @@ from django.urls import reverse
 from jobs.models import Job, JobTemplate
 from tenants.models import AuditEvent
 from tests.api.world import build_world
-from tests.factories import PlatformAdminFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client):
-    client.admin = PlatformAdminFactory(username="root-admin")
-    client.force_login(client.admin)
-    return client
 
 
 def test_jobs_are_read_only_in_the_admin(admin_client):

@@ -8,20 +8,11 @@ from tests.factories import (
     ClusterFactory,
     GpuFlavorFactory,
     MembershipFactory,
-    PlatformAdminFactory,
     PriorityTierFactory,
     TeamFactory,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client):
-    user = PlatformAdminFactory(username="root-admin")
-    client.force_login(user)
-    client.admin = user
-    return client
 
 
 def bulk_delete(client, model: str, pks: list[int]):
