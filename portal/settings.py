@@ -227,10 +227,11 @@ RECONCILE_BACKOFF_MAX_SECONDS = float(env("RECONCILE_BACKOFF_MAX_SECONDS", "600"
 # The API: personal access tokens for scripts (listed first, so a missing credential is a 401), the session for
 # the browser (CSRF enforced on its writes); one error shape; cursor pages; a request budget per token.
 API_THROTTLE_RATE = env("API_THROTTLE_RATE", "1200/min")
-# In production the throttle counts in Redis, shared by every web worker; the demo and the tests count in-process.
-if PRODUCTION and REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": env("CACHE_URL", REDIS_URL), "KEY_PREFIX": "gpu-portal"}}
+# The throttle counts in Redis (CACHE_URL; in production REDIS_URL unless set), shared by every web worker; without
+# it, as in the demo and the tests, each process counts for itself.
+CACHE_URL = env("CACHE_URL", REDIS_URL if PRODUCTION else "")
+if CACHE_URL:
+    CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "gpu-portal"}}
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "portal.api.BearerTokenAuthentication",

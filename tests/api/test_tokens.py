@@ -160,6 +160,42 @@ def test_throttling_counts_per_token():
     assert bearer(other).get(ME).status_code == 200
 
 
+def test_throttles_count_in_redis_in_one_round_trip_shared_by_every_worker(monkeypatch):
+    """The production cache: a real Redis (REDIS_URL). Two cache objects stand for two web workers."""
+    import os
+    import uuid
+
+    from django.core.cache import caches
+
+    from portal.cache import RedisCache
+    from tests.requires import unavailable
+
+    url = os.environ.get("REDIS_URL", "")
+    if not url.startswith("redis://"):
+        unavailable("REDIS_URL is not set: the throttle's Redis counting is not tested")
+    location = {"BACKEND": "portal.cache.RedisCache", "LOCATION": url, "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+    with override_settings(CACHES={"default": location}, API_THROTTLE_RATE="3/day"):
+        user = UserFactory()
+        _, raw = access_token_create(actor=user, name="busy script")
+        assert [bearer(raw).get(ME).status_code for _ in range(4)] == [200, 200, 200, 429]
+        cache = caches["default"]
+        redis = cache._cache.get_client(write=True)
+        keys = list(redis.scan_iter(f"{location['KEY_PREFIX']}:*"))
+        assert len(keys) == 1 and 0 < redis.ttl(keys[0]) <= 86401  # the window's counter expires with it
+        other_worker = RedisCache(url, {"KEY_PREFIX": location["KEY_PREFIX"]})
+        window_key = keys[0].decode().split(":", 2)[2]
+        assert other_worker.incr_window(window_key, 86401) == 5  # the same count, not one of its own
+        from redis.connection import Connection
+
+        sends, send = [], Connection.send_packed_command
+        monkeypatch.setattr(Connection, "send_packed_command", lambda self, *a, **k: sends.append(a) or send(
+            self, *a, **k))
+        assert (cache.incr_window("fresh", 60), cache.incr_window("fresh", 60)) == (1, 2)
+        assert len(sends) == 2  # one round trip each: SET NX and INCR sent together
+        monkeypatch.undo()
+        redis.delete(*redis.scan_iter(f"{location['KEY_PREFIX']}:*"))
+
+
 def test_session_writes_need_the_csrf_token(world):
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(world.member)

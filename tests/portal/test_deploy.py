@@ -114,4 +114,4 @@ def test_production_throttles_count_in_redis_shared_by_every_worker():
     result = run_manage("shell", "-c", "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])",
                         env_extra=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "django.core.cache.backends.redis.RedisCache"
+    assert result.stdout.strip().splitlines()[-1] == "portal.cache.RedisCache"
