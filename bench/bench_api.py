@@ -105,11 +105,11 @@ def _in_process(teams, tokens) -> dict[str, float]:
 class Gunicorn:
     """The portal under gunicorn (2 workers × 8 threads: 16 requests at once) on the bench database."""
 
-    def __init__(self, db_url: str):
+    def __init__(self, db_url: str, cache_url: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "bench.api_settings",
-               "DJANGO_DEBUG": "0", "API_THROTTLE_RATE": UNTHROTTLED, "LOG_LEVEL": "WARNING"}
+               "DJANGO_DEBUG": "0", "API_THROTTLE_RATE": UNTHROTTLED, "LOG_LEVEL": "WARNING", "CACHE_URL": cache_url}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
              "--workers", "2", "--threads", "8", "--worker-class", "gthread", "--log-level", "warning"],
@@ -173,11 +173,11 @@ def _load(port: int, path: str, headers: dict) -> dict:
             "median": statistics.median(ordered)}
 
 
-def _over_http(db_url: str, teams, tokens) -> dict[str, dict]:
+def _over_http(db_url: str, cache_url: str, teams, tokens) -> dict[str, dict]:
     floor_path, api_path = f"/floor/jobs/{teams['big'].pk}/", "/api/v1/jobs/"
     auth = {"Authorization": f"Bearer {tokens['big']}"}
     results = {"floor": [], "api": []}
-    with Gunicorn(db_url) as server:
+    with Gunicorn(db_url, cache_url) as server:
         for _ in range(HTTP_ROUNDS):  # interleaved; each measure is its median round, so one noisy round is ignored
             results["floor"].append(_load(server.port, floor_path, {}))
             results["api"].append(_load(server.port, api_path, auth))
@@ -189,11 +189,16 @@ def run() -> str:
     django_setup()
     from django.conf import settings
     from django.db import connection
+    from django.test import override_settings
 
     title = "## Job list API (10,000 jobs, page of 50, token auth)\n\n"
-    if connection.vendor != "postgresql":
-        return title + "Not run: needs `DATABASE_URL` (PostgreSQL), which gunicorn's workers share with the bench.\n"
-    with test_database():
+    cache_url = os.environ.get("REDIS_URL", "")
+    if connection.vendor != "postgresql" or not cache_url:
+        return title + ("Not run: needs `DATABASE_URL` (PostgreSQL), which gunicorn's workers share with the bench, "
+                        "and `REDIS_URL`, where production counts each token's requests.\n")
+    # As in production, the throttle counts in Redis: in this process and in gunicorn's workers.
+    redis_cache = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": cache_url, "KEY_PREFIX": "bench-api"}}
+    with test_database(), override_settings(CACHES=redis_cache):
         teams, tokens = _seed()
         db = settings.DATABASES["default"]
         db_url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
@@ -201,7 +206,7 @@ def run() -> str:
             cursor.execute("ANALYZE")
         queries = _queries_per_page(tokens)
         cpu = _in_process(teams, tokens)
-        http_results = _over_http(db_url, teams, tokens)
+        http_results = _over_http(db_url, cache_url, teams, tokens)
     floor, api = http_results["floor"], http_results["api"]
     cpu_ratio = cpu["api"] / cpu["floor"]
     rps_ratio = floor["rps"] / api["rps"]
@@ -210,7 +215,8 @@ def run() -> str:
         title
         + f"`GET /api/v1/jobs/` for a member of a team with {JOBS:,} jobs (another team holds {JOBS:,} more), pages of "
         "50 with the cursor, `Authorization: Bearer`, against the floor: a bare Django view returning the same 50 rows "
-        "and fields from one raw SQL query with `json.dumps` (no auth, no framework). HTTP: gunicorn, 2 workers × 8 "
+        "and fields from one raw SQL query with `json.dumps` (no auth, no framework). The API counts each request "
+        "against the token's throttle in Redis, as in production. HTTP: gunicorn, 2 workers × 8 "
         f"threads, {CONCURRENCY} keep-alive connections × {REQUESTS_PER_CONNECTION} requests from a Python thread "
         f"pool on the same machine, the median of {HTTP_ROUNDS} interleaved rounds; CPU: rounds of {CPU_REQUESTS} "
         f"requests in-process (Django test client), the best of {CPU_ROUNDS} interleaved rounds. Cost ratios are API "
