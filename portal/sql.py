@@ -14,14 +14,14 @@ from django.db import connection
 from django.db.models import Field
 
 
-def fetch(sql: str, params: Sequence, fields: tuple[Field, ...]) -> list[list]:
+def fetch(sql: str, params: Sequence, fields: tuple[Field, ...]) -> list[Sequence]:
     """The rows of one SELECT whose columns are `fields`, in that order, converted as the ORM converts them."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     steps = _conversions(connection.ops, fields)
     if not steps:  # PostgreSQL's driver already hands back the ORM's values for these columns
-        return [list(row) for row in rows]
+        return rows
     converted = []
     for row in rows:
         row = list(row)
