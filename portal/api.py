@@ -4,7 +4,7 @@ Errors always look like {"error": {"code": "...", "message": "...", "fields": {"
 whether DRF, a selector (404), a role check (403) or a service's ValidationError raised them.
 """
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -231,8 +231,9 @@ class KeysetPagination(Pagination):
             moment = datetime.fromisoformat(moment)
             if moment.tzinfo is None:
                 raise ValueError("naive")
-            return moment, int(pk)
-        except ValueError:
+            # In UTC: PostgreSQL refuses offsets beyond ±15:59 that Python parses.
+            return moment.astimezone(UTC), int(pk)
+        except (ValueError, OverflowError):
             raise exceptions.NotFound(self.invalid_cursor_message) from None
 
 
