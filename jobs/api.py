@@ -83,7 +83,6 @@ class JobListView(generics.ListAPIView):
     serializer_class = JobListSerializer
     filterset_class = JobFilter  # validates the query and describes it in the schema; job_page applies it
     pagination_class = KeysetPagination
-    ordering = ("-submitted_at", "-id")
 
     def list(self, request, *args, **kwargs):
         filters = self._filters()
