@@ -231,8 +231,11 @@ class KeysetPagination(Pagination):
             moment = datetime.fromisoformat(moment)
             if moment.tzinfo is None:
                 raise ValueError("naive")
+            pk = int(pk)
+            if not 0 < pk < 2 ** 63:  # a row id (a 64-bit integer) or nothing
+                raise ValueError("id")
             # In UTC: PostgreSQL refuses offsets beyond ±15:59 that Python parses.
-            return moment.astimezone(UTC), int(pk)
+            return moment.astimezone(UTC), pk
         except (ValueError, OverflowError):
             raise exceptions.NotFound(self.invalid_cursor_message) from None
 
