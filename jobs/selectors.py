@@ -3,7 +3,6 @@
 import functools
 from datetime import datetime
 
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
@@ -99,12 +98,13 @@ def _sql_value(value):
 
 @functools.cache
 def _page_fields() -> tuple:
-    from tenants.models import Cluster, GpuFlavor, PriorityTier, Team
-
-    models = {"team": Team, "cluster": Cluster, "flavor": GpuFlavor, "priority_tier": PriorityTier,
-              "submitted_by": get_user_model()}
-    return tuple(models[key.split("__")[0]]._meta.get_field(key.split("__")[1]) if "__" in key
-                 else Job._meta.get_field(key) for key in PAGE_KEYS)
+    """Each column's model field, found by following its lookup from Job (team__slug: Team.slug)."""
+    fields = []
+    for key in PAGE_KEYS:
+        relation, _, name = key.rpartition("__")
+        model = Job._meta.get_field(relation).related_model if relation else Job
+        fields.append(model._meta.get_field(name))
+    return tuple(fields)
 
 
 def job_get(*, user, pk: int) -> Job:

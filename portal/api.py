@@ -197,14 +197,14 @@ class KeysetPagination(Pagination):
         self.page_size = self.get_page_size(request)
         cursor = self.decode_cursor(request)
         position = self._decode_position(cursor.position) if cursor else None
-        self.reverse = bool(cursor and cursor.reverse)
-        rows = fetch(position=position, reverse=self.reverse, limit=self.page_size + 1)
+        reverse = bool(cursor and cursor.reverse)
+        rows = fetch(position=position, reverse=reverse, limit=self.page_size + 1)
         more = len(rows) > self.page_size
         rows = rows[:self.page_size]
-        if self.reverse:
+        if reverse:
             rows.reverse()
         # Going back, the page we came from is after this one; going forward, the one we came from is before it.
-        self.has_next, self.has_previous = (True, more) if self.reverse else (more, position is not None)
+        self.has_next, self.has_previous = (True, more) if reverse else (more, position is not None)
         self.first, self.last = (position_of(rows[0]), position_of(rows[-1])) if rows else (None, None)
         return rows
 
