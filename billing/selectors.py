@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Q, Sum
+from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Min, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -66,6 +66,19 @@ def month_bounds(month: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=days)
 
 
+def first_month(*, team: Team | None = None) -> date:
+    """The first month with anything to show: the team's first usage or its creation (for the console, the first
+    usage or cluster anywhere), so "previous month" stops there instead of paging back through empty months."""
+    rows = UsageHour.objects.filter(team=team) if team is not None else UsageHour.objects.all()
+    moments = [rows.aggregate(first=Min("hour"))["first"]]
+    if team is not None:
+        moments.append(team.created_at)
+    else:
+        moments.append(Cluster.objects.aggregate(first=Min("created_at"))["first"])
+    known = [m for m in moments if m is not None]
+    return current_month(min(known)) if known else current_month()
+
+
 def floor_hour(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
@@ -92,10 +105,10 @@ class PricePeriod:
 def parent_flavor(flavor: GpuFlavor, cluster_flavors: list[GpuFlavor]) -> GpuFlavor | None:
     """The whole GPU a fractional flavor (a MIG slice) is cut from: a whole-GPU flavor of the same cluster with the
     same GPU model, or the cluster's only whole-GPU flavor; None when that is ambiguous or absent."""
-    if flavor.gpu_fraction >= 1:
+    if flavor.fraction >= 1:
         return None
     whole = [f for f in cluster_flavors
-             if f.cluster_id == flavor.cluster_id and f.gpu_fraction >= 1 and f.resource_name == "nvidia.com/gpu"]
+             if f.cluster_id == flavor.cluster_id and f.fraction >= 1 and f.resource_name == "nvidia.com/gpu"]
     same_model = [f for f in whole if flavor.gpu_model and f.gpu_model == flavor.gpu_model]
     if len(same_model) == 1:
         return same_model[0]
@@ -133,7 +146,10 @@ def price_periods(*, start: datetime, end: datetime, flavors: list[GpuFlavor] | 
             continue
         taken = [(p.start, p.end) for p in explicit.get(flavor.pk, [])]
         for p in explicit.get(parent.pk, []):
-            periods += [PricePeriod(flavor_id=flavor.pk, start=s, end=e, price=p.price * flavor.gpu_fraction,
+            # The exact share (1/7, not 0.1429): seven 1g slices cost one GPU to the cent.
+            share = flavor.fraction
+            periods += [PricePeriod(flavor_id=flavor.pk, start=s, end=e,
+                                    price=p.price * share.numerator / share.denominator,
                                     currency=p.currency, parent=parent.name)
                         for s, e in _subtract(p.start, p.end, taken)]
     return sorted(periods, key=lambda p: (p.flavor_id, p.start))
@@ -233,6 +249,8 @@ class MissingHours:
     end: datetime
     state: str  # "missing" (never collected) or an HourState
     message: str = ""
+    # Still inside the backfill window, so the collector will try it again; older gaps stay as they are.
+    retryable: bool = True
 
     @property
     def hours(self) -> int:
@@ -285,12 +303,20 @@ class Statement:
         return self.state == StatementState.FINAL
 
     @property
+    def retryable_hour_count(self) -> int:
+        return len({m.start + i * HOUR for m in self.missing if m.retryable for i in range(m.hours)})
+
+    @property
     def state_label(self) -> str:
         return StatementState(self.state).label
 
 
-def statement_state(month: date, now: datetime | None = None) -> str:
-    return StatementState.FINAL if (now or timezone.now()) >= month_bounds(month)[1] else StatementState.DRAFT
+def statement_state(month: date, now: datetime | None = None, missing: list[MissingHours] = ()) -> str:
+    """Draft while the month is open; then awaiting collection while any of its hours is missing or partial and
+    will still be collected again; final only after that."""
+    if (now or timezone.now()) < month_bounds(month)[1]:
+        return StatementState.DRAFT
+    return StatementState.PENDING if any(m.retryable for m in missing) else StatementState.FINAL
 
 
 def _gpu_hours(value) -> Decimal:
@@ -311,15 +337,14 @@ def _line(flavor, sums: dict, period: PricePeriod | None, start, end) -> Stateme
                          idle_cost=cost - money(used * period.price))
 
 
-def statements_for(*, teams, month: date, now: datetime | None = None,
-                   with_missing: bool = True) -> dict[int, Statement]:
-    """The month's statement of each of `teams` (a queryset or list), from one aggregate query."""
+def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[int, Statement]:
+    """The month's statement of each of `teams` (a queryset or list), from one aggregate query; its state and missing
+    hours come from the collection ledger of the clusters the team has a namespace in."""
     start, end = month_bounds(month)
     teams = list(teams)
     flavors = {f.pk: f for f in GpuFlavor.objects.select_related("cluster").order_by("pk")}
     periods = price_periods(start=start, end=end, flavors=list(flavors.values()))
-    state = statement_state(month, now)
-    statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=state,
+    statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=StatementState.DRAFT,
                                   currency=settings.BILLING_CURRENCY) for t in teams}
     # Testing every row against a long list of teams costs more than summing every team and dropping the others.
     rows = UsageHour.objects.filter(team__in=[t.pk for t in teams]) if len(teams) <= 50 else UsageHour.objects.all()
@@ -330,17 +355,17 @@ def statements_for(*, teams, month: date, now: datetime | None = None,
         statements[sums["team_id"]].lines.append(_line(flavors[sums["flavor_id"]], sums, period, start, end))
     for statement in statements.values():
         statement.lines.sort(key=lambda line: (line.flavor.cluster.name, line.flavor.name, line.charge_start))
-    if with_missing:
-        # Each team sees the gaps of the clusters it has a namespace in.
-        team_clusters = defaultdict(set)
-        for team_id, cluster_id in TeamNamespace.objects.filter(team__in=teams).values_list("team_id", "cluster_id"):
-            team_clusters[team_id].add(cluster_id)
-        clusters = list(Cluster.objects.filter(pk__in={c for ids in team_clusters.values() for c in ids}))
-        missing = missing_hours(clusters=clusters, start=start, end=min(end, floor_hour(now or timezone.now())))
-        names = {c.pk: c.name for c in clusters}
-        for statement in statements.values():
-            mine = {names[c] for c in team_clusters[statement.team.pk]}
-            statement.missing = [m for m in missing if m.cluster in mine]
+    # Each team sees the gaps of the clusters it has a namespace in.
+    team_clusters = defaultdict(set)
+    for team_id, cluster_id in TeamNamespace.objects.filter(team__in=teams).values_list("team_id", "cluster_id"):
+        team_clusters[team_id].add(cluster_id)
+    clusters = list(Cluster.objects.filter(pk__in={c for ids in team_clusters.values() for c in ids}))
+    missing = missing_hours(clusters=clusters, start=start, end=min(end, floor_hour(now or timezone.now())), now=now)
+    names = {c.pk: c.name for c in clusters}
+    for statement in statements.values():
+        mine = {names[c] for c in team_clusters[statement.team.pk]}
+        statement.missing = [m for m in missing if m.cluster in mine]
+        statement.state = statement_state(month, now, statement.missing)
     return statements
 
 
@@ -385,24 +410,37 @@ def all_statements(*, user, month: date, now: datetime | None = None) -> list[St
 # --- the collection ledger -----------------------------------------------------------------------------------
 
 
-def missing_hours(*, clusters: list[Cluster], start: datetime, end: datetime) -> list[MissingHours]:
-    """Hours of [start, end) not collected for each cluster, as runs of consecutive hours with the same state."""
+def retry_from(now: datetime | None = None) -> datetime:
+    """The first hour the collector still collects again (the backfill window's start)."""
+    return floor_hour(now or timezone.now()) - timedelta(days=settings.BILLING_BACKFILL_DAYS)
+
+
+def missing_hours(*, clusters: list[Cluster], start: datetime, end: datetime,
+                  now: datetime | None = None) -> list[MissingHours]:
+    """Hours of [start, end) not collected in full for each cluster (from the hour it was added), as runs of
+    consecutive hours with the same state and message, each saying whether the collector will try it again."""
     if end <= start or not clusters:
         return []
     known = {(c, h): (s, m) for c, h, s, m in CollectedHour.objects.filter(
         cluster__in=clusters, hour__gte=start, hour__lt=end).values_list("cluster_id", "hour", "state", "message")}
+    cutoff = retry_from(now)
     runs: list[MissingHours] = []
     for cluster in sorted(clusters, key=lambda c: c.name):
-        hour = start
+        hour = max(start, floor_hour(cluster.created_at))
         while hour < end:
+            retryable = hour >= cutoff
             state, message = known.get((cluster.pk, hour), ("missing", ""))
+            if state == "missing":
+                message = ("not collected yet" if retryable else
+                           f"never collected, and older than the {settings.BILLING_BACKFILL_DAYS}-day backfill window")
             if state != HourState.COLLECTED:
                 last = runs[-1] if runs else None
-                if last and last.cluster == cluster.name and last.end == hour and last.state == state:
+                if (last and last.cluster == cluster.name and last.end == hour and last.state == state
+                        and last.message == message and last.retryable == retryable):
                     last.end = hour + HOUR
                 else:
                     runs.append(MissingHours(cluster=cluster.name, start=hour, end=hour + HOUR, state=state,
-                                             message=message))
+                                             message=message, retryable=retryable))
             hour += HOUR
     return runs
 
@@ -440,17 +478,20 @@ class BudgetStatus:
 
 
 def forecast(statement: Statement, now: datetime | None = None) -> Decimal:
-    """End-of-month spend at the current burn rate: cost per collected hour so far × the hours of the month.
-    Hours not collected yet are left out of the rate, so a collection gap does not make the month look cheap."""
+    """End-of-month spend at the current burn rate: cost per collected hour so far × the hours of the month the team
+    exists. Hours not collected yet are left out of the rate, so a collection gap does not make the month look cheap,
+    and a team created mid-month is not diluted by the hours before it existed."""
     if statement.is_final:
         return statement.total_cost
     now = now or timezone.now()
-    elapsed = hours_between(statement.start, min(statement.end, floor_hour(now)))
-    covered = elapsed - statement.missing_hour_count
+    # A team created mid-month burns only from its first hour: its rate is over the hours it existed.
+    born = max(statement.start, floor_hour(statement.team.created_at))
+    elapsed = hours_between(born, min(statement.end, floor_hour(now)))
+    covered = elapsed - len({m.start + i * HOUR for m in statement.missing for i in range(m.hours)
+                             if m.start + i * HOUR >= born})
     if covered <= 0:
         return statement.total_cost
-    month_hours = hours_between(statement.start, statement.end)
-    return money(statement.total_cost / Decimal(covered) * month_hours)
+    return money(statement.total_cost / Decimal(covered) * hours_between(born, statement.end))
 
 
 def budget_status(*, team: Team, statement: Statement, now: datetime | None = None) -> BudgetStatus:
@@ -563,8 +604,13 @@ FOCUS_COLUMNS = [
     "ChargeDescription", "SubAccountId", "SubAccountName", "RegionName", "ResourceId", "ResourceName",
     "ResourceType", "SkuId", "ConsumedQuantity", "ConsumedUnit", "PricingQuantity", "PricingUnit", "ListUnitPrice",
     "BilledCost", "EffectiveCost", "BillingCurrency", "Tags", "x_CostCenter", "x_Department", "x_UsedGpuHours",
-    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState",
+    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState", "x_UnpricedGpuHours",
 ]
+
+
+def unit_price(price: Decimal) -> Decimal:
+    """A derived price (a slice's exact share of its GPU's rate) shown to ten places; costs use the exact one."""
+    return price.quantize(Decimal("0.0000000001")).normalize() if price.as_tuple().exponent < -10 else price
 
 
 def _iso(moment: datetime) -> str:
@@ -588,13 +634,15 @@ def focus_rows(statement: Statement) -> list[dict]:
             "ResourceType": "GPU", "SkuId": flavor.resource_name,
             "ConsumedQuantity": str(line.allocated_gpu_hours), "ConsumedUnit": "GPU-Hours",
             "PricingQuantity": str(line.allocated_gpu_hours), "PricingUnit": "GPU-Hours",
-            "ListUnitPrice": "" if line.unit_price is None else str(line.unit_price),
+            "ListUnitPrice": "" if line.unit_price is None else str(unit_price(line.unit_price)),
             "BilledCost": str(line.cost), "EffectiveCost": str(line.cost), "BillingCurrency": line.currency,
             "Tags": json.dumps({"cost-center": team.cost_center, "department": department}, sort_keys=True),
             "x_CostCenter": team.cost_center, "x_Department": department,
             "x_UsedGpuHours": str(line.used_gpu_hours),
             "x_Efficiency": "" if line.efficiency is None else str(line.efficiency),
             "x_IdleCost": str(line.idle_cost), "x_PriceFrom": line.price_from, "x_StatementState": statement.state,
+            # No rate card covered these hours: BilledCost 0 means "not priced", not "free".
+            "x_UnpricedGpuHours": "0" if line.priced else str(line.allocated_gpu_hours),
         })
     return rows
 
@@ -609,7 +657,8 @@ def statement_json(statement: Statement) -> dict:
         "lines": [{
             "cluster": line.flavor.cluster.name, "flavor": line.flavor.name, "resource": line.flavor.resource_name,
             "charge_period": {"start": _iso(line.charge_start), "end": _iso(line.charge_end)},
-            "unit_price": None if line.unit_price is None else str(line.unit_price), "price_from": line.price_from,
+            "unit_price": None if line.unit_price is None else str(unit_price(line.unit_price)),
+            "price_from": line.price_from, "priced": line.priced,
             "allocated_gpu_hours": str(line.allocated_gpu_hours), "used_gpu_hours": str(line.used_gpu_hours),
             "efficiency": None if line.efficiency is None else str(line.efficiency),
             "cost": str(line.cost), "idle_cost": str(line.idle_cost),
@@ -619,7 +668,7 @@ def statement_json(statement: Statement) -> dict:
                    "idle_cost": str(statement.total_idle_cost),
                    "unpriced_gpu_hours": str(statement.unpriced_gpu_hours)},
         "missing_hours": [{"cluster": m.cluster, "start": _iso(m.start), "end": _iso(m.end), "state": m.state,
-                           "message": m.message} for m in statement.missing],
+                           "message": m.message, "retryable": m.retryable} for m in statement.missing],
     }
 
 

@@ -8,6 +8,7 @@ import io
 import json
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -42,10 +43,12 @@ def _month(request, value: str | None = None):
         return selectors.current_month()
 
 
-def _month_nav(month):
+def _month_nav(month, *, first):
+    """Neighbouring months that have something to show: none before `first`, none after this month."""
     previous = (month - timedelta(days=1)).replace(day=1)
     following = (month + timedelta(days=32)).replace(day=1)
-    return {"previous": previous, "next": following if following <= selectors.current_month() else None}
+    return {"previous": previous if previous >= first else None,
+            "next": following if following <= selectors.current_month() else None}
 
 
 def _team_usage_page(request, team, month, *, budget_form=None, status=200):
@@ -59,7 +62,8 @@ def _team_usage_page(request, team, month, *, budget_form=None, status=200):
         budget_form = BudgetForm(initial={"month": f"{month:%Y-%m}",
                                           "amount": budget.budget.amount if budget.budget else None})
     return render(request, "billing/team_usage.html", {
-        "team": team, "month": month, "nav": _month_nav(month), "statement": statement, "budget": budget,
+        "team": team, "month": month, "nav": _month_nav(month, first=selectors.first_month(team=team)),
+        "statement": statement, "budget": budget,
         "can_budget": can_budget, "budget_form": budget_form,
         "idle": selectors.idle_jobs(user=request.user, team=team),
         "usage_chart": charts.figure_html(charts.usage_by_flavor_figure(usage_rows), div_id="usage-chart"),
@@ -104,7 +108,8 @@ def team_statement(request, slug, month):
     month = _month(request, month)
     statement = selectors.team_statement(team=team, month=month)
     return render(request, "billing/statement.html", {
-        "team": team, "statement": statement, "nav": _month_nav(month),
+        "team": team, "statement": statement, "nav": _month_nav(month, first=selectors.first_month(team=team)),
+        "backfill_days": settings.BILLING_BACKFILL_DAYS,
         "budget": selectors.budget_status(team=team, statement=statement),
     })
 
@@ -148,7 +153,8 @@ def console_usage(request):
     end = selectors.floor_hour(timezone.now()) + selectors.HOUR
     start = end - timedelta(days=HEATMAP_DAYS)
     return render(request, "billing/console_usage.html", {
-        "month": month, "nav": _month_nav(month), "statements": statements, "rollups": rollups,
+        "month": month, "nav": _month_nav(month, first=selectors.first_month()), "statements": statements,
+        "rollups": rollups,
         "total": sum((s.total_cost for s in statements), selectors.ZERO), "currency": currency,
         "idle": selectors.idle_jobs(user=request.user),
         "team_chart": charts.figure_html(charts.cost_by_group_figure(
