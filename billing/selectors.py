@@ -177,9 +177,13 @@ def segments(*, start: datetime, end: datetime, periods: list[PricePeriod]) -> l
     return list(zip(cuts, cuts[1:], strict=False))
 
 
+USAGE_SUMS = {"allocated": "allocated_gpu_hours", "used": "used_gpu_hours"}
+
+
 def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
-               periods: list[PricePeriod]) -> list[dict]:
-    """One aggregate query over usage `rows`: allocated and used GPU-hours per `by` group and rate period.
+               periods: list[PricePeriod], fields: dict[str, str] = USAGE_SUMS) -> list[dict]:
+    """One aggregate query over hourly `rows`: the `fields` (allocated and used GPU-hours unless told) summed per
+    `by` group and rate period.
 
     Rows are grouped by `by` plus one boolean per price change inside the range ("at or after the change"), so the
     database sums each segment in a single pass. Booleans keep the planner's group estimate right (it hashes);
@@ -195,7 +199,7 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
                 period_of[(p.flavor_id, k)] = i
     merged: dict[tuple, dict] = {}
     query = (rows.filter(hour__gte=start, hour__lt=end).annotate(**flags).values(*by, *flags)
-             .annotate(allocated=Sum("allocated_gpu_hours"), used=Sum("used_gpu_hours")).order_by())
+             .annotate(**{name: Sum(column) for name, column in fields.items()}).order_by())
     for row in query:
         segment = sum(1 for flag in flags if row[flag])  # the segments are in order, so the flags count them
         group = tuple(row[f] for f in by)
@@ -203,9 +207,9 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
         entry = merged.get(group + (period,))
         if entry is None:
             entry = merged[group + (period,)] = {**dict(zip(by, group, strict=True)), "period": period,
-                                                 "allocated": ZERO, "used": ZERO}
-        entry["allocated"] += row["allocated"] or ZERO
-        entry["used"] += row["used"] or ZERO
+                                                 **dict.fromkeys(fields, ZERO)}
+        for name in fields:
+            entry[name] += row[name] or ZERO
     return list(merged.values())
 
 

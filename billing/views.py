@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal.http import add_service_errors, platform_admin_required, source_ip
 from tenants import selectors as tenant_selectors
 
-from . import charts, selectors, services
+from . import capacity, charts, selectors, services
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
@@ -152,7 +152,10 @@ def console_usage(request):
                  for s in statements if s.lines]
     end = selectors.floor_hour(timezone.now()) + selectors.HOUR
     start = end - timedelta(days=HEATMAP_DAYS)
+    clusters = capacity.cluster_capacity(month=month)
     return render(request, "billing/console_usage.html", {
+        "clusters": clusters, "unallocated_cost": sum((c.unallocated_cost for c in clusters), selectors.ZERO),
+        "unpriced_gpu_hours": sum((s.unpriced_gpu_hours for s in statements), selectors.ZERO),
         "month": month, "nav": _month_nav(month, first=selectors.first_month()), "statements": statements,
         "rollups": rollups,
         "total": sum((s.total_cost for s in statements), selectors.ZERO), "currency": currency,
@@ -197,7 +200,9 @@ def console_rates(request):
     in_force = {p.flavor_id: p for p in selectors.price_periods(start=selectors.floor_hour(now),
                                                                  end=selectors.floor_hour(now) + selectors.HOUR,
                                                                  flavors=list(flavors))}
+    month = selectors.current_month(now)
+    unpriced = capacity.unpriced_gpu_hours_by_flavor(month=month)
     return render(request, "billing/console_rates.html", {
-        "form": form, "cards": selectors.rate_cards(),
-        "flavors": [{"flavor": f, "now": in_force.get(f.pk)} for f in flavors],
+        "form": form, "cards": selectors.rate_cards(), "month": month,
+        "flavors": [{"flavor": f, "now": in_force.get(f.pk), "unpriced": unpriced.get(f.pk)} for f in flavors],
     }, status=400 if form.errors else 200)

@@ -187,6 +187,15 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
     ]
 
 
+def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_its_profile():
+    product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    runs = metrics.pod_runs([_pod("s", selector=product)], models={
+        ("nvidia.com/gpu", "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"):
+            ("NVIDIA A100-SXM4-80GB", 10.0, "nvidia.com/mig-1g.10gb")})
+    assert [(r.resource, r.gpu_model, r.memory_gib) for r in runs] == [
+        ("nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB", 10.0)]
+
+
 def test_sandbox_source_allocates_by_run_time_and_is_deterministic():
     pods = [_pod("train", start=H - timedelta(hours=3), job="5"),
             _pod("short", start=H + timedelta(minutes=15), end=H + timedelta(minutes=45)),
