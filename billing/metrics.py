@@ -323,10 +323,13 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
 
 
 class SandboxSource:
-    """Deterministic usage from pod runs: allocation from when each pod ran, utilisation from a hash."""
+    """Deterministic usage from pod runs: allocation from when each pod ran, utilisation from a hash. With
+    `capacity` ((resource, GPU model) → units the cluster has), every hour also reports those units as seen, the
+    pods' allocation as held (a sandbox has no exporters to say more)."""
 
-    def __init__(self, runs: Callable[[], Iterable[PodRun]]):
+    def __init__(self, runs: Callable[[], Iterable[PodRun]], capacity: dict[tuple[str, str], int] | None = None):
         self._runs = runs
+        self._capacity = capacity or {}
 
     @classmethod
     def for_cluster(cls, cluster) -> SandboxSource:
@@ -338,7 +341,7 @@ class SandboxSource:
                 listed["pods"] = cluster_pod_runs(cluster)
             return listed["pods"]
 
-        return cls(runs)
+        return cls(runs, capacity=cluster_capacity(cluster))
 
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
@@ -357,7 +360,20 @@ class SandboxSource:
             if run.job:
                 usage.job_usage((run.namespace, run.job)).add(
                     Usage(allocated_gpu_hours=row.allocated_gpu_hours, used_gpu_hours=row.used_gpu_hours))
+        for unit, units in self._capacity.items():
+            held = sum(u.allocated_gpu_hours for (_, resource, model), u in usage.namespaces.items()
+                       if (resource, model) == unit)
+            usage.capacity[unit] = Capacity(capacity=float(units), held=min(float(units), held))
         return usage
+
+
+def cluster_capacity(cluster) -> dict[tuple[str, str], int]:
+    """The units each flavor of a sandbox cluster declares, keyed as the collection keys devices."""
+    capacity: dict[tuple[str, str], int] = {}
+    for flavor in cluster.flavors.all():
+        unit = (ksm_resource(flavor.resource_name), flavor.gpu_model)
+        capacity[unit] = capacity.get(unit, 0) + flavor.capacity
+    return capacity
 
 
 def cluster_pod_runs(cluster) -> list[PodRun]:

@@ -30,8 +30,7 @@ JOB_LABEL = "gpu-portal.io/job"
 # kube-state-metrics exposes allow-listed pod labels on kube_pod_labels as label_<sanitized name>.
 KSM_JOB_LABEL = "label_gpu_portal_io_job"
 GPU_RESOURCES = 'resource=~"nvidia_com_gpu|nvidia_com_mig_.*"'
-DEVICE = "UUID, GPU_I_ID, GPU_I_PROFILE, modelName"  # one GPU or MIG instance, whatever its node label is called
-EXPORTED_POD, SAME_POD = 'exported_pod!=""', 'exported_pod=""'
+EXPORTED_POD, SAME_POD, HAS_POD = 'exported_pod!=""', 'exported_pod=""', 'pod!=""'
 WHOLE_GPU, MIG_SLICE = 'GPU_I_PROFILE=""', 'GPU_I_PROFILE!=""'
 
 # A pod counts while kube-state-metrics reports it Running. `max by` folds duplicate exporters (HA replicas) and
@@ -48,61 +47,64 @@ def _selector(metric: str, *matchers: str) -> str:
     return f"{metric}{{{', '.join(m for m in matchers if m)}}}"
 
 
-def _workload_from_exported(expr: str) -> str:
-    """The workload's namespace and pod from the exported_* labels (empty where the exporter set none)."""
-    return (f'label_replace(label_replace({expr}, "namespace", "$1", "exported_namespace", "(.*)"), '
-            f'"pod", "$1", "exported_pod", "(.*)")')
+# The running GPU pods under the exported_* names, to join the honorLabels-false series without relabelling them.
+HOLDERS_EXPORTED = (f'label_replace(label_replace({HOLDERS}, "exported_namespace", "$1", "namespace", "(.*)"), '
+                    f'"exported_pod", "$1", "pod", "(.*)")')
+UNITS = "GPU_I_PROFILE, modelName"
 
 
-def device_series(metric: str, shape: str, *, step: int | None = None, matchers: str = "") -> str:
-    """One series per device (and per pod holding it) whose `namespace`/`pod` name the workload in any shape.
+def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str = "", per_pod: str = "sum") -> str:
+    """`metric` of the devices each running GPU pod holds, one series per pod and kind of unit, labelled with the
+    pod's own `namespace` and `pod` whichever way the series stored them.
 
-    With `step`, each value is the mean of every sample in the step ending at the evaluation time, not one sample.
+    Devices are folded per pod first (1,250 pods rather than 10,000 devices), so the joins and relabelling run over
+    pods; the node label (`Hostname`, or `hostname` in newer exporters) is summed away, so a rename counts each
+    device once (twice only in a step holding samples of both names, i.e. across an exporter restart). With `step`,
+    each device's value is the mean of every sample in the step ending at the evaluation time. A device no running
+    GPU pod holds (with honorLabels true it carries the exporter pod's own namespace) matches no holder and drops
+    out. Either shape: a series with exported_* labels was stored with honorLabels false, any other as it came; if
+    one pod showed up both ways, `or` keeps one.
     """
-    def read(*extra: str) -> str:
-        selector = _selector(metric, matchers, *extra)
+    def read(*picks: str) -> str:
+        selector = _selector(metric, matchers, *picks)
         return f"avg_over_time({selector}[{step}s])" if step else selector
 
-    if shape == ScrapeShape.DIRECT:
-        expr = read()
-    elif shape == ScrapeShape.EXPORTED:
-        expr = _workload_from_exported(read())
-    else:  # either: a series with exported_* labels was stored with honorLabels false, any other as it came
-        expr = f"{_workload_from_exported(read(EXPORTED_POD))} or {read(SAME_POD)}"
-    # Folding by device identity counts a device once when its node label is renamed (Hostname → hostname).
-    return f"max by (namespace, pod, {DEVICE}) ({expr})"
-
-
-def _held(expr: str) -> str:
-    return f"({expr}) * on (namespace, pod) group_left () {HOLDERS}"
+    exported = (f"{per_pod} by (exported_namespace, exported_pod, {UNITS}) ({read(EXPORTED_POD)}) "
+                f"* on (exported_namespace, exported_pod) group_left () {HOLDERS_EXPORTED}")
+    exported = (f'sum by (namespace, pod, {UNITS}) (label_replace(label_replace({exported}, "namespace", "$1", '
+                f'"exported_namespace", "(.*)"), "pod", "$1", "exported_pod", "(.*)"))')
+    if shape == ScrapeShape.EXPORTED:
+        return exported
+    direct = (f"{per_pod} by (namespace, pod, {UNITS}) ({read(HAS_POD, '' if shape else SAME_POD)}) "
+              f"* on (namespace, pod) group_left () {HOLDERS}")
+    return direct if shape == ScrapeShape.DIRECT else f"{exported} or {direct}"
 
 
 def utilisation(shape: str, step: int) -> str:
-    """0..1 per device: GPU_UTIL does not exist for MIG instances, the graphics engine activity does."""
-    whole = device_series("DCGM_FI_DEV_GPU_UTIL", shape, step=step, matchers=WHOLE_GPU)
-    mig = device_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", shape, step=step, matchers=MIG_SLICE)
-    return f"{whole} / 100 or {mig}"
+    """0..1 per pod: GPU_UTIL (percent) does not exist for MIG instances, the graphics engine activity does."""
+    whole = pod_usage("DCGM_FI_DEV_GPU_UTIL", shape, step=step, matchers=WHOLE_GPU)
+    mig = pod_usage("DCGM_FI_PROF_GR_ENGINE_ACTIVE", shape, step=step, matchers=MIG_SLICE)
+    return f"({whole}) / 100 or {mig}"
 
 
 def queries(shape: str, step: int) -> dict[str, str]:
     """Range queries evaluated at the end of each step; each answer covers the step that ends there."""
-    per_namespace = "sum by (namespace, GPU_I_PROFILE, modelName)"
-    used = _held(utilisation(shape, step))
-    instant_devices = device_series("DCGM_FI_DEV_POWER_USAGE", shape)
+    per_namespace = f"sum by (namespace, {UNITS})"
+    used = utilisation(shape, step)
     return {
         "allocated": f"sum by (namespace, resource, node) ({GPU_REQUESTS} * on (namespace, pod, uid) group_left () "
                      f"{RUNNING_OBJECT})",
         "used": f"{per_namespace} ({used})",
-        "memory": f"{per_namespace} ({_held(device_series('DCGM_FI_DEV_FB_USED', shape, step=step))})",
-        "power": f"{per_namespace} ({_held(device_series('DCGM_FI_DEV_POWER_USAGE', shape, step=step))})",
+        "memory": f"{per_namespace} ({pod_usage('DCGM_FI_DEV_FB_USED', shape, step=step)})",
+        "power": f"{per_namespace} ({pod_usage('DCGM_FI_DEV_POWER_USAGE', shape, step=step)})",
         "job_allocated": f"sum by (namespace, {KSM_JOB_LABEL}) ({GPU_REQUESTS} * on (namespace, pod, uid) "
                          f"group_left () {RUNNING_OBJECT} * on (namespace, pod) group_left ({KSM_JOB_LABEL}) "
                          f"{POD_JOB})",
-        "job_used": f"sum by (namespace, {KSM_JOB_LABEL}) ({used} * on (namespace, pod) group_left "
+        "job_used": f"sum by (namespace, {KSM_JOB_LABEL}) (({used}) * on (namespace, pod) group_left "
                     f"({KSM_JOB_LABEL}) {POD_JOB})",
-        # Every device the exporters report, and those a running GPU pod holds: the rest is unallocated capacity.
-        "capacity": f"count by (GPU_I_PROFILE, modelName) (group by ({DEVICE}) (DCGM_FI_DEV_POWER_USAGE))",
-        "held": f"count by (GPU_I_PROFILE, modelName) (group by ({DEVICE}) ({_held(instant_devices)}))",
+        # Every device the exporters report, and those running GPU pods hold: the rest is unallocated capacity.
+        "capacity": f"count by ({UNITS}) (DCGM_FI_DEV_POWER_USAGE)",
+        "held": f"sum by ({UNITS}) ({pod_usage('DCGM_FI_DEV_POWER_USAGE', shape, per_pod='count')})",
         # How many steps each exporter answered: fewer than the hour's steps is a gap.
         "coverage": ('label_replace(count(kube_pod_status_phase), "exporter", "kube-state-metrics", "", "") or '
                      f'label_replace(count(count_over_time(DCGM_FI_DEV_POWER_USAGE[{step}s])), "exporter", '

@@ -196,6 +196,13 @@ def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_i
         ("nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB", 10.0)]
 
 
+def test_a_sandbox_source_reports_the_declared_units_as_capacity_and_its_pods_as_held():
+    pods = [_pod("a", gpus=3), _pod("b", gpus=2, start=H + timedelta(minutes=30))]
+    usage = SandboxSource(lambda: metrics.pod_runs(pods), capacity={("nvidia_com_gpu", ""): 8}).hour_usage(H)
+    seen = usage.capacity[("nvidia_com_gpu", "")]
+    assert (seen.capacity, seen.held) == (8.0, pytest.approx(4.0))
+
+
 def test_sandbox_source_allocates_by_run_time_and_is_deterministic():
     pods = [_pod("train", start=H - timedelta(hours=3), job="5"),
             _pod("short", start=H + timedelta(minutes=15), end=H + timedelta(minutes=45)),
