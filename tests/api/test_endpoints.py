@@ -214,6 +214,7 @@ def test_submit_ray_job(world, api_as):
     ({"name": "Bad_Name"}, "name"),
     ({"image": "not an image; rm -rf /"}, "image"),
     ({"env": {"1BAD": "x"}}, "env"),
+    ({"env": {"EPOCHS\n": "3"}}, "env"),  # `$` would match before the newline: names are matched whole
     ({"command": []}, "command"),
     ({"flavor": "tpu"}, "flavor"),
     ({"priority": "platinum"}, "priority"),

@@ -47,6 +47,8 @@ def submit(world, **overrides):
         ({"image": "bad image"}, "image", "image reference"),
         ({"env": {"1BAD": "x"}}, "env", "not a valid environment variable name"),
         ({"env": {"OK": 3}}, "env", "must be a string"),
+        ({"env": {"OK\n": "3"}}, "env", "not a valid environment variable name"),
+        ({"image": "ghcr.io/acme/train:1.2\n"}, "image", "image reference"),
         ({"command": "torchrun train.py"}, "command", "list of strings"),
         ({"workers": 10_000}, "workers", "less than or equal to 256"),
         ({"gpus_per_worker": 0}, "gpus_per_worker", "at least one GPU"),
