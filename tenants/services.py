@@ -100,6 +100,26 @@ def notify_users(*, users, subject: str, body: str) -> None:
     transaction.on_commit(enqueue)
 
 
+# --- checks the layers above register ------------------------------------------------------------------------
+
+# The quotas app's capacity invariant needs quota rows this layer does not know: it registers its checks here,
+# and the writes below run them inside their transaction, before saving. Events: "resume" (team=),
+# "flavor" (flavor=, capacity=, overcommit=), "cluster" (cluster=, overcommit=).
+_capacity_checks: dict[str, list] = defaultdict(list)
+
+
+def register_capacity_check(event: str, check) -> None:
+    if check not in _capacity_checks[event]:
+        _capacity_checks[event].append(check)
+
+
+def capacity_checks_run(event: str, **change) -> None:
+    """Raise the registered checks' ValidationError for a change about to be saved (forms call it to show the
+    refusal on the field; the services call it again under their locks)."""
+    for check in _capacity_checks[event]:
+        check(**change)
+
+
 # --- reconcile nudges ----------------------------------------------------------------------------------------
 
 
@@ -208,6 +228,8 @@ def team_set_state(*, actor, team: Team, state: str, source_ip: str | None = Non
     if team.namespace_deletion_confirmed_at:
         raise ValidationError("The team's namespaces have been deleted; it stays archived.")
     before = team.state
+    if state == TeamState.ACTIVE:
+        capacity_checks_run("resume", team=team)
     team.state = state
     team.save(update_fields=["state"])
     audit_record(actor=actor, action=f"team.{state}", obj=team, team=team, before={"state": before},
@@ -394,6 +416,7 @@ def cluster_update(*, actor, cluster: Cluster, source_ip: str | None = None, **f
     for name, value in fields.items():
         setattr(cluster, name, value)
     cluster.full_clean()
+    capacity_checks_run("cluster", cluster=cluster, overcommit=cluster.overcommit)
     cluster.save()
     audit_record(actor=actor, action="cluster.update", obj=cluster, before=before,
                  after=_snapshot(cluster, CLUSTER_FIELDS), source_ip=source_ip)
@@ -410,6 +433,7 @@ FLAVOR_FIELDS = ["cluster", "name", "resource_name", "gpu_model", "node_labels",
 def gpu_flavor_save(*, actor, flavor: GpuFlavor, source_ip: str | None = None) -> GpuFlavor:
     before = _snapshot(GpuFlavor.objects.get(pk=flavor.pk), FLAVOR_FIELDS) if flavor.pk else None
     flavor.full_clean()
+    capacity_checks_run("flavor", flavor=flavor, capacity=flavor.capacity, overcommit=flavor.cluster.overcommit)
     flavor.save()
     audit_record(actor=actor, action="flavor.save", obj=flavor, before=before,
                  after=_snapshot(flavor, FLAVOR_FIELDS), source_ip=source_ip)
