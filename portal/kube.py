@@ -58,6 +58,10 @@ class KubeError(Exception):
         self.reason = reason
         self.message = message
 
+    def __reduce__(self):
+        # Celery pickles a task's exception; the default would call KubeError(text) and fail to unpickle.
+        return (type(self), (self.status, self.reason, self.message))
+
     @property
     def transient(self) -> bool:
         return self.status == 0 or self.status in TRANSIENT_STATUSES

@@ -494,8 +494,8 @@ def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | Non
         return Outcome(statuses=row.objects_status, writes=0)
     generation = row.generation
     desired = selectors.team_namespace_desired(team_namespace=row)
-    client = kube.client_for_cluster(row.cluster)
     try:
+        client = kube.client_for_cluster(row.cluster)
         if actual is None:
             actual = _team_actual(client, row)
     except kube.KubeError as exc:
@@ -526,8 +526,8 @@ def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> O
         return Outcome(statuses=[], writes=0)
     generation = cluster.generation
     desired = selectors.cluster_desired(cluster=cluster)
-    client = kube.client_for_cluster(cluster)
     try:
+        client = kube.client_for_cluster(cluster)
         if actual is None:
             actual = _cluster_actual(client, cluster)
     except kube.KubeError as exc:
@@ -543,15 +543,25 @@ def reconcile_due(*, limit: int = 200) -> int:
     now = timezone.now()
     done = 0
     for cluster in Cluster.objects.filter(next_attempt_at__lte=now, active=True).order_by("next_attempt_at")[:limit]:
-        cluster_reconcile(cluster_id=cluster.pk)
+        _isolated(cluster_reconcile, cluster_id=cluster.pk)
         done += 1
     rows = (TeamNamespace.objects.filter(next_attempt_at__lte=now, cluster__active=True)
             .select_related("team", "cluster")
             .order_by("next_attempt_at")[:limit])
     for row in rows:
-        team_namespace_reconcile(team_namespace_id=row.pk, row=row)
+        _isolated(team_namespace_reconcile, team_namespace_id=row.pk, row=row)
         done += 1
     return done
+
+
+def _isolated(reconcile, **kwargs) -> Outcome | None:
+    """Kubernetes errors are recorded on the row by the reconcile itself; anything unforeseen is logged here, so
+    one row (or one cluster) cannot stop the rows after it."""
+    try:
+        return reconcile(**kwargs)
+    except Exception:  # noqa: BLE001
+        log.exception("%s(%s) failed", reconcile.__name__, kwargs)
+        return None
 
 
 def reconcile_sweep() -> dict:
@@ -561,40 +571,49 @@ def reconcile_sweep() -> dict:
     """
     totals = {"clusters": 0, "rows": 0, "repaired": 0, "writes": 0, "errors": 0}
     tiers = selectors.tier_specs()
-    for cluster in Cluster.objects.filter(active=True):
+    for cluster in Cluster.objects.filter(active=True).order_by("pk"):
         totals["clusters"] += 1
-        client = kube.client_for_cluster(cluster)
         try:
-            cluster_actual = _cluster_actual(client, cluster)
-            by_team = _managed_team_objects(client, cluster)
-        except kube.KubeError as exc:
+            _sweep_cluster(cluster, tiers, totals)
+        except Exception:  # noqa: BLE001 - one cluster's surprise must not stop the sweep of the others
+            log.exception("sweep of cluster %s failed", cluster.name)
             totals["errors"] += 1
-            record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-            continue
-        if cluster.observed_generation < cluster.generation or not plan(
-            selectors.cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
-        ).empty:
-            outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
-            totals["repaired"] += 1
-            totals["writes"] += outcome.writes
-        rows = selectors.team_namespaces_for_reconcile(cluster=cluster)
-        flavors = list(cluster.flavors.order_by("name"))
-        known = set()
-        for row in rows:
-            totals["rows"] += 1
-            known.add(row.team.slug)
-            actual = by_team.get(row.team.slug, [])
-            _record_usage(row, actual)
-            desired = selectors.team_namespace_desired(team_namespace=row, memberships=row.team.memberships.all(),
-                                                       quotas=row.team.quotas.all(), flavors=flavors)
-            if row.observed_generation >= row.generation and plan(desired, actual).empty:
-                continue
-            outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
-            totals["repaired"] += 1
-            totals["writes"] += outcome.writes
-            totals["errors"] += outcome.error is not None
-        totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
     return totals
+
+
+def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
+    """One cluster of the sweep: list once per kind, repair what drifted, prune what no row wants."""
+    try:
+        client = kube.client_for_cluster(cluster)
+        cluster_actual = _cluster_actual(client, cluster)
+        by_team = _managed_team_objects(client, cluster)
+    except kube.KubeError as exc:
+        totals["errors"] += 1
+        record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
+        return
+    if cluster.observed_generation < cluster.generation or not plan(
+        selectors.cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
+    ).empty:
+        outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
+        totals["repaired"] += 1
+        totals["writes"] += outcome.writes
+    rows = selectors.team_namespaces_for_reconcile(cluster=cluster)
+    flavors = list(cluster.flavors.order_by("name"))
+    known = set()
+    for row in rows:
+        totals["rows"] += 1
+        known.add(row.team.slug)
+        actual = by_team.get(row.team.slug, [])
+        _record_usage(row, actual)
+        desired = selectors.team_namespace_desired(team_namespace=row, memberships=row.team.memberships.all(),
+                                                   quotas=row.team.quotas.all(), flavors=flavors)
+        if row.observed_generation >= row.generation and plan(desired, actual).empty:
+            continue
+        outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
+        totals["repaired"] += 1
+        totals["writes"] += outcome.writes
+        totals["errors"] += outcome.error is not None
+    totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
 
 
 def _cluster_actual(client: kube.ClusterClient, cluster: Cluster) -> list[dict]:

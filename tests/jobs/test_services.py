@@ -130,12 +130,16 @@ def test_status_sync_follows_the_job_with_one_list_per_kind_per_namespace(sandbo
     api.delete("batch/v1", "Job", jobs[2].object_name, "nlp")
     sandbox.reset_stats()
     counts = services.job_status_sync(cluster=world["cluster"])
-    assert counts["lists"] == 4  # Service, Job, RayJob, Workload in the one namespace
-    assert sandbox.stats()["requests"] == 4
+    # Service, Job, RayJob, Workload in the one namespace, and its pods: two jobs are seen started for the first time
+    assert counts["lists"] == 5
+    assert sandbox.stats()["requests"] == 5
     states = {j.pk: j.state for j in Job.objects.all()}
     assert states == {running.pk: JobState.RUNNING, done.pk: JobState.SUCCEEDED, jobs[2].pk: JobState.FAILED}
     finished = Job.objects.get(pk=done.pk)
-    assert finished.run_seconds == 3600 and finished.admitted_at is not None
+    # No Workload says when it was admitted: then it is when it started (never after), by the cluster's clock.
+    assert finished.run_seconds == 3600 and finished.admitted_at == finished.started_at
+    sandbox.reset_stats()
+    assert services.job_status_sync(cluster=world["cluster"])["lists"] == 4  # starts known: no pods read
     assert "disappeared" in Job.objects.get(pk=jobs[2].pk).state_message
 
 
