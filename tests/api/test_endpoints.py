@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 import yaml
+from django.db.models import F
 from django.utils import timezone
 
 from jobs.choices import JobState
@@ -98,12 +99,18 @@ def test_clusters_and_flavors(world, api_as):
 
 
 def test_team_quotas_with_usage(world, api_as):
-    world.team.namespaces.update(usage={"nvidia.com/gpu": 6})
+    # What a reconcile records from an applied namespace whose ResourceQuota status the cluster reports.
+    world.team.namespaces.update(
+        usage={"nvidia.com/gpu": 6}, quota_status={"hard": {"nvidia.com/gpu": 12}, "used": {"nvidia.com/gpu": 6}},
+        observed_generation=F("generation"), conditions=[{"type": "Ready", "status": "True", "reason": "Applied"}])
     rows = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
     assert rows == [{"id": world.quota.pk, "team": "nlp", "cluster": "east", "flavor": "h100",
                      "flavor_id": world.flavor.pk, "resource_name": "nvidia.com/gpu", "guaranteed_units": 8,
-                     "burst_units": 4, "limit_units": 12, "in_use_units": 6, "cpu_cores": 32, "memory_gib": 256,
-                     "storage_gib": 0, "expires_at": None}]
+                     "burst_units": 4, "limit_units": 12, "in_use_units": 6, "not_applied": "", "cpu_cores": 32,
+                     "memory_gib": 256, "storage_gib": 0, "expires_at": None}]
+    world.team.namespaces.update(quota_status={"hard": {"nvidia.com/gpu": 8}, "used": {"nvidia.com/gpu": 6}})
+    (row,) = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
+    assert row["not_applied"].startswith("The cluster's ResourceQuota enforces 8 nvidia.com/gpu, not the 12")
     error(api_as(world.outsider).get(f"{V1}/teams/nlp/quotas/"), 404)
 
 
