@@ -66,9 +66,13 @@ def _check_fits_flavor(flavor: GpuFlavor, guaranteed: int, burst: int) -> None:
 
 @transaction.atomic
 def quota_request_withdraw(*, actor, request: QuotaRequest, source_ip: str | None = None) -> QuotaRequest:
-    request = QuotaRequest.objects.select_for_update().get(pk=request.pk)
-    if request.requested_by_id != actor.pk and team_role(user=actor, team=request.team) != Role.ADMIN:
-        raise PermissionDenied("Only the requester or a team admin can withdraw a request.")
+    request = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team").get(pk=request.pk)
+    # The role is read now, not when the request was made: a requester since demoted to viewer (or removed)
+    # no longer acts for the team.
+    role = team_role(user=actor, team=request.team)
+    if not (role == Role.ADMIN or (role == Role.MEMBER and request.requested_by_id == actor.pk)):
+        raise PermissionDenied("Only the requester, while a member of the team, or a team admin can withdraw "
+                               "a request.")
     if request.state != RequestState.PENDING:
         raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
     request.state = RequestState.WITHDRAWN

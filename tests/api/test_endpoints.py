@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 from django.db.models import F
+from django.urls import reverse
 from django.utils import timezone
 
 from jobs.choices import JobState
@@ -400,3 +401,27 @@ def test_schema_and_docs_are_served_by_the_portal(client):
         assert "/static/drf_spectacular_sidecar/" in page and "cdn" not in page.lower()
     asset = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert asset.status_code == 200
+
+
+@pytest.mark.parametrize("demotion", ["viewer", "removed"])
+def test_a_demoted_requester_or_submitter_can_no_longer_act(world, api_as, client, demotion):
+    """Roles are read at the moment of the write: a member who made a request or submitted a job, then became a
+    viewer (or left), can no longer withdraw or cancel it, from a page or through the API."""
+    membership = Membership.objects.get(team=world.team, user=world.member)
+    if demotion == "viewer":
+        membership.role = Role.VIEWER
+        membership.save()
+    else:
+        membership.delete()
+    refused = 403 if demotion == "viewer" else 404  # someone no longer in the team does not see its rows
+    error(api_as(world.member).post(f"{V1}/quota-requests/{world.quota_request.pk}/withdraw/"), refused)
+    error(api_as(world.member).post(f"{V1}/jobs/{world.job.pk}/cancel/"), refused)
+    client.force_login(world.member)
+    client.post(reverse("quotas:request-withdraw", args=[world.quota_request.pk]))
+    client.post(reverse("jobs:job-action", args=[world.job.pk, "cancel"]))
+    world.quota_request.refresh_from_db()
+    world.job.refresh_from_db()
+    assert world.quota_request.state == RequestState.PENDING
+    assert world.job.cancel_requested_at is None
+    # The team's admin still can.
+    assert api_as(world.admin).post(f"{V1}/quota-requests/{world.quota_request.pk}/withdraw/").status_code == 200
