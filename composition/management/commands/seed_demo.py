@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.models import RateCard
 from quotas import services as quota_services
@@ -182,8 +183,6 @@ class Command(BaseCommand):
                                                effective_from=hour - timedelta(days=7))
 
     def _seed_budgets(self):
-        from billing import selectors as billing_selectors
-
         admin = get_user_model().objects.get(username="admin")
         month = billing_selectors.current_month()
         for slug, share in BUDGET_SHARE.items():
