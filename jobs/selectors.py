@@ -7,7 +7,8 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
 
-from portal import sql
+from portal import kube, sql
+from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
 from quotas.models import Quota
 from tenants.choices import Scheduler
 from tenants.manifests import priority_class_name
@@ -116,8 +117,6 @@ def job_get(*, user, pk: int) -> Job:
 
 def job_pods(*, job: Job) -> list[dict]:
     """The job's pods and the last lines of their logs, read live (KubeError when the cluster can't say)."""
-    from portal import kube
-
     client = kube.client_for_cluster(job.cluster)
     pods = client.list("v1", "Pod", namespace=job.team.namespace, label_selector=f"gpu-portal.io/job={job.pk}")
     result = []
@@ -132,8 +131,6 @@ def job_pods(*, job: Job) -> list[dict]:
 
 
 def job_spec(job: Job) -> JobSpec:
-    from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
-
     queue = TeamQuotaSpec(slug=job.team.slug, namespace=job.team.namespace, quotas=(), cluster_flavors=()).queue_name
     return JobSpec(
         name=job.object_name,

@@ -21,7 +21,7 @@ from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record, notify_users
 
-from . import selectors, status
+from . import selectors, status, tasks
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -85,12 +85,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
 
 
 def _nudge(job: Job) -> None:
-    def enqueue():
-        from .tasks import job_reconcile_task
-
-        job_reconcile_task.delay(job.pk)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: tasks.job_reconcile_task.delay(job.pk))
 
 
 @transaction.atomic

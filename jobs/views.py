@@ -12,6 +12,7 @@ from portal.kube import KubeError
 from quotas.selectors import team_quotas
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
+from tenants.models import GpuFlavor
 
 from . import selectors, services
 from .choices import JobKind
@@ -44,8 +45,6 @@ def job_submit(request, slug, kind):
         raise Http404("Unknown job kind")
     if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Viewers cannot submit jobs.")
-    from tenants.models import GpuFlavor
-
     flavors = GpuFlavor.objects.filter(pk__in=_submit_flavors(team)).select_related("cluster")
     templates = JobTemplate.objects.filter(team=team, kind=kind)
     initial = {"command": DEFAULT_COMMANDS[kind], "name": f"{kind}-run"}
