@@ -13,21 +13,11 @@ from portal.desired import cluster_desired
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
 from portal.http import add_service_errors, platform_admin_required, source_ip
 
-from . import selectors, services
+from . import objects, selectors, services
 from .choices import TeamState
 from .desired import tier_specs
 from .filters import AuditEventFilter
 from .forms import NamespaceDeletionForm, TeamCreateForm, TeamStateForm
-from .objects import (
-    api_version_from_parts,
-    api_version_parts,
-    find_object,
-    live_response,
-    object_rows,
-    object_status,
-    pending,
-    to_yaml,
-)
 
 AUDIT_PAGE_SIZE = 50
 
@@ -46,17 +36,17 @@ def console_cluster_list(request):
 @require_GET
 def console_cluster_detail(request, name):
     cluster = selectors.cluster_get(name=name)
-    statuses = cluster.objects_status or pending(cluster_desired(cluster=cluster, tiers=tier_specs()))
+    statuses = cluster.objects_status or objects.pending(cluster_desired(cluster=cluster, tiers=tier_specs()))
 
     def url_for(status):
-        group, version = api_version_parts(status["apiVersion"])
+        group, version = objects.api_version_parts(status["apiVersion"])
         return reverse("tenants:cluster-object-detail", args=[cluster.name, group, version, status["kind"],
                                                               status["name"]])
 
     return render(request, "tenants/console/cluster_detail.html", {
         "cluster": cluster,
         "flavors": selectors.flavor_list(cluster=cluster).order_by("name"),
-        "objects": object_rows(statuses, url_for),
+        "objects": objects.object_rows(statuses, url_for),
     })
 
 
@@ -71,8 +61,8 @@ def console_cluster_retry(request, name):
 
 def _cluster_object(name, group, version, kind, object_name):
     cluster = selectors.cluster_get(name=name)
-    obj = find_object(cluster_desired(cluster=cluster, tiers=tier_specs()), api_version_from_parts(group, version),
-                      kind, object_name)
+    desired = cluster_desired(cluster=cluster, tiers=tier_specs())
+    obj = objects.find_object(desired, objects.api_version_from_parts(group, version), kind, object_name)
     return cluster, obj
 
 
@@ -81,7 +71,8 @@ def _cluster_object(name, group, version, kind, object_name):
 def console_cluster_object_detail(request, name, group, version, kind, object_name):
     cluster, obj = _cluster_object(name, group, version, kind, object_name)
     return render(request, "tenants/object_detail.html", {
-        "cluster": cluster, "obj": obj, "desired_yaml": to_yaml(obj), "status": object_status(cluster, obj),
+        "cluster": cluster, "obj": obj, "desired_yaml": objects.to_yaml(obj),
+        "status": objects.object_status(cluster, obj),
         "live_url": reverse("tenants:cluster-object-live", args=[name, group, version, kind, object_name]),
         "back_url": reverse("tenants:cluster-detail", args=[cluster.name]),
     })
@@ -91,7 +82,7 @@ def console_cluster_object_detail(request, name, group, version, kind, object_na
 @require_GET
 def console_cluster_object_live(request, name, group, version, kind, object_name):
     cluster, obj = _cluster_object(name, group, version, kind, object_name)
-    return live_response(request, cluster, obj, back_url=reverse(
+    return objects.live_response(request, cluster, obj, back_url=reverse(
         "tenants:cluster-object-detail", args=[name, group, version, kind, object_name]))
 
 
