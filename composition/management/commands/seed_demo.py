@@ -20,14 +20,14 @@ from billing.models import RateCard
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
-from tenants.choices import Role
+from tenants.choices import Role, Scheduler
 from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team
 
 DEMO_PASSWORD = "demo-gpu-portal"
 
 CLUSTERS = [
-    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": "kueue", "cohort": "gpu-east"},
-    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": "volcano", "cohort": "root"},
+    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": Scheduler.KUEUE, "cohort": "gpu-east"},
+    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": Scheduler.VOLCANO, "cohort": "root"},
 ]
 FLAVORS = {
     "gpu-east": [
