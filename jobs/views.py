@@ -16,21 +16,20 @@ from tenants.models import GpuFlavor
 
 from . import selectors, services
 from .choices import JobKind
-from .forms import DEFAULT_COMMANDS, JobFilterForm, JobSubmitForm
+from .filters import JobFilter
+from .forms import DEFAULT_COMMANDS, JobSubmitForm
 from .manifests import job_manifests
 from .models import Job, JobTemplate
 
 
 @login_required
 def job_list(request):
-    filters = JobFilterForm(request.GET or None)
-    criteria = filters.cleaned_data if filters.is_valid() else {}
-    jobs = selectors.job_list(user=request.user, state=criteria.get("state", ""), kind=criteria.get("kind", ""),
-                              username=criteria.get("user", ""), flavor=criteria.get("flavor", ""))
+    filterset = JobFilter(request.GET or None)
+    jobs = selectors.job_list(user=request.user, filters=filterset.values() if filterset.is_valid() else {})
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "query": query.urlencode(),
+    return render(request, "jobs/job_list.html", {"page": page, "filters": filterset.form, "query": query.urlencode(),
                                                   "teams": tenant_selectors.team_list(user=request.user)})
 
 

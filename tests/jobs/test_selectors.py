@@ -1,5 +1,6 @@
-"""job_page, the job list's hand-written SELECT, against the queryset it stands in for: the API's filters applied
-by django-filter to job_list, for every kind of user and a table of filters, walked page by page both ways."""
+"""job_page, the job list's hand-written SELECT, and job_list with filters (the jobs page), against the queryset
+they stand in for: the one filter set (jobs.filters.JobFilter) applied by django-filter to job_list, for every
+kind of user and a table of filters, walked page by page both ways."""
 
 import itertools
 from datetime import timedelta
@@ -7,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.api import JobFilter
+from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.selectors import PAGE_KEYS, job_list, job_page
 from tests.factories import (
@@ -94,6 +95,7 @@ def test_job_page_reads_what_the_filtered_job_list_holds(jobs_world, who, data):
     if who == "platform admin" and not data:
         assert len(expected) == 36  # the world holds the jobs the other cases pick from
     assert job_page(user=user, filters=filters, limit=1000) == expected
+    assert list(job_list(user=user, filters=filters).values(*PAGE_KEYS)) == expected  # the page's ORM read
     assert _walk(user, filters, size=5, reverse=False) == expected
     # Going back: the rows before a position, nearest first; walked from the oldest end, the list reversed.
     assert _walk(user, filters, size=4, reverse=True) == expected[::-1]
