@@ -8,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils import timezone
 
 from portal import kube, sql
 from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
@@ -126,6 +127,11 @@ def _page_query() -> _PageQuery:
         fields=tuple(_field_of(key)[0] for key in PAGE_KEYS), conditions=conditions,
         team_id=f"{quote(JOB_ALIAS)}.{quote(Job._meta.get_field('team').column)}",
         submitted_at=_column("submitted_at"), id=_column("id"))
+
+
+def jobs_due(*, limit: int = 500) -> list[int]:
+    """Ids of the jobs whose objects must be created or deleted now: a lost nudge, or a retry whose time came."""
+    return list(Job.objects.filter(next_attempt_at__lte=timezone.now()).values_list("pk", flat=True)[:limit])
 
 
 def job_get(*, user, pk: int) -> Job:

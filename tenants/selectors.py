@@ -82,6 +82,10 @@ def cluster_list() -> QuerySet[Cluster]:
     return Cluster.objects.order_by("name")
 
 
+def active_clusters() -> QuerySet[Cluster]:
+    return cluster_list().filter(active=True)
+
+
 def cluster_get(*, name: str) -> Cluster:
     cluster = Cluster.objects.filter(name=name).first()
     if cluster is None:

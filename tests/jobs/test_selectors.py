@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from jobs.filters import JobFilter
 from jobs.models import Job
-from jobs.selectors import PAGE_KEYS, job_list, job_page
+from jobs.selectors import PAGE_KEYS, job_list, job_page, jobs_due
 from tests.factories import (
     ClusterFactory,
     GpuFlavorFactory,
@@ -109,3 +109,13 @@ def test_a_user_in_no_team_costs_no_page_query(jobs_world, django_assert_num_que
     user = jobs_world["in no team"]
     with django_assert_num_queries(1):  # the memberships; there is nothing to read after that
         assert job_page(user=user, filters={}) == []
+
+
+def test_jobs_due_are_those_whose_next_attempt_has_come(jobs_world):
+    now = timezone.now()
+    jobs = list(Job.objects.order_by("pk")[:3])
+    for job, at in zip(jobs, [now - timedelta(seconds=1), now + timedelta(minutes=5), None], strict=True):
+        Job.objects.filter(pk=job.pk).update(next_attempt_at=at)
+    assert jobs_due() == [jobs[0].pk]
+    Job.objects.filter(pk=jobs[1].pk).update(next_attempt_at=now - timedelta(minutes=1))
+    assert sorted(jobs_due()) == [jobs[0].pk, jobs[1].pk] and jobs_due(limit=1) in ([jobs[0].pk], [jobs[1].pk])
