@@ -17,12 +17,12 @@ from django.utils import timezone
 from portal import kube
 from portal.naming import managed_selector
 from portal.reconcile import Outcome, converge, plan, record
-from tenants.choices import Role, TeamState
+from tenants.choices import Role, Scheduler, TeamState
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, TeamNamespace
-from tenants.selectors import team_role
+from tenants.selectors import active_clusters, team_role
 from tenants.services import audit_record, notify_users
 
-from . import selectors, status
+from . import selectors, status, tasks
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -86,12 +86,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
 
 
 def _nudge(job: Job) -> None:
-    def enqueue():
-        from .tasks import job_reconcile_task
-
-        job_reconcile_task.delay(job.pk)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: tasks.job_reconcile_task.delay(job.pk))
 
 
 @transaction.atomic
@@ -157,8 +152,7 @@ def job_reconcile_due(*, limit: int = 500) -> int:
     """Jobs whose objects were not created or deleted yet (a lost nudge, or a transient error). One job that
     fails in an unforeseen way is logged and the rest still run."""
     done = 0
-    due = Job.objects.filter(next_attempt_at__lte=timezone.now()).order_by("next_attempt_at")
-    for pk in due.values_list("pk", flat=True)[:limit]:
+    for pk in selectors.jobs_due(limit=limit):
         try:
             job_reconcile(job_id=pk)
         except Exception:  # noqa: BLE001 - the next job (maybe on another cluster) must still be reconciled
@@ -230,7 +224,7 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     workload, podgroup = workloads.get(name), podgroups.get(name)
     if job.kind == JobKind.RAY:
         observed = status.ray_job(found, workload)
-    elif job.cluster.scheduler == "kueue":
+    elif job.cluster.scheduler == Scheduler.KUEUE:
         observed = status.kueue_batch_job(found, workload)
     else:
         observed = status.volcano_job(found, podgroup)
@@ -259,7 +253,7 @@ def job_status_sync(*, cluster) -> dict:
     counts = {"jobs": len(jobs), "changed": 0, "vanished": 0, "lists": 0}
     changed: list[tuple[Job, dict]] = []
     kinds = selectors.job_kinds(cluster.scheduler)
-    extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == "kueue"
+    extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == Scheduler.KUEUE
              else [("scheduling.volcano.sh/v1beta1", "PodGroup")])
     for namespace, members in by_namespace.items():
         objects, workloads, podgroups = {}, {}, {}
@@ -303,7 +297,7 @@ def job_status_sync_all() -> dict:
     """Sync every active cluster in turn. One that fails (unreachable, refusing, answering nonsense) is reported,
     on its row and in the result, and the others are still synced."""
     report: dict = {"synced": {}, "failed": {}}
-    for cluster in Cluster.objects.filter(active=True).order_by("pk"):
+    for cluster in active_clusters().order_by("pk"):
         try:
             report["synced"][cluster.name] = job_status_sync(cluster=cluster)
         except kube.KubeError as exc:

@@ -6,6 +6,10 @@ class QuotasConfig(AppConfig):
     name = 'quotas'
 
     def ready(self):
-        from .capacity import register
+        from portal import desired
 
-        register()
+        from . import capacity
+        from .desired import CONTRIBUTION
+
+        desired.register(CONTRIBUTION)
+        capacity.register()

@@ -14,6 +14,7 @@ from math import floor
 from django.core.exceptions import ValidationError
 from django.db.models import Sum
 
+from tenants import checks
 from tenants.choices import TeamState
 from tenants.models import Cluster, GpuFlavor, Team
 
@@ -112,9 +113,7 @@ def units_after_revert(*, quota: Quota, guaranteed: int) -> int:
 
 
 def register() -> None:
-    """Hand the checks to the tenancy services, which run them before a resume or a capacity edit is saved."""
-    from tenants import services as tenant_services
-
-    tenant_services.register_capacity_check("resume", check_resume)
-    tenant_services.register_capacity_check("flavor", check_flavor_capacity)
-    tenant_services.register_capacity_check("cluster", check_cluster_overcommit)
+    """Hand the checks to the tenancy writes, which run them before a resume or a capacity edit is saved."""
+    checks.register_capacity_check("resume", check_resume)
+    checks.register_capacity_check("flavor", check_flavor_capacity)
+    checks.register_capacity_check("cluster", check_cluster_overcommit)

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from portal.http import source_ip
 
-from . import services
+from . import checks, services
 from .choices import TeamState
 from .models import AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 
@@ -54,7 +54,7 @@ class ClusterAdminForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if self.instance.pk and data.get("overcommit") is not None:
-            services.capacity_checks_run("cluster", cluster=self.instance, overcommit=data["overcommit"])
+            checks.capacity_checks_run("cluster", cluster=self.instance, overcommit=data["overcommit"])
         return data
 
 
@@ -62,7 +62,7 @@ class GpuFlavorAdminForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if self.instance.pk and data.get("cluster") and data.get("capacity") is not None:
-            services.capacity_checks_run("flavor", flavor=self.instance, capacity=data["capacity"],
+            checks.capacity_checks_run("flavor", flavor=self.instance, capacity=data["capacity"],
                                          overcommit=data["cluster"].overcommit)
         return data
 

@@ -6,12 +6,12 @@ import pickle
 import pytest
 from celery.utils.serialization import get_pickleable_exception
 
+from composition import reconcile
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
 from sandbox import Sandbox
-from tenants import services as tenant_services
 from tenants.choices import SyncState
 from tenants.models import Cluster, TeamNamespace
 from tests.factories import ClusterFactory, GpuFlavorFactory, PriorityTierFactory, TeamFactory, UserFactory
@@ -52,10 +52,10 @@ def test_one_dead_cluster_of_three_the_others_are_synced_and_it_is_reported(thre
     dead, alive = three_clusters
     team, user, tier = TeamFactory(slug="nlp"), UserFactory(), PriorityTierFactory(name="standard")
     for cluster in [dead, *alive]:
-        tenant_services.cluster_reconcile(cluster_id=cluster.pk)
+        reconcile.cluster_reconcile(cluster_id=cluster.pk)
     jobs = {c.name: running_job(c, team, user, tier) for c in [dead, *alive]}
     for cluster in alive:
-        tenant_services.team_namespace_reconcile(
+        reconcile.team_namespace_reconcile(
             team_namespace_id=TeamNamespace.objects.get(team=team, cluster=cluster).pk)
         services.job_reconcile(job_id=jobs[cluster.name].pk)
         api = kube.client_for_cluster(cluster)
@@ -86,7 +86,7 @@ def test_the_reconcile_sweep_and_due_retries_go_past_a_cluster_that_cannot_even_
     team = TeamFactory(slug="nlp")
     for cluster in (broken, good):
         TeamNamespace.objects.create(team=team, cluster=cluster)
-    totals = tenant_services.reconcile_sweep()
+    totals = reconcile.reconcile_sweep()
     assert totals["clusters"] == 2 and totals["errors"] >= 1
     assert kube.client_for_cluster(good).get("v1", "Namespace", "nlp") is not None
     broken.refresh_from_db()
@@ -94,5 +94,5 @@ def test_the_reconcile_sweep_and_due_retries_go_past_a_cluster_that_cannot_even_
     # The broken cluster's row comes first and fails; the good cluster's row after it is still reconciled.
     TeamNamespace.objects.update(next_attempt_at="2000-01-01T00:00:00Z", generation=5)
     TeamNamespace.objects.filter(cluster=good).update(next_attempt_at="2000-01-01T00:00:01Z")
-    assert tenant_services.reconcile_due() == 2
+    assert reconcile.reconcile_due() == 2
     assert TeamNamespace.objects.get(cluster=good).observed_generation == 5

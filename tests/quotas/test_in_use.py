@@ -5,9 +5,9 @@ status of its own: each test writes the status a real cluster's controllers woul
 import pytest
 from django.urls import reverse
 
+from composition import reconcile
 from portal import kube
 from quotas import selectors
-from tenants import services as tenant_services
 from tenants.models import TeamNamespace
 from tests.quotas.test_reconcile import KUEUE, VOLCANO, grant, reconcile_all, setup_cluster
 
@@ -41,7 +41,7 @@ def test_kueue_in_use_per_flavor_from_the_cluster_queue(sandbox, client):
         {"name": "gpu-portal-cpu", "resources": [{"name": "cpu", "total": "40", "borrowed": "0"}]},
         {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "16", "borrowed": "0"}]},
         {"name": "mig-1g", "resources": [{"name": "nvidia.com/mig-1g.10gb", "total": "3", "borrowed": "0"}]}]})
-    assert tenant_services.reconcile_sweep()["writes"] == 0  # reading status writes nothing to the cluster
+    assert reconcile.reconcile_sweep()["writes"] == 0  # reading status writes nothing to the cluster
     rows = held(team)
     assert (rows["h100"].in_use, rows["mig-1g"].in_use) == (16, 3)
     assert rows["h100"].not_applied == rows["mig-1g"].not_applied == ""
@@ -59,12 +59,12 @@ def test_volcano_in_use_from_the_resource_quota(sandbox):
     grant(team, h100, 16, 0)
     reconcile_all(cluster)
     set_status(cluster, VOLCANO, "Queue", "nlp", None, {"allocated": {"nvidia.com/gpu": "12"}, "state": "Open"})
-    tenant_services.reconcile_sweep()
+    reconcile.reconcile_sweep()
     assert held(team)["h100"].in_use == 12  # only the Queue says: its allocation
     set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
         "hard": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"},
         "used": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"}})
-    tenant_services.reconcile_sweep()
+    reconcile.reconcile_sweep()
     assert held(team)["h100"].in_use == 16  # the quota controller's count, every pod of the namespace
 
 
@@ -74,7 +74,7 @@ def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, cli
     reconcile_all(cluster)
     set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
         "hard": {"requests.nvidia.com/gpu": "12"}, "used": {"requests.nvidia.com/gpu": "12"}})
-    tenant_services.reconcile_sweep()
+    reconcile.reconcile_sweep()
     assert "enforces 12 nvidia.com/gpu, not the 20 the portal holds" in held(team)["h100"].not_applied
     assert "not applied" in quota_page(client, team)
 
@@ -82,7 +82,7 @@ def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, cli
                        message="exceeded quota of the cluster admin", count=None)
     grant(team, h100, 24, 4)
     row = TeamNamespace.objects.get(team=team, cluster=cluster)
-    tenant_services.team_namespace_reconcile(team_namespace_id=row.pk)
+    reconcile.team_namespace_reconcile(team_namespace_id=row.pk)
     reason = held(team)["h100"].not_applied
     assert reason.startswith("Rejected by the cluster:") and "exceeded quota of the cluster admin" in reason
     assert "exceeded quota of the cluster admin" in quota_page(client, team)

@@ -3,13 +3,15 @@ kind the portal owns (team-scoped and cluster-wide), found by the periodic sweep
 
 import pytest
 
+from composition import reconcile
 from portal import kube
+from portal.desired import cluster_desired, team_namespace_desired
 from portal.reconcile import with_applied_hash
 from quotas import services
 from quotas.models import Quota
-from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.choices import Role
+from tenants.desired import tier_specs
 from tenants.models import GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 from tests.factories import (
     MembershipFactory,
@@ -32,17 +34,17 @@ KINDS = {
 
 
 def desired_everywhere(cluster):
-    objects = tenant_selectors.cluster_desired(cluster=cluster)
+    objects = cluster_desired(cluster=cluster, tiers=tier_specs())
     for row in TeamNamespace.objects.filter(cluster=cluster).select_related("team", "cluster"):
-        objects += tenant_selectors.team_namespace_desired(team_namespace=row)
+        objects += team_namespace_desired(team_namespace=row)
     return objects
 
 
 def sweep_converges(cluster, sandbox):
     """The sweep repairs, and a second sweep finds nothing to write."""
-    tenant_services.reconcile_sweep()
+    reconcile.reconcile_sweep()
     sandbox.reset_stats()
-    assert tenant_services.reconcile_sweep()["writes"] == 0
+    assert reconcile.reconcile_sweep()["writes"] == 0
     assert sandbox.stats()["writes"] == 0
 
 
