@@ -293,7 +293,8 @@ class Store:
         return result
 
     def _finish_update(self, rt, version, old, new, dry_run, strict, warnings) -> dict:
-        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False))
+        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False,
+                                             old=old))
         meta = new["metadata"]
         if _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
