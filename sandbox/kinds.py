@@ -25,7 +25,7 @@ class ResourceType:
     versions: tuple[str, ...]  # served versions, preferred first
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()  # "status", "log"
-    name_rule: str = "subdomain"  # "subdomain" | "label" | "path"
+    name_rule: str = "subdomain"  # "subdomain" | "label" | "dns1035" | "path"
     crd_schemas: dict = field(default_factory=dict)  # version -> openAPIV3Schema, only for custom kinds
     categories: tuple[str, ...] = ()
     builtin: bool = True  # False for custom kinds
@@ -66,7 +66,7 @@ CORE_KINDS = (
     _core("", "v1", "ServiceAccount", "serviceaccounts", short=["sa"]),
     _core("", "v1", "ConfigMap", "configmaps", short=["cm"]),
     _core("", "v1", "Secret", "secrets"),
-    _core("", "v1", "Service", "services", short=["svc"], sub=["status"], name_rule="label", categories=_ALL),
+    _core("", "v1", "Service", "services", short=["svc"], sub=["status"], name_rule="dns1035", categories=_ALL),
     _core("", "v1", "Pod", "pods", short=["po"], sub=["status", "log"], categories=_ALL),
     _core("", "v1", "Event", "events", short=["ev"]),
     _core("", "v1", "Node", "nodes", False, ["no"], ["status"]),

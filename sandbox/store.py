@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 
 from . import errors
+from .admission import Admission
 from .errors import ApiError
 from .kinds import Registry, ResourceType
 from .patch import (
@@ -91,6 +92,7 @@ class Store:
         self._subscribers: list[Callable] = []
         self._logs: dict[tuple[str, str], str] = {}
         self.writes = 0
+        self.admission = Admission(self)
 
     # Plumbing --------------------------------------------------------------------------------------------------
 
@@ -130,6 +132,7 @@ class Store:
         if len(history) == self._history_size:
             self._floor[rt.key] = history[0][0]
         history.append((self._rv, event_type, obj))
+        self.admission.after_commit(event_type, rt, obj)
         for callback in list(self._subscribers):
             callback(event_type, rt, clone(obj))
         self._changed.notify_all()
@@ -239,7 +242,9 @@ class Store:
 
     def _create_locked(self, rt, obj, version, dry_run, strict, warnings) -> dict:
         meta = obj["metadata"]
+        self.admission.mutate("CREATE", rt, obj, None, None)
         warnings.extend(self.validator.check(rt, version or rt.versions[0], obj, strict=strict))
+        self.admission.validate("CREATE", rt, obj, None, None)
         namespace = meta.get("namespace")
         if rt.namespaced:
             ns = self._stored(self.registry.by_key[_NAMESPACE_KEY], None, namespace)
@@ -292,9 +297,11 @@ class Store:
         self._defaults(rt, result, creating=False)
         return result
 
-    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings) -> dict:
+    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings, subresource=None) -> dict:
+        self.admission.mutate("UPDATE", rt, new, old, subresource)
         warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False,
                                              old=old))
+        self.admission.validate("UPDATE", rt, new, old, subresource)
         meta = new["metadata"]
         if _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
@@ -321,7 +328,8 @@ class Store:
             if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
             new = self._prepare_update(rt, old, obj, subresource)
-            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
+                                         subresource)
             return self._out(rt, result, version)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, body, patch_type: str, *,
@@ -348,7 +356,8 @@ class Store:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
             new = self._prepare_update(rt, old, patched, subresource)
-            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
+                                         subresource)
             return self._out(rt, result, version)
 
     def apply(self, rt: ResourceType, namespace: str | None, name: str, applied: dict, manager: str, *,
@@ -394,7 +403,7 @@ class Store:
             new = self._prepare_update(rt, old, merged, subresource, keep_managed=False)
             if status_only:
                 new["metadata"]["managedFields"] = merged["metadata"]["managedFields"]
-            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings, subresource)
             return self._out(rt, result, version), False
 
     @staticmethod
@@ -463,6 +472,7 @@ class Store:
         with self._lock:
             old = self._require(rt, namespace, name)
             self._check_preconditions(rt, old, preconditions or {})
+            self.admission.validate_delete(rt, old)
             return self._out(rt, self._delete_locked(rt, old, dry_run), version)
 
     def _check_preconditions(self, rt, old, preconditions) -> None:

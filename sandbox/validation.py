@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jsonschema
 
+from .admission.fields import is_dns1035_label
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
 from .quantity import parse_quantity
@@ -48,6 +49,8 @@ def _render(value) -> str:
 def name_causes(name: str | None, rule: str, field: str = "metadata.name") -> list[dict]:
     if not name:
         return [_cause(field, "Required value: name or generateName is required", "FieldValueRequired")]
+    if rule == "dns1035":  # ValidateServiceName (pkg/apis/core/validation/validation.go)
+        return [_cause(field, f'Invalid value: "{name}": {m}') for m in is_dns1035_label(name)]
     if rule == "path":
         if name in (".", "..") or "/" in name or "%" in name:
             return [_cause(field, f'Invalid value: "{name}": may not contain \'/\' or \'%\', or be \'.\' or \'..\'')]

@@ -259,9 +259,11 @@ def test_status_subresource(core):
 
 def test_quota_status_and_batch_job_status(k8s, core):
     core.create_namespaced_resource_quota("default", {"metadata": {"name": "q"}, "spec": {"hard": {"cpu": "4"}}})
-    core.patch_namespaced_resource_quota_status("q", "default", {"status": {"hard": {"cpu": "4"},
-                                                                            "used": {"cpu": "1"}}})
-    assert core.read_namespaced_resource_quota("q", "default").status.used == {"cpu": "1"}
+    written = core.patch_namespaced_resource_quota_status("q", "default", {"status": {"hard": {"cpu": "4"},
+                                                                                      "used": {"cpu": "1"}}})
+    assert written.status.used == {"cpu": "1"}
+    # The quota controller then puts back what the namespace's pods use (none here).
+    assert core.read_namespaced_resource_quota("q", "default").status.used == {"cpu": "0"}
     batch = client.BatchV1Api(k8s)
     batch.create_namespaced_job("default", {"metadata": {"name": "j"}, "spec": {"template": {"spec": {
         "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}})
