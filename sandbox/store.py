@@ -20,7 +20,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from . import errors
+from . import errors, strategic
 from .admission import Admission
 from .errors import ApiError
 from .kinds import Registry, ResourceType
@@ -35,7 +35,6 @@ from .patch import (
     overlaps,
     paths_from_fields_v1,
     remove_path,
-    strategic_merge_patch,
 )
 from .selectors import Matcher
 from .validation import Validator
@@ -342,8 +341,10 @@ class Store:
             try:
                 if patch_type == "json":
                     patched = json_patch(current, body)
+                elif isinstance(body, dict) and patch_type == "strategic":
+                    patched = self._strategic(rt, version, current, body)
                 elif isinstance(body, dict):
-                    patched = (strategic_merge_patch if patch_type == "strategic" else merge_patch)(current, body)
+                    patched = merge_patch(current, body)
                 else:
                     raise PatchError("a merge patch must be a JSON object")
             except PatchError as exc:
@@ -359,6 +360,15 @@ class Store:
             result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
                                          subresource)
             return self._out(rt, result, version)
+
+    def _strategic(self, rt, version, current: dict, body: dict) -> dict:
+        """Strategic merge needs the Go types' patch tags: built-in kinds only, as on a real server."""
+        if not rt.builtin:
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                         "media types include: application/json-patch+json, "
+                                                         "application/merge-patch+json, application/apply-patch+yaml")
+        validator = self.validator.schema_validator(rt, version or rt.versions[0])
+        return strategic.merge(current, body, validator.schema if validator is not None else None)
 
     def apply(self, rt: ResourceType, namespace: str | None, name: str, applied: dict, manager: str, *,
               force: bool = False, subresource: str | None = None, version: str | None = None,

@@ -319,10 +319,23 @@ def _limit_range_causes(obj: dict) -> list[dict]:
     return causes
 
 
+def default_pod(pod: dict) -> None:
+    """SetDefaults_Pod: a container stating limits but not requests requests its limits (before LimitRanger)."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    for key in ("containers", "initContainers"):
+        for ctr in spec.get(key) or ():
+            resources = ctr.get("resources") if isinstance(ctr, dict) else None
+            if isinstance(resources, dict) and resources.get("limits"):
+                requests = resources.setdefault("requests", {})
+                for name, value in resources["limits"].items():
+                    requests.setdefault(name, value)
+    default_pod_spec(spec)
+
+
 def mutate(op: str, key: tuple, obj: dict) -> None:
     """Registry defaulting (runs on every write, as decoding does)."""
     if key == POD_KEY:
-        default_pod_spec(obj.get("spec"))
+        default_pod(obj)
     elif key == JOB_KEY:
         default_job(obj)
     elif key in _WORKLOADS:

@@ -4,25 +4,16 @@ Fixtures are written for these tests after upstream's sample manifests (Kueue v0
 KubeRay v1.7.0 ray-operator/config/samples); the rules are the upstream CRDs' own.
 """
 
-import os
-
 import pytest
 
-from sandbox import Sandbox
 from sandbox.errors import ApiError
 from sandbox.structural import apply_defaults, cel_causes, re2_search
-from tests.requires import unavailable
 
 
 @pytest.fixture(scope="module")
-def store():
-    """One sandbox with the upstream CRDs for the module (the shared `crds_dir` fixture is per test)."""
-    path = os.environ.get("CRDS_DIR", "")
-    if not path or not os.path.isdir(path):
-        unavailable(f"CRDS_DIR={path!r} is not a folder of CRDs", flag="REQUIRE_CRDS")
-    with Sandbox(crd_dirs=[path]) as sb:
-        sb.store.create(sb.store.kind("v1", "Namespace"), {"metadata": {"name": "team-a"}})
-        yield sb.store
+def store(upstream_sandbox):
+    upstream_sandbox.store.create(upstream_sandbox.store.kind("v1", "Namespace"), {"metadata": {"name": "team-a"}})
+    return upstream_sandbox.store
 
 
 def _create(store, obj, namespace=None, **kw):
