@@ -39,6 +39,15 @@ class ResourceType:
         return (self.group, self.kind)
 
     @property
+    def has_generation(self) -> bool:
+        """Custom resources and the built-in kinds whose registry strategy sets metadata.generation."""
+        return not self.builtin or self.key in _GENERATION_KINDS or self.key in _CREATE_GENERATION_KINDS
+
+    @property
+    def bumps_generation(self) -> bool:
+        return self.has_generation and self.key not in _CREATE_GENERATION_KINDS
+
+    @property
     def has_status(self) -> bool:
         return "status" in self.subresources
 
@@ -59,6 +68,13 @@ def _core(group, version, kind, plural, namespaced=True, short=(), sub=(), name_
 
 
 _ALL = ("all",)
+# pkg/registry/*/strategy.go PrepareForCreate: the kinds with a spec the controllers observe set a generation;
+# ConfigMaps, Secrets, Namespaces, Services, quotas, RBAC and the like have none.
+_GENERATION_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job"),
+                     ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"),
+                     ("apiextensions.k8s.io", "CustomResourceDefinition")}
+# PriorityClass's strategy sets generation 1 on create and never bumps it (its value is immutable anyway).
+_CREATE_GENERATION_KINDS = {("scheduling.k8s.io", "PriorityClass")}
 CORE_KINDS = (
     _core("", "v1", "Namespace", "namespaces", False, ["ns"], ["status"], "label"),
     _core("", "v1", "ResourceQuota", "resourcequotas", short=["quota"], sub=["status"]),

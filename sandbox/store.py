@@ -118,6 +118,7 @@ class Store:
         meta = obj["metadata"]
         slot = self._objects.setdefault(rt.key, {})
         namespace = meta.get("namespace", "")
+        previous = slot.get(namespace, {}).get(meta["name"]) if event_type == MODIFIED else None
         if event_type == DELETED:
             names = slot.get(namespace, {})
             names.pop(meta["name"], None)
@@ -130,7 +131,7 @@ class Store:
         history = self._history.setdefault(rt.key, deque(maxlen=self._history_size))
         if len(history) == self._history_size:
             self._floor[rt.key] = history[0][0]
-        history.append((self._rv, event_type, obj))
+        history.append((self._rv, event_type, obj, previous))
         self.admission.after_commit(event_type, rt, obj)
         for callback in list(self._subscribers):
             callback(event_type, rt, clone(obj))
@@ -257,7 +258,8 @@ class Store:
             raise errors.already_exists(rt.plural, rt.group, meta["name"])
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if rt.has_generation:
+            meta["generation"] = 1
         if dry_run:
             return obj
         self.writes += 1
@@ -302,7 +304,7 @@ class Store:
                                              old=old))
         self.admission.validate("UPDATE", rt, new, old, subresource)
         meta = new["metadata"]
-        if _spec_changed(old, new):
+        if rt.bumps_generation and _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _without_rv(new) == _without_rv(old):
@@ -475,7 +477,35 @@ class Store:
                 for child in list(slot.get(name, {}).values()):
                     if child_rt is not None:
                         self._commit(child_rt, DELETED, clone(child))
-        return self._commit(rt, DELETED, clone(obj))
+        removed = self._commit(rt, DELETED, clone(obj))
+        namespace = obj["metadata"].get("namespace")
+        if namespace:
+            self._finish_namespace(namespace)
+        return removed
+
+    def _contents(self, namespace: str) -> list[tuple[ResourceType, dict]]:
+        return [(self.registry.by_key[key], child) for key, slot in list(self._objects.items())
+                if key in self.registry.by_key for child in list(slot.get(namespace, {}).values())]
+
+    def _terminate_namespace(self, rt, old) -> dict:
+        """The namespace controller: a deleted namespace is Terminating while its contents are deleted (each
+        waiting for its own finalizers), and goes once it is empty."""
+        terminating = clone(old)
+        terminating["metadata"]["deletionTimestamp"] = now()
+        terminating["status"] = {"phase": "Terminating"}
+        self.writes += 1
+        self._commit(rt, MODIFIED, terminating)
+        for child_rt, child in self._contents(old["metadata"]["name"]):
+            self._delete_locked(child_rt, child, False)
+        self._finish_namespace(old["metadata"]["name"])
+        return terminating
+
+    def _finish_namespace(self, name: str) -> None:
+        rt = self.registry.by_key[_NAMESPACE_KEY]
+        ns = self._stored(rt, None, name)
+        if ns is not None and ns["metadata"].get("deletionTimestamp") and not ns["metadata"].get("finalizers") \
+                and not self._contents(name):
+            self._commit(rt, DELETED, clone(ns))
 
     def delete(self, rt: ResourceType, namespace: str | None, name: str, *, version: str | None = None,
                dry_run: bool = False, preconditions: dict | None = None) -> dict:
@@ -510,12 +540,10 @@ class Store:
             return self._commit(rt, MODIFIED, new)
         if dry_run:
             return old
-        self.writes += 1
-        deleted = clone(old)
         if rt.key == _NAMESPACE_KEY:
-            deleted["metadata"]["deletionTimestamp"] = now()
-            deleted["status"] = {"phase": "Terminating"}
-        return self._remove_locked(rt, deleted)
+            return old if meta.get("deletionTimestamp") else self._terminate_namespace(rt, old)
+        self.writes += 1
+        return self._remove_locked(rt, clone(old))
 
     def delete_collection(self, rt: ResourceType, namespace: str | None = None, matcher: Matcher | None = None, *,
                           version: str | None = None, dry_run: bool = False) -> dict:
@@ -570,14 +598,23 @@ class Store:
                 raise Gone(f"too old resource version: {since} ({self._floor[rt.key] + 1})")
             history = self._history.get(rt.key, ())
             out = []
-            for event in reversed(history):
-                if event[0] <= since:
+            for rv, event_type, obj, previous in reversed(history):
+                if rv <= since:
                     break
-                obj = event[2]
                 if namespace and obj["metadata"].get("namespace") != namespace:
                     continue
-                if matcher is None or matcher(obj):
-                    out.append(event)
+                if matcher is None:
+                    out.append((rv, event_type, obj))
+                    continue
+                now = matcher(obj)
+                if event_type == MODIFIED and previous is not None:
+                    # An object entering the selector is ADDED for this watcher, one leaving it DELETED.
+                    before = matcher(previous)
+                    if now != before:
+                        event_type = ADDED if now else DELETED
+                        now = True
+                if now:
+                    out.append((rv, event_type, obj))
             out.reverse()
             return out, self._rv
 

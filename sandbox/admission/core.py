@@ -6,6 +6,7 @@ Sources (Kubernetes 1.33, the version the sandbox reports):
   (names are DNS-1035 labels: ValidateServiceName = NameIsDNS1035Label).
 - pkg/apis/core/v1/defaults.go: SetDefaults_LimitRangeItem, SetDefaults_PodSpec, SetDefaults_Container,
   SetDefaults_ContainerPort.
+- pkg/apis/scheduling/validation/validation.go: PriorityClass value and preemptionPolicy immutable.
 - pkg/apis/batch/validation/validation.go: validateJobSpec (restartPolicy, Indexed completion mode),
   ValidateJobSpecUpdate (immutable fields); pkg/apis/batch/v1/defaults.go: SetDefaults_Job.
 """
@@ -332,6 +333,25 @@ def default_pod(pod: dict) -> None:
     default_pod_spec(spec)
 
 
+def _priority_class_causes(obj: dict, old: dict | None) -> list[dict]:
+    """pkg/apis/scheduling/validation/validation.go ValidatePriorityClass(Update)."""
+    causes = []
+    name, value = obj["metadata"].get("name", ""), obj.get("value")
+    if name.startswith("system-"):
+        if name not in ("system-cluster-critical", "system-node-critical"):
+            causes.append(f.forbidden("metadata.name", "priority class names with 'system-' prefix are reserved for "
+                                                       f"system use only. error: {name} is not a known system "
+                                                       "priority class"))
+    elif isinstance(value, int) and value > 1000000000:
+        causes.append(f.forbidden("value", "maximum allowed value of a user defined priority is 1000000000"))
+    if old is not None:
+        if old.get("value") != value:
+            causes.append(f.forbidden("value", "may not be changed in an update."))
+        if old.get("preemptionPolicy") != obj.get("preemptionPolicy"):
+            causes.append(f.invalid("preemptionPolicy", obj.get("preemptionPolicy"), "field is immutable"))
+    return causes
+
+
 def mutate(op: str, key: tuple, obj: dict) -> None:
     """Registry defaulting (runs on every write, as decoding does)."""
     if key == POD_KEY:
@@ -361,4 +381,6 @@ def causes(op: str, key: tuple, obj: dict, old: dict | None) -> list[dict]:
         return _quota_causes(obj)
     if key == ("", "LimitRange"):
         return _limit_range_causes(obj)
+    if key == ("scheduling.k8s.io", "PriorityClass"):
+        return _priority_class_causes(obj, old)
     return []
