@@ -29,6 +29,7 @@ class ResourceType:
     crd_schemas: dict = field(default_factory=dict)  # version -> openAPIV3Schema, only for custom kinds
     categories: tuple[str, ...] = ()
     builtin: bool = True  # False for custom kinds
+    printer_columns: dict = field(default_factory=dict)  # version -> additionalPrinterColumns (custom kinds)
 
     @property
     def singular(self) -> str:
@@ -150,7 +151,8 @@ def resource_type_from_crd(crd: dict) -> ResourceType:
     has_status = any("status" in (v.get("subresources") or {}) for v in served)
     return ResourceType(spec["group"], names["kind"], names["plural"], spec.get("scope") == "Namespaced",
                         tuple(versions), tuple(names.get("shortNames") or ()), ("status",) if has_status else (),
-                        crd_schemas=schemas, categories=tuple(names.get("categories") or ()), builtin=False)
+                        crd_schemas=schemas, categories=tuple(names.get("categories") or ()), builtin=False,
+                        printer_columns={v["name"]: v.get("additionalPrinterColumns") or [] for v in served})
 
 
 _crd_cache: dict[tuple, list[ResourceType]] = {}
