@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors, openapi, tables
+from . import errors, openapi, protobuf, tables
 from .errors import ApiError
 from .faults import FIELDS, Faults
 from .selectors import combine, field_selector, label_selector
@@ -28,7 +28,6 @@ VERSION_INFO = {"major": "1", "minor": "33", "gitVersion": GIT_VERSION, "gitComm
 PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-merge-patch+json": "strategic",
                "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_UNSUPPORTED_BODIES = ("application/vnd.kubernetes.protobuf", "application/cbor")
 _WATCH_POLL = 0.5  # how often an idle watch checks for a stopping server or a vanished client
 _DEFAULT_WATCH_TIMEOUT = 1800
 
@@ -85,12 +84,19 @@ class Request:
 
     def json_body(self):
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        if content_type in _UNSUPPORTED_BODIES:
-            # kube-apiserver decodes protobuf for built-in kinds; the sandbox speaks JSON (and YAML) only, and says so
-            # as a server does for a media type it lacks (kubectl's imperative `create <kind>` sends protobuf).
-            raise ApiError(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - '
-                                                        'accepted media types include: application/json, '
-                                                        'application/yaml')
+        if content_type == "application/vnd.kubernetes.protobuf":
+            try:
+                return protobuf.decode(self.body)
+            except protobuf.Unsupported as exc:
+                # The sandbox reads protobuf only for the kinds kubectl's imperative `create` sends most; for the
+                # rest it says so as a server does for a media type it lacks.
+                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                                                            f"accepted media types include: application/json, "
+                                                            f"application/yaml (protobuf: {exc})") from None
+        if content_type == "application/cbor":
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                                                        "accepted media types include: application/json, "
+                                                        "application/yaml")
         try:
             return json.loads(self.body or b"null")
         except ValueError as exc:
