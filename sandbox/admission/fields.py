@@ -78,6 +78,19 @@ def is_qualified_name(value: str) -> list[str]:
     return errs
 
 
+_LABEL_VALUE_FMT = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+_LABEL_VALUE_RE = re.compile(f"^{_LABEL_VALUE_FMT}$")
+
+
+def is_label_value(value: str) -> list[str]:
+    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
+    if not _LABEL_VALUE_RE.match(value):
+        errs.append(regex_error("a valid label must be an empty string or consist of alphanumeric characters, '-', "
+                                "'_' or '.', and must start and end with an alphanumeric character", _LABEL_VALUE_FMT,
+                                "MyValue", "my_value", "12345"))
+    return errs
+
+
 def is_relaxed_env_var_name(value: str) -> list[str]:
     """RelaxedEnvironmentVariableValidation is on by default from Kubernetes 1.32 (beta), so 1.33 checks this."""
     errs = ["environment variable name must be non-empty"] if not value else []

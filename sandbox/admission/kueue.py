@@ -4,6 +4,7 @@
   (covered resources unique and label-key names, flavors unique, each flavor's resources in coveredResources order,
   quantities non-negative, borrowingLimit/lendingLimit only with a cohort, lendingLimit <= nominalQuota), preemption,
   flavor fungibility, fair-sharing weight, admission checks' onFlavors, at most 256 flavors / covered resources.
+- pkg/webhooks/resourceflavor_webhook.go (vresourceflavor.kb.io): node labels and taints.
 - pkg/webhooks/cohort_webhook.go (vcohort.kb.io): the same resource-group rules, limits only with a parent, no
   lendingLimit <= nominal check.
 - pkg/controller/jobframework/validation.go (vjob.kb.io, vrayjob.kb.io): the queue-name label is a DNS-1123
@@ -153,6 +154,31 @@ def cohort(op: str, obj: dict, old: dict | None, store) -> None:
         raise f.forbidden_by_webhook("vcohort.kb.io", causes)
 
 
+def resource_flavor(op: str, obj: dict, old: dict | None, store) -> None:
+    """resourceflavor_webhook.go ValidateResourceFlavor: node labels, node taints unique by key and effect (the
+    tolerations' rules are the CRD's CEL rules)."""
+    spec = obj.get("spec") or {}
+    causes = []
+    for key, value in (spec.get("nodeLabels") or {}).items():
+        causes.extend(f.invalid("spec.nodeLabels", key, m) for m in f.is_qualified_name(key))
+        causes.extend(f.invalid(f"spec.nodeLabels[{key}]", value, m) for m in f.is_label_value(str(value)))
+    seen = set()
+    for i, taint in enumerate(spec.get("nodeTaints") or ()):
+        path = f"spec.nodeTaints[{i}]"
+        causes.extend(f.invalid(f"{path}.key", taint.get("key", ""), m) for m in f.is_qualified_name(taint.get("key",
+                                                                                                            "")))
+        errs = f.is_label_value(str(taint.get("value", "")))
+        if errs:
+            causes.append(f.invalid(f"{path}.value", taint.get("value", ""), ";".join(errs)))
+        pair = (taint.get("key"), taint.get("effect"))
+        if pair in seen:
+            causes.append(f.cause(path, 'Duplicate value: "object": taints must be unique by key and effect pair',
+                                  "FieldValueDuplicate"))
+        seen.add(pair)
+    if causes:
+        raise f.forbidden_by_webhook("vresourceflavor.kb.io", causes)
+
+
 def _job_label_causes(op: str, obj: dict, old: dict | None, suspended: bool) -> list[dict]:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     causes = []
@@ -213,7 +239,7 @@ def ray_job(op: str, obj: dict, old: dict | None, store) -> None:
 
 
 VALIDATORS = {(GROUP, "ClusterQueue"): cluster_queue, (GROUP, "Cohort"): cohort, ("batch", "Job"): batch_job,
-              ("ray.io", "RayJob"): ray_job}
+              ("ray.io", "RayJob"): ray_job, (GROUP, "ResourceFlavor"): resource_flavor}
 MUTATORS = {(GROUP, "ClusterQueue"): default_cluster_queue}
 
 

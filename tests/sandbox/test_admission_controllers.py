@@ -83,6 +83,22 @@ def test_kueue_cluster_queue_finalizer(objects):
     assert objects.store._stored(rt, None, "finalized") is None
 
 
+def test_kueue_resource_flavor_taints_unique_and_labels_valid(objects):
+    # resourceflavor_webhook.go validateNodeTaints / ValidateLabels.
+    flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "spot"},
+              "spec": {"nodeLabels": {"pool": "spot nodes"},
+                       "nodeTaints": [{"key": "spot", "value": "true", "effect": "NoSchedule"},
+                                      {"key": "spot", "value": "false", "effect": "NoSchedule"}]}}
+    error = objects.refused(flavor)
+    assert error.message.startswith('admission webhook "vresourceflavor.kb.io" denied the request: [')
+    assert 'spec.nodeLabels[pool]: Invalid value: "spot nodes": a valid label must be an empty string' in error.message
+    assert "spec.nodeTaints[1]: Duplicate value: \"object\": taints must be unique by key and effect pair" \
+        in error.message
+    flavor["spec"]["nodeLabels"] = {"pool": "spot"}
+    flavor["spec"]["nodeTaints"][1]["effect"] = "NoExecute"
+    objects.create(flavor, dry_run=True)
+
+
 def _batch_job(name="train", labels=None, **spec):
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels or {}},
             "spec": {"template": {"spec": {"restartPolicy": "Never",
