@@ -1,11 +1,14 @@
 """Fixtures for the sandbox's own tests: self-contained (no Django, no database)."""
 
+import os
 import socket
 
 import pytest
 
 from sandbox import Sandbox
+from sandbox.errors import ApiError
 from sandbox.testing import api_client
+from tests.requires import unavailable
 
 
 @pytest.fixture
@@ -33,10 +36,6 @@ def free_port():
 @pytest.fixture(scope="module")
 def upstream_sandbox():
     """One sandbox per module serving the upstream CRDs (Kueue, Volcano, KubeRay) with their admission rules."""
-    import os
-
-    from tests.requires import unavailable
-
     path = os.environ.get("CRDS_DIR", "")
     if not path or not os.path.isdir(path):
         unavailable(f"CRDS_DIR={path!r} is not a folder of CRDs", flag="REQUIRE_CRDS")
@@ -59,8 +58,6 @@ class Objects:
         return self.store.create(rt, obj, namespace if rt.namespaced else None, version=version, **kw)
 
     def refused(self, obj, namespace="default", **kw):
-        from sandbox.errors import ApiError
-
         with pytest.raises(ApiError) as exc:
             self.create(obj, namespace, **kw)
         return exc.value
@@ -70,8 +67,6 @@ class Objects:
         return self.store.patch(rt, namespace if rt.namespaced else None, obj["metadata"]["name"], body, patch_type)
 
     def patch_refused(self, obj, body, namespace="default"):
-        from sandbox.errors import ApiError
-
         with pytest.raises(ApiError) as exc:
             self.patch(obj, body, namespace)
         return exc.value

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -184,8 +185,6 @@ def test_imperative_create_sends_protobuf(kubectl):
 
 def test_a_fresh_sandbox_serves_openapi_for_every_group_version():
     with Sandbox() as sb:
-        import urllib.request
-
         index = json.loads(urllib.request.urlopen(f"{sb.url}/openapi/v3").read())
         assert "api/v1" in index["paths"] and "apis/kueue.x-k8s.io/v1beta2" in index["paths"]
         doc = json.loads(urllib.request.urlopen(sb.url + index["paths"]["api/v1"]["serverRelativeURL"]).read())
