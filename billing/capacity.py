@@ -14,7 +14,8 @@ from decimal import Decimal
 from tenants.models import GpuFlavor
 
 from .models import CapacityHour, UsageHour
-from .selectors import UNPRICED, ZERO, _gpu_hours, money, month_bounds, price_periods, usage_sums
+from .pricing import UNPRICED, ZERO, money, month_bounds, price_periods, usage_sums
+from .statements import _gpu_hours
 
 CAPACITY_SUMS = {"capacity": "capacity_gpu_hours", "allocated": "allocated_gpu_hours",
                  "unallocated": "unallocated_gpu_hours"}

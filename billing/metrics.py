@@ -27,6 +27,8 @@ from typing import Protocol
 import requests
 from django.conf import settings
 
+from portal import kube
+from portal.naming import managed_selector
 from tenants.choices import ScrapeShape
 
 from . import promql
@@ -378,9 +380,6 @@ def cluster_capacity(cluster) -> dict[tuple[str, str], int]:
 
 def cluster_pod_runs(cluster) -> list[PodRun]:
     """The GPU pods the portal's gateway lists in a cluster (those carrying the portal's labels)."""
-    from portal import kube
-    from portal.naming import managed_selector
-
     strategy = cluster.mig_strategy
     models = {(flavor.scheduled_resource(strategy),
                ",".join(f"{k}={v}" for k, v in sorted(flavor.scheduled_node_labels(strategy).items()))):

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from portal.naming import team_labels
+from portal.naming import dns1035_name, team_labels
+from tenants.choices import Scheduler
 
 JOB_LABEL = "gpu-portal.io/job"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -20,6 +21,26 @@ VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
 RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
 RENDEZVOUS_PORT = 29500
 VOLCANO_PYTORCH_PORT = 23456
+# Every object of a job shares one name, so it must suit the strictest kind: a DNS-1035 label (the headless
+# Service; a RayJob) of at most 47 characters (KubeRay v1.7.0 ray-operator/controllers/ray/utils/constant.go:
+# MaxRayJobNameLength = MaxRayClusterNameLength - 6). That also leaves room for what the controllers derive
+# from it: Indexed Job pod hostnames `<name>-<index>` and Volcano pods `<name>-<task>-<index>` (≤ 63).
+OBJECT_NAME_LIMIT = 47
+# "No retries": no policy restarts a job on failure (a failed pod terminates it). Only an eviction by the
+# scheduler's preempt/reclaim restarts it, which is how a preempted vcjob queues again; maxRetry bounds those.
+# It is written out because Volcano's mutating webhook turns 0 into 3 (v1.15.1
+# pkg/webhooks/admission/jobs/mutate/mutate_job.go, patchDefaultMaxRetry), so 0 can never mean "none".
+VOLCANO_MAX_EVICTION_RESTARTS = 3
+VOLCANO_POLICIES = (
+    {"event": "PodFailed", "action": "TerminateJob"},
+    {"event": "PodEvicted", "action": "RestartJob"},
+)
+
+
+def job_object_name(name: str, job_id: int) -> str:
+    """The cluster name of a job's objects: the user's name and the row id (so a resubmit never collides),
+    valid for every kind whatever the name (`1st-run` becomes `x-1st-run-908`)."""
+    return dns1035_name(name, str(job_id), limit=OBJECT_NAME_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -29,7 +50,7 @@ class JobSpec:
     team_slug: str
     job_id: int
     kind: str
-    scheduler: str  # "kueue" | "volcano"
+    scheduler: str  # a tenants.choices.Scheduler value
     image: str
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
@@ -53,7 +74,7 @@ def labels(spec: JobSpec) -> dict[str, str]:
 
 
 def _scheduling_labels(spec: JobSpec) -> dict[str, str]:
-    if spec.scheduler == "kueue":
+    if spec.scheduler == Scheduler.KUEUE:
         extra = {QUEUE_LABEL: spec.local_queue}
         if spec.priority_class:
             extra[KUEUE_PRIORITY_LABEL] = spec.priority_class
@@ -159,8 +180,8 @@ def volcano_job_manifest(spec: JobSpec, tasks: list[dict], plugins: dict | None 
         "schedulerName": "volcano",
         "queue": spec.volcano_queue,
         "minAvailable": sum(t["replicas"] for t in tasks),
-        "maxRetry": 0,
-        "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
+        "maxRetry": VOLCANO_MAX_EVICTION_RESTARTS,
+        "policies": [dict(policy) for policy in VOLCANO_POLICIES],
         "tasks": tasks,
     }
     if plugins:
@@ -176,7 +197,7 @@ def _volcano_task(spec: JobSpec, name: str, replicas: int) -> dict:
 
 
 def pytorch_manifests(spec: JobSpec) -> list[dict]:
-    if spec.scheduler == "kueue":
+    if spec.scheduler == Scheduler.KUEUE:
         return [headless_service_manifest(spec),
                 indexed_job_manifest(spec, env=_rendezvous_env(spec), subdomain=spec.name)]
     tasks = [_volcano_task(spec, "master", 1)]
@@ -223,7 +244,7 @@ def ray_job_manifest(spec: JobSpec) -> dict:
     if runtime_env:
         job_spec["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
     metadata = _metadata(spec)
-    if spec.scheduler == "volcano" and spec.priority_class:
+    if spec.scheduler == Scheduler.VOLCANO and spec.priority_class:
         metadata["labels"][RAY_PRIORITY_LABEL] = spec.priority_class
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": job_spec}
 
@@ -232,7 +253,7 @@ def ray_job_manifest(spec: JobSpec) -> dict:
 
 
 def batch_manifests(spec: JobSpec) -> list[dict]:
-    if spec.scheduler == "kueue":
+    if spec.scheduler == Scheduler.KUEUE:
         return [indexed_job_manifest(spec)]
     return [volcano_job_manifest(spec, [_volcano_task(spec, "main", spec.workers)])]
 

@@ -11,7 +11,8 @@ from . import kubeconfig as _kubeconfig
 from .faults import Faults
 from .kinds import Registry, resource_type_from_crd
 from .persistence import StateFile
-from .server import Api, ApiServer, Stats
+from .request import Stats
+from .server import Api, ApiServer
 from .simulator import Simulator
 from .store import DELETED, Store
 from .validation import Validator
@@ -67,6 +68,7 @@ class Sandbox:
         for name in DEFAULT_NAMESPACES:
             if name not in existing:
                 self.store.create(self.registry.by_key[("", "Namespace")], {"metadata": {"name": name}})
+        self.store.admission.install_defaults()
         self._stats.reset()
         self._server = ApiServer((self._host, self._port), Api(self.store, self.faults, self._stats,
                                                                 self.simulator))

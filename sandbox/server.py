@@ -8,16 +8,16 @@ import select
 import socket
 import threading
 import time
-from collections import Counter
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors
+from . import errors, openapi, tables
 from .errors import ApiError
 from .faults import FIELDS, Faults
+from .request import Request, Stats
 from .selectors import combine, field_selector, label_selector
 from .store import Gone, Store
 
@@ -30,63 +30,6 @@ PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-m
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _WATCH_POLL = 0.5  # how often an idle watch checks for a stopping server or a vanished client
 _DEFAULT_WATCH_TIMEOUT = 1800
-
-
-class Stats:
-    """Request counts since start or reset; `writes` comes from the store (operations that changed state)."""
-
-    def __init__(self, store: Store):
-        self._store = store
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._requests = 0
-            self._by_verb: Counter = Counter()
-            self._writes_base = self._store.writes
-
-    def count(self, verb: str) -> None:
-        with self._lock:
-            self._requests += 1
-            self._by_verb[verb] += 1
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            return {"requests": self._requests, "by_verb": dict(self._by_verb),
-                    "writes": self._store.writes - self._writes_base}
-
-
-class Request:
-    """One parsed request against a resource path."""
-
-    def __init__(self, method: str, path: str, query: dict, headers, body: bytes):
-        self.method, self.path, self.query, self.headers, self.body = method, path, query, headers, body
-        self.rt = self.version = self.namespace = self.name = self.subresource = None
-        self.group = ""
-        self.watch = self.flag("watch")
-        self.verb = ""
-
-    def param(self, name: str, default: str | None = None) -> str | None:
-        return self.query.get(name, default)
-
-    def flag(self, name: str) -> bool:
-        """A boolean query parameter as Go's ParseBool reads it (the Python client sends `True`)."""
-        return (self.query.get(name) or "").lower() in ("1", "t", "true")
-
-    @property
-    def dry_run(self) -> bool:
-        return self.query.get("dryRun") == "All"
-
-    @property
-    def field_validation(self) -> str:
-        return self.query.get("fieldValidation") or "Warn"
-
-    def json_body(self):
-        try:
-            return json.loads(self.body or b"null")
-        except ValueError as exc:
-            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
 
 class Api:
@@ -178,6 +121,8 @@ class Api:
             return send(h, 200, "ok", "text/plain")
         if path == "/version":
             return send(h, 200, VERSION_INFO)
+        if path.startswith("/openapi/"):
+            return self._openapi(h, path)
         if path == "/api":
             return send(h, 200, registry.api_versions())
         if path == "/apis":
@@ -194,6 +139,21 @@ class Api:
             raise errors.path_not_found()
         send(h, 200, doc)
 
+    def _openapi(self, h, path: str) -> None:
+        if path == "/openapi/v2":
+            return send(h, 200, openapi.v2_document(self.registry))
+        if path == "/openapi/v3":
+            return send(h, 200, openapi.v3_index(self.registry))
+        parts = path.split("/")[3:]
+        doc = None
+        if len(parts) == 2 and parts[0] == "api":
+            doc = openapi.v3_document(self.registry, "", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            doc = openapi.v3_document(self.registry, parts[1], parts[2])
+        if doc is None:
+            raise errors.path_not_found()
+        send(h, 200, doc)
+
     # Resource requests -----------------------------------------------------------------------------------------
 
     def _serve(self, h, req: Request) -> None:
@@ -202,10 +162,14 @@ class Api:
         warnings: list[str] = []
         writing = {**options, "dry_run": req.dry_run, "strict": req.field_validation == "Strict",
                    "warnings": warnings}
+        as_table = tables.wants_table(req.headers.get("Accept"))
         if req.verb == "get":
             if req.subresource == "log":
                 return send(h, 200, store.get_log(req.namespace, req.name), "text/plain")
-            return send(h, 200, store.get(rt, req.namespace, req.name, **options))
+            obj = store.get(rt, req.namespace, req.name, **options)
+            if as_table:
+                return send(h, 200, self._table(req, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}))
+            return send(h, 200, obj)
         if req.verb in ("list", "watch"):
             matcher = combine(label_selector(req.param("labelSelector")), field_selector(req.param("fieldSelector")))
             if req.verb == "watch":
@@ -213,8 +177,10 @@ class Api:
                     matcher = combine(matcher, field_selector(f"metadata.name={req.name}"))
                 return self._watch(h, req, matcher)
             limit = int(req.param("limit") or 0) or None
-            return send(h, 200, store.list(rt, req.namespace, matcher, limit=limit,
-                                           continue_=req.param("continue"), **options))
+            listing = store.list(rt, req.namespace, matcher, limit=limit, continue_=req.param("continue"), **options)
+            if as_table:
+                return send(h, 200, self._table(req, listing["items"], listing["metadata"]))
+            return send(h, 200, listing)
         if req.verb == "create":
             if rt.namespaced and not req.namespace:
                 raise errors.method_not_allowed(rt.plural, req.group)
@@ -256,6 +222,10 @@ class Api:
         send(h, 200, store.delete_collection(rt, req.namespace, matcher, dry_run=dry_run, **options))
 
     @staticmethod
+    def _table(req: Request, items: list[dict], meta: dict, headers: bool = True) -> dict:
+        return tables.table(req.rt, req.version, items, meta, req.param("includeObject") or "Metadata", headers)
+
+    @staticmethod
     def _object_body(req: Request) -> dict:
         obj = req.json_body()
         if not isinstance(obj, dict):
@@ -288,11 +258,17 @@ class Api:
         h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                       b"Cache-Control: no-cache, private\r\n\r\n")
         store, rt, namespace = self.store, req.rt, req.namespace
+        as_table, first = tables.wants_table(req.headers.get("Accept")), True
         try:
             events, last = store.watch_start(rt, since, matcher, namespace)
             while True:
                 for _, event_type, obj in events:
-                    write_chunk(h, {"type": event_type, "object": store.render(rt, obj, req.version)})
+                    rendered = store.render(rt, obj, req.version)
+                    if as_table:  # each event carries a one-row Table, the first with the column definitions
+                        rendered = self._table(req, [rendered], {"resourceVersion": obj["metadata"]
+                                                                 ["resourceVersion"]}, headers=first)
+                        first = False
+                    write_chunk(h, {"type": event_type, "object": rendered})
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.stopping.is_set() or _client_gone(h.connection):
                     break

@@ -15,52 +15,28 @@ import base64
 import json
 import random
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 
-from . import errors
+from . import errors, strategic
+from .admission import Admission
+from .apply import ServerSideApply
+from .delete import Deletion
 from .errors import ApiError
 from .kinds import Registry, ResourceType
-from .patch import (
-    PatchError,
-    applied_fields,
-    deep_merge,
-    fields_v1,
-    get_path,
-    json_patch,
-    merge_patch,
-    overlaps,
-    paths_from_fields_v1,
-    remove_path,
-    strategic_merge_patch,
-)
+from .patch import PatchError, json_patch, merge_patch
 from .selectors import Matcher
 from .validation import Validator
+from .values import clone, now
 
-ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+# The event types and Gone belong to the store's interface (the server and controllers import them from here).
+from .watch import ADDED, DELETED, MODIFIED, Gone, Watches  # noqa: F401
+
 _NAMESPACE_KEY = ("", "Namespace")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _IMMUTABLE_METADATA = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
                        "deletionGracePeriodSeconds", "generation")
-
-
-def clone(value):
-    """A deep copy of JSON data; several times faster than copy.deepcopy, and stored objects are only JSON."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class Gone(Exception):
-    """A watch asked for history older than the bounded per-kind event history."""
 
 
 def _spec_changed(old: dict, new: dict) -> bool:
@@ -77,7 +53,7 @@ def _without_rv(obj: dict) -> dict:
     return {**obj, "metadata": meta}
 
 
-class Store:
+class Store(ServerSideApply, Deletion, Watches):
     def __init__(self, registry: Registry, validator: Validator | None = None, history: int = 1000):
         self.registry = registry
         self.validator = validator or Validator(registry=registry)
@@ -91,6 +67,7 @@ class Store:
         self._subscribers: list[Callable] = []
         self._logs: dict[tuple[str, str], str] = {}
         self.writes = 0
+        self.admission = Admission(self)
 
     # Plumbing --------------------------------------------------------------------------------------------------
 
@@ -117,6 +94,7 @@ class Store:
         meta = obj["metadata"]
         slot = self._objects.setdefault(rt.key, {})
         namespace = meta.get("namespace", "")
+        previous = slot.get(namespace, {}).get(meta["name"]) if event_type == MODIFIED else None
         if event_type == DELETED:
             names = slot.get(namespace, {})
             names.pop(meta["name"], None)
@@ -129,7 +107,8 @@ class Store:
         history = self._history.setdefault(rt.key, deque(maxlen=self._history_size))
         if len(history) == self._history_size:
             self._floor[rt.key] = history[0][0]
-        history.append((self._rv, event_type, obj))
+        history.append((self._rv, event_type, obj, previous))
+        self.admission.after_commit(event_type, rt, obj)
         for callback in list(self._subscribers):
             callback(event_type, rt, clone(obj))
         self._changed.notify_all()
@@ -239,7 +218,9 @@ class Store:
 
     def _create_locked(self, rt, obj, version, dry_run, strict, warnings) -> dict:
         meta = obj["metadata"]
+        self.admission.mutate("CREATE", rt, obj, None, None)
         warnings.extend(self.validator.check(rt, version or rt.versions[0], obj, strict=strict))
+        self.admission.validate("CREATE", rt, obj, None, None)
         namespace = meta.get("namespace")
         if rt.namespaced:
             ns = self._stored(self.registry.by_key[_NAMESPACE_KEY], None, namespace)
@@ -253,7 +234,8 @@ class Store:
             raise errors.already_exists(rt.plural, rt.group, meta["name"])
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if rt.has_generation:
+            meta["generation"] = 1
         if dry_run:
             return obj
         self.writes += 1
@@ -292,10 +274,13 @@ class Store:
         self._defaults(rt, result, creating=False)
         return result
 
-    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings) -> dict:
-        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False))
+    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings, subresource=None) -> dict:
+        self.admission.mutate("UPDATE", rt, new, old, subresource)
+        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False,
+                                             old=old))
+        self.admission.validate("UPDATE", rt, new, old, subresource)
         meta = new["metadata"]
-        if _spec_changed(old, new):
+        if rt.bumps_generation and _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _without_rv(new) == _without_rv(old):
@@ -320,7 +305,8 @@ class Store:
             if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
             new = self._prepare_update(rt, old, obj, subresource)
-            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
+                                         subresource)
             return self._out(rt, result, version)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, body, patch_type: str, *,
@@ -333,8 +319,10 @@ class Store:
             try:
                 if patch_type == "json":
                     patched = json_patch(current, body)
+                elif isinstance(body, dict) and patch_type == "strategic":
+                    patched = self._strategic(rt, version, current, body)
                 elif isinstance(body, dict):
-                    patched = (strategic_merge_patch if patch_type == "strategic" else merge_patch)(current, body)
+                    patched = merge_patch(current, body)
                 else:
                     raise PatchError("a merge patch must be a JSON object")
             except PatchError as exc:
@@ -347,167 +335,18 @@ class Store:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
             new = self._prepare_update(rt, old, patched, subresource)
-            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
+                                         subresource)
             return self._out(rt, result, version)
 
-    def apply(self, rt: ResourceType, namespace: str | None, name: str, applied: dict, manager: str, *,
-              force: bool = False, subresource: str | None = None, version: str | None = None,
-              dry_run: bool = False, strict: bool = False, warnings: list | None = None) -> tuple[dict, bool]:
-        """Server-side apply; returns (object, created)."""
-        warnings = [] if warnings is None else warnings
-        if not isinstance(applied, dict):
-            raise errors.bad_request("the apply configuration must be an object")
-        meta = applied.get("metadata") or {}
-        if meta.get("name") and meta["name"] != name:
-            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
-                                     f"({name})")
-        status_only = subresource == "status"
-        fields = applied_fields(applied, status_only)
-        with self._lock:
-            old = self._stored(rt, namespace, name)
-            if old is None:
-                if status_only:
-                    raise errors.not_found(rt.plural, rt.group, name)
-                obj = self._prepare_create(rt, {**applied, "metadata": {**meta, "name": name}}, namespace, version)
-                obj["metadata"]["managedFields"] = [self._managed_entry(rt, version, manager, fields, subresource)]
-                created = self._create_locked(rt, obj, version, dry_run, strict, warnings)
-                return self._out(rt, created, version), True
-            if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
-                raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
-            entries = clone(old["metadata"].get("managedFields") or [])
-            owned = {e["manager"]: paths_from_fields_v1(e.get("fieldsV1") or {}) for e in entries
-                     if e.get("operation") == "Apply" and e.get("subresource", "") == (subresource or "")}
-            previous = owned.pop(manager, set())
-            self._resolve_conflicts(rt, name, old, applied, fields, owned, force)
-            section = {k: v for k, v in applied.items() if (k == "status") == status_only and k not in
-                       ("apiVersion", "kind")}
-            if not status_only:
-                section["metadata"] = {k: v for k, v in meta.items() if k not in ("name", "namespace",
-                                                                                   "resourceVersion")}
-            merged = deep_merge(clone(old), section)
-            for path in previous - fields:
-                if not any(overlaps(path, other) for paths in owned.values() for other in paths):
-                    remove_path(merged, path)
-            merged["metadata"]["managedFields"] = self._managed_entries(rt, version, entries, manager, previous,
-                                                                        fields, owned, subresource)
-            new = self._prepare_update(rt, old, merged, subresource, keep_managed=False)
-            if status_only:
-                new["metadata"]["managedFields"] = merged["metadata"]["managedFields"]
-            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings)
-            return self._out(rt, result, version), False
-
-    @staticmethod
-    def _resolve_conflicts(rt, name, old, applied, fields, owned, force) -> None:
-        causes = []
-        for other, paths in owned.items():
-            for theirs in list(paths):
-                for mine in fields:
-                    if not overlaps(mine, theirs):
-                        continue
-                    longer = mine if len(mine) >= len(theirs) else theirs
-                    if get_path(old, longer) == get_path(applied, longer):
-                        continue
-                    if force:
-                        paths.discard(theirs)
-                    else:
-                        causes.append({"reason": "FieldManagerConflict", "message": f'conflict with "{other}"',
-                                       "field": "." + ".".join(longer)})
-                    break
-        if causes:
-            listed = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
-            count = f"{len(causes)} conflict" + ("s" if len(causes) > 1 else "")
-            raise ApiError(409, "Conflict", f"Apply failed with {count}:\n{listed}", name=name, group=rt.group,
-                           kind=rt.plural, causes=causes)
-
-    @staticmethod
-    def _managed_entry(rt, version, manager, fields, subresource) -> dict:
-        entry = {"manager": manager, "operation": "Apply", "apiVersion": rt.api_version(version), "time": now(),
-                 "fieldsType": "FieldsV1", "fieldsV1": fields_v1(fields)}
-        if subresource:
-            entry["subresource"] = subresource
-        return entry
-
-    def _managed_entries(self, rt, version, entries, manager, previous, fields, owned, subresource) -> list[dict]:
-        """managedFields after an apply; unchanged entries keep their time so a no-op apply changes nothing."""
-        result = []
-        for entry in entries:
-            name, sub = entry["manager"], entry.get("subresource", "")
-            if entry.get("operation") != "Apply" or sub != (subresource or ""):
-                result.append(entry)
-            elif name == manager:
-                if fields == previous:
-                    result.append(entry)
-            elif owned.get(name):
-                if paths_from_fields_v1(entry.get("fieldsV1") or {}) != owned[name]:
-                    entry = {**entry, "fieldsV1": fields_v1(owned[name]), "time": now()}
-                result.append(entry)
-        if fields != previous and fields:
-            result.append(self._managed_entry(rt, version, manager, fields, subresource))
-        return result
-
-    # Deletes ---------------------------------------------------------------------------------------------------
-
-    def _remove_locked(self, rt: ResourceType, obj: dict) -> dict:
-        if rt.key == _NAMESPACE_KEY:
-            name = obj["metadata"]["name"]
-            for key, slot in list(self._objects.items()):
-                child_rt = self.registry.by_key.get(key)
-                for child in list(slot.get(name, {}).values()):
-                    if child_rt is not None:
-                        self._commit(child_rt, DELETED, clone(child))
-        return self._commit(rt, DELETED, clone(obj))
-
-    def delete(self, rt: ResourceType, namespace: str | None, name: str, *, version: str | None = None,
-               dry_run: bool = False, preconditions: dict | None = None) -> dict:
-        with self._lock:
-            old = self._require(rt, namespace, name)
-            self._check_preconditions(rt, old, preconditions or {})
-            return self._out(rt, self._delete_locked(rt, old, dry_run), version)
-
-    def _check_preconditions(self, rt, old, preconditions) -> None:
-        for field in ("uid", "resourceVersion"):
-            wanted = preconditions.get(field)
-            if wanted and wanted != old["metadata"].get(field):
-                label = "UID" if field == "uid" else "ResourceVersion"
-                raise errors.conflict(rt.plural, rt.group, old["metadata"]["name"],
-                                      f"Precondition failed: {label} in precondition: {wanted}, {label} in object "
-                                      f"meta: {old['metadata'].get(field)}")
-
-    def _delete_locked(self, rt, old, dry_run) -> dict:
-        meta = old["metadata"]
-        if meta.get("finalizers"):
-            if meta.get("deletionTimestamp"):
-                return old
-            new = clone(old)
-            new["metadata"]["deletionTimestamp"] = now()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            if rt.key == _NAMESPACE_KEY:
-                new["status"] = {"phase": "Terminating"}
-            if dry_run:
-                return new
-            self.writes += 1
-            return self._commit(rt, MODIFIED, new)
-        if dry_run:
-            return old
-        self.writes += 1
-        deleted = clone(old)
-        if rt.key == _NAMESPACE_KEY:
-            deleted["metadata"]["deletionTimestamp"] = now()
-            deleted["status"] = {"phase": "Terminating"}
-        return self._remove_locked(rt, deleted)
-
-    def delete_collection(self, rt: ResourceType, namespace: str | None = None, matcher: Matcher | None = None, *,
-                          version: str | None = None, dry_run: bool = False) -> dict:
-        with self._lock:
-            listing = self.list(rt, namespace, matcher, version=version)
-            writes = self.writes
-            items = [self._out(rt, self._delete_locked(rt, self._require(rt, o["metadata"].get("namespace"),
-                                                                         o["metadata"]["name"]), dry_run), version)
-                     for o in listing["items"]]
-            self.writes = min(self.writes, writes + 1)  # one request, one write
-            listing["items"] = items
-            listing["metadata"]["resourceVersion"] = str(self._rv)
-            return listing
+    def _strategic(self, rt, version, current: dict, body: dict) -> dict:
+        """Strategic merge needs the Go types' patch tags: built-in kinds only, as on a real server."""
+        if not rt.builtin:
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                         "media types include: application/json-patch+json, "
+                                                         "application/merge-patch+json, application/apply-patch+yaml")
+        validator = self.validator.schema_validator(rt, version or rt.versions[0])
+        return strategic.merge(current, body, validator.schema if validator is not None else None)
 
     # Pod logs --------------------------------------------------------------------------------------------------
 
@@ -524,52 +363,6 @@ class Store:
         with self._lock:
             self._require(self.registry.by_key[("", "Pod")], namespace, pod)
             return self._logs.get((namespace, pod), "")
-
-    # Watch -----------------------------------------------------------------------------------------------------
-
-    def watch_start(self, rt: ResourceType, since: int | None, matcher: Matcher | None,
-                    namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
-        """Initial events and the resourceVersion to continue from. `since=None`: synthetic ADDED for every
-        current object (what a watch without resourceVersion gets); else the history after `since`."""
-        with self._lock:
-            if since is None:
-                slot = self._objects.get(rt.key, {})
-                pools = [slot.get(namespace, {})] if namespace else list(slot.values())
-                events = [(int(o["metadata"]["resourceVersion"]), ADDED, o) for names in pools
-                          for o in names.values() if matcher is None or matcher(o)]
-                events.sort(key=lambda e: e[0])
-                return events, self._rv
-            return self.events_since(rt, since, matcher, namespace)
-
-    def events_since(self, rt: ResourceType, since: int, matcher: Matcher | None,
-                     namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
-        """Events of this kind after `since`, and the resourceVersion they bring the watcher up to."""
-        with self._lock:
-            if since < self._floor.get(rt.key, 0):
-                raise Gone(f"too old resource version: {since} ({self._floor[rt.key] + 1})")
-            history = self._history.get(rt.key, ())
-            out = []
-            for event in reversed(history):
-                if event[0] <= since:
-                    break
-                obj = event[2]
-                if namespace and obj["metadata"].get("namespace") != namespace:
-                    continue
-                if matcher is None or matcher(obj):
-                    out.append(event)
-            out.reverse()
-            return out, self._rv
-
-    def wait_for_change(self, since: int, timeout: float) -> int:
-        """Block until the store's resourceVersion passes `since` or `timeout` elapses; returns the current one."""
-        with self._changed:
-            if self._rv <= since:
-                self._changed.wait(timeout)
-            return self._rv
-
-    def wake_watchers(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
 
     # Persistence -----------------------------------------------------------------------------------------------
 

@@ -167,9 +167,9 @@ class GpuFlavor(models.Model):
     )
     sharing = models.CharField(max_length=20, choices=Sharing.choices, default=Sharing.EXCLUSIVE)
     mig_slices_per_gpu = models.PositiveSmallIntegerField(
-        default=7, validators=[MinValueValidator(1), MaxValueValidator(8)],
-        help_text="Compute slices of the whole GPU (7 on A100/H100, 4 on A30): a MIG unit is its profile's "
-                  "slices over this, exactly.",
+        default=7, null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(8)],
+        help_text="Compute slices of the whole GPU (7 on A100/H100, 4 on A30; empty: 7): a MIG unit is its "
+                  "profile's slices over this, exactly.",
     )
 
     class Meta:
@@ -205,7 +205,7 @@ class GpuFlavor(models.Model):
             if self.gpu_fraction is not None and abs(Decimal(self.gpu_fraction) - self.fraction_decimal) >= Decimal(
                     "0.0001"):
                 raise ValidationError({"gpu_fraction": f"A {self.mig_profile} slice of a GPU with "
-                                                       f"{self.mig_slices_per_gpu} slices is "
+                                                       f"{self.mig_slices_per_gpu or 7} slices is "
                                                        f"{self.fraction.numerator}/{self.fraction.denominator}."})
 
     # A MIG flavor is its GPU model and profile; its resource name is kept in the `mixed` spelling, and the cluster's
@@ -222,7 +222,8 @@ class GpuFlavor(models.Model):
         """The exact part of a whole GPU one unit is: 1/7 for a 1g slice of an A100, so 7 slices cost one GPU."""
         profile = MIG_PROFILE.match(self.mig_profile)
         if profile:
-            return Fraction(min(int(profile[1]), self.mig_slices_per_gpu), self.mig_slices_per_gpu)
+            slices = self.mig_slices_per_gpu or 7
+            return Fraction(min(int(profile[1]), slices), slices)
         return Fraction(Decimal(self.gpu_fraction))
 
     @property
@@ -328,6 +329,12 @@ class TeamNamespace(Reconciled):
     deleted_at = models.DateTimeField(null=True, blank=True)
     usage = models.JSONField(
         default=dict, blank=True, help_text="GPU units in use per resource, as the cluster's ResourceQuota reports."
+    )
+    quota_status = models.JSONField(
+        default=dict, blank=True,
+        help_text="What the cluster reports for the team's quota objects: the ResourceQuota's enforced `hard` GPU "
+                  "limits and `used` units, and units in use per flavor (Kueue ClusterQueue) or per resource "
+                  "(Volcano Queue).",
     )
 
     class Meta:

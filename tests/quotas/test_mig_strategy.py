@@ -93,3 +93,13 @@ def test_a_mig_flavor_is_named_by_its_profile_and_its_fraction_is_exact():
     wrong.gpu_fraction = Decimal("0.25")
     wrong.clean()
     assert wrong.fraction == Fraction(1, 4)
+
+
+@pytest.mark.parametrize(("strategy", "resource"), [("mixed", "nvidia.com/mig-1g.10gb"), ("single", "nvidia.com/gpu")])
+def test_in_use_is_read_under_the_resource_the_strategy_schedules(strategy, resource):
+    from quotas.selectors import in_use
+
+    _, _, mig, _ = _world(strategy)
+    status = {"used": {resource: 3}}
+    assert in_use(flavor=mig, scheduler="volcano", quota_status=status) == 3
+    assert in_use(flavor=mig, scheduler="kueue", quota_status={"flavors": {"a100-1g": {resource: 5}}}) == 5
