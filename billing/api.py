@@ -9,6 +9,7 @@ from rest_framework.exceptions import ValidationError as InputError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.limits import EARLIEST_YEAR, LATEST_YEAR, year_in_range
 from tenants import selectors as tenant_selectors
 
 from . import selectors
@@ -31,9 +32,13 @@ def _day(params, name: str, default: date) -> date:
     if value is None:
         return default
     try:
-        return date.fromisoformat(value)
+        day = date.fromisoformat(value)
     except ValueError:
-        raise InputError({name: [f"'{value}' is not a date: use YYYY-MM-DD."]}) from None
+        day = None
+    if day is None or not year_in_range(day.year):
+        raise InputError({name: [f"'{value}' is not a date: use YYYY-MM-DD from {EARLIEST_YEAR}-01-01 to "
+                                 f"{LATEST_YEAR}-12-31."]})
+    return day
 
 
 def _midnight(day: date) -> datetime:

@@ -68,6 +68,7 @@ STATUS_CODES = {
     status.HTTP_404_NOT_FOUND: "not_found",
     status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
     status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "too_large",
     status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
     status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
 }
@@ -179,10 +180,42 @@ class Pagination(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 200
     ordering = "-id"
+    position_field = None  # the model field the cursor's position is a value of (set per request)
 
     def get_ordering(self, request, queryset, view):
         ordering = getattr(view, "ordering", None) or self.ordering
         return (ordering,) if isinstance(ordering, str) else tuple(ordering)
+
+    def get_page_size(self, request):
+        """The page_size asked for: a whole number from 1 to max_page_size, or the default when absent. DRF would
+        silently fall back to the default for anything else (page_size=null), hiding the client's mistake."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= self.max_page_size:
+            raise exceptions.ValidationError({self.page_size_query_param: [
+                f"A whole number from 1 to {self.max_page_size}."]})
+        return int(raw)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        name = self.get_ordering(request, queryset, view)[0].lstrip("-")
+        self.position_field = queryset.model._meta.get_field(name)
+        return super().paginate_queryset(queryset, request, view)
+
+    def decode_cursor(self, request):
+        """A cursor's position must be a value its ordering field can hold: a forged one (text where the field is
+        a number, a number past the column's range, a NUL) is an invalid cursor, not a database error."""
+        cursor = super().decode_cursor(request)
+        field = self.position_field
+        if cursor is None or cursor.position is None or field is None:
+            return cursor
+        try:
+            if "\x00" in cursor.position:
+                raise DjangoValidationError("NUL")
+            field.run_validators(field.to_python(cursor.position))
+        except (DjangoValidationError, ValueError, TypeError, OverflowError):
+            raise exceptions.NotFound(self.invalid_cursor_message) from None
+        return cursor
 
 
 class KeysetPagination(Pagination):
