@@ -18,6 +18,7 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import remove_query_param
 
+from portal import lockout
 from tenants.models import AccessToken
 
 # --- authentication ------------------------------------------------------------------------------------------
@@ -39,9 +40,10 @@ class BearerTokenAuthentication(BaseAuthentication):
         try:
             raw = header[1].decode("ascii")
         except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("The token is not valid.") from None
-        token = selectors.access_token_for_secret(raw)
+            raw = ""
+        token = selectors.access_token_for_secret(raw) if raw else None
         if token is None:
+            lockout.bad_token(request._request)  # counts against the address; 429 once it is locked
             raise exceptions.AuthenticationFailed("The token is not valid, has expired or was revoked.")
         services.access_token_touch(token=token)
         return token.user, token
@@ -104,7 +106,9 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # an unexpected error: Django's 500 handling and logging take over
-    code = STATUS_CODES.get(response.status_code) or getattr(exc, "default_code", "error")
+    # The portal's own exceptions name their code (locked, too_large, cluster_unavailable); DRF's go by status.
+    own = isinstance(exc, exceptions.APIException) and not type(exc).__module__.startswith("rest_framework")
+    code = exc.default_code if own else STATUS_CODES.get(response.status_code) or getattr(exc, "default_code", "error")
     detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
     if isinstance(exc, exceptions.ValidationError):
         fields = _fields(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
@@ -143,7 +147,8 @@ ERROR_RESPONSES = {
     "401": "No valid credentials: send 'Authorization: Bearer <token>'.",
     "403": "Your role in the team does not allow this.",
     "404": "No such object among those you can see (another team's objects are not found).",
-    "429": "Too many requests for this token; retry after the Retry-After header's seconds.",
+    "429": "Too many requests for this token (retry after the Retry-After header's seconds), or too many bad tokens "
+           "from your address (`locked`: it is locked for LOGIN_LOCKOUT_MINUTES after the last one).",
 }
 
 

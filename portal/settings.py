@@ -7,6 +7,7 @@ a database URL and allowed hosts. Every variable is listed in the README.
 
 import importlib.util
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -59,6 +60,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "tenants",
     "quotas",
     "jobs",
@@ -76,6 +78,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a lockout found while authenticating into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -142,7 +146,8 @@ OIDC_VIEWER_GROUP_SUFFIX = env("OIDC_VIEWER_GROUP_SUFFIX", "-viewers")
 OIDC_PLATFORM_ADMIN_GROUP = env("OIDC_PLATFORM_ADMIN_GROUP")
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 LOGIN_REDIRECT_URL_FAILURE = "/login/"  # a path: the library does not resolve URL names here
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+# First: refuses every sign-in of a locked-out username or address before a password is even checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 if OIDC_ENABLED:
     _oidc_required = ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT",
                       "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT")
@@ -150,6 +155,17 @@ if OIDC_ENABLED:
     if _oidc_missing:
         raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set, so these must be too: {', '.join(_oidc_missing)}")
     AUTHENTICATION_BACKENDS.append("tenants.auth.PortalOIDCBackend")
+
+# Password guessing (django-axes): LOGIN_FAILURE_LIMIT failures lock the username, and separately the address, for
+# LOGIN_LOCKOUT_MINUTES after the last failure, on the login page, the Django admin and for bearer tokens
+# (portal/lockout.py). Each lockout is an audit event; failed attempts are listed in the Django admin.
+AXES_FAILURE_LIMIT = int(env("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(env("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = "portal.lockout.lockout_parameters"
+AXES_CLIENT_IP_CALLABLE = "portal.lockout.client_ip"
+AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_SENSITIVE_PARAMETERS = ["password", "token"]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
