@@ -7,6 +7,7 @@ a database URL and allowed hosts. Every variable is listed in the README.
 
 import importlib.util
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -106,9 +107,22 @@ DATABASES = {
         conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+# A reused connection is checked before each request that reuses it, so a database restart costs no failed request.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A busy timeout lets the web process and in-process tasks share the file without "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Concurrent writers (runserver's threads, in-process tasks) wait for each other instead of failing with
+    # "database is locked": a transaction takes the write lock when it begins (IMMEDIATE), so it never has to
+    # upgrade a read lock mid-way (which SQLite refuses at once, without waiting), and waits up to the busy
+    # timeout for it; in WAL mode readers never wait for the writer.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+# runserver serves each HTTP connection on a thread of its own, and a persistent database connection outlives
+# that thread: every browser connection would leave one open until the server ran out ("too many clients").
+if sys.argv[1:2] == ["runserver"]:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
