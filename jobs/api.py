@@ -41,7 +41,10 @@ class ClusterUnavailable(APIException):
 
 class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
     """ISO-8601 with any offset Python accepts, handed to the database in UTC (PostgreSQL refuses offsets
-    beyond ±15:59 that Python parses)."""
+    beyond ±15:59 that Python parses). Present but empty is an error, as the schema's date-time format says; absent
+    is no filter."""
+
+    empty_values = (None,)
 
     def to_python(self, value):
         value = super().to_python(value)

@@ -13,6 +13,11 @@ from rest_framework.parsers import JSONParser
 # interpreter's recursion limit, so parsing and validating a body never recurses dangerously.
 MAX_JSON_DEPTH = 32
 
+# The text rules of every string input, as schema patterns: no NUL character anywhere (PostgreSQL cannot store one),
+# and, where the API trims whitespace and refuses a blank, at least one character that is not whitespace.
+NO_NUL = "^[^\\u0000]*$"
+NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
 # Months, days and end dates the portal accepts: billing starts in 2000, and a bound far below year 9999 keeps
 # every month's and day's arithmetic (next month, +366 days, an hour past midnight) inside what dates can hold.
 EARLIEST_YEAR, LATEST_YEAR = 2000, 2999
@@ -20,6 +25,11 @@ EARLIEST_YEAR, LATEST_YEAR = 2000, 2999
 
 def year_in_range(year: int) -> bool:
     return EARLIEST_YEAR <= year <= LATEST_YEAR
+
+
+# The same ranges as schema patterns (years 2000-2999).
+MONTH_PATTERN = "^2[0-9]{3}-(0[1-9]|1[0-2])$"
+DAY_PATTERN = "^2[0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
 
 
 class RequestTooLarge(exceptions.APIException):
@@ -98,6 +108,8 @@ class RequestLimitsMiddleware:
                 length = 0
             if length > limit:
                 return _error(request, 413, "too_large", too_large_message())
+        if "\x00" in request.path:
+            return _error(request, 400, "invalid", "The path may not contain NUL characters.")
         bad = sorted({name for name, values in request.GET.lists() for value in [name, *values] if "\x00" in value})
         if bad:
             return _error(request, 400, "invalid", "Query parameters may not contain NUL characters.",

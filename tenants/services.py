@@ -19,6 +19,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from portal import kube
+from portal.errors import Conflict
 from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
 from portal.reconcile import Outcome, converge, plan, record
 
@@ -265,7 +266,7 @@ def membership_set(*, actor, team: Team, user, role: str, source_ip: str | None 
 def _keep_one_admin(team: Team, *, leaving: Membership) -> None:
     others = Membership.objects.filter(team=team, role=Role.ADMIN).exclude(pk=leaving.pk)
     if not others.exists():
-        raise ValidationError("A team keeps at least one admin.")
+        raise Conflict("A team keeps at least one admin.")
 
 
 @transaction.atomic
