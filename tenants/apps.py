@@ -6,6 +6,12 @@ class TenantsConfig(AppConfig):
     name = 'tenants'
 
     def ready(self):
+        from portal import desired
+
+        from .desired import CONTRIBUTION
+
+        desired.register(CONTRIBUTION)
+
         from axes.signals import user_locked_out
 
         from .lockout import record_lockout
