@@ -11,6 +11,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -79,9 +80,12 @@ def test_runserver_on_postgresql_keeps_no_connection_per_thread(tmp_path):
     require_postgresql()
     params = connection.get_connection_params()
     database = connection.settings_dict["NAME"]  # the test database: migrated, and ours alone
-    dsn = " ".join(f"{k}={params[k]}" for k in ("host", "port", "user") if params.get(k)) + " dbname=postgres"
-    user = connection.settings_dict["USER"] or "postgres"
-    url = f"postgres://{user}@{params.get('host', '127.0.0.1')}:{params.get('port', 5432)}/{database}"
+    dsn = " ".join(f"{k}={params[k]}" for k in ("host", "port", "user", "password") if params.get(k))
+    dsn += " dbname=postgres"
+    user = quote(connection.settings_dict["USER"] or "postgres")
+    password = connection.settings_dict["PASSWORD"]
+    credentials = f"{user}:{quote(password)}" if password else user
+    url = f"postgres://{credentials}@{params.get('host', '127.0.0.1')}:{params.get('port', 5432)}/{database}"
     # Everything this test holds is marked, so only the server's connections are counted.
     connection.ensure_connection()
     with connection.cursor() as cursor:
