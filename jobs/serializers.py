@@ -4,10 +4,17 @@ the API's hottest read, and building 50 model objects per page costs more than t
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
-from tenants.models import dns_label
+from tenants.models import DNS_LABEL_RE, dns_label
 
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .models import IMAGE_MESSAGE, IMAGE_RE, MAX_ARGV_ITEMS, MAX_WORKERS
+
+
+def _whole(regex, message: str) -> RegexValidator:
+    """A validator that matches the whole value (`\\Z`, where `$` would let a final newline through); the schema
+    shows its pattern."""
+    return RegexValidator(rf"\A(?:{regex.pattern.removeprefix('^').removesuffix('$')})\Z", message,
+                          flags=regex.flags)
 
 
 def _iso(value) -> str:
@@ -99,14 +106,15 @@ class JobSubmitSerializer(serializers.Serializer):
 
     team = serializers.SlugField(max_length=63)
     kind = serializers.ChoiceField(choices=JobKind.choices)
-    name = serializers.CharField(max_length=40, validators=[dns_label], trim_whitespace=False,
+    name = serializers.CharField(max_length=40, validators=[_whole(DNS_LABEL_RE, dns_label.message)],
+                                 trim_whitespace=False,
                                  help_text="Lowercase letters, digits and '-', starting and ending with a letter or "
                                            "digit.")
     flavor = serializers.CharField(max_length=63, help_text="The GPU flavor's name.")
     cluster = serializers.CharField(max_length=63, required=False,
                                     help_text="The cluster's name, when flavors of that name exist in several.")
     image = serializers.CharField(max_length=300, trim_whitespace=False,
-                                  validators=[RegexValidator(IMAGE_RE, IMAGE_MESSAGE)],
+                                  validators=[_whole(IMAGE_RE, IMAGE_MESSAGE)],
                                   help_text="An image reference: [registry[:port]/]path[:tag][@sha256:digest].")
     command = serializers.ListField(child=serializers.CharField(max_length=4096, trim_whitespace=False),
                                     min_length=1, max_length=MAX_ARGV_ITEMS,
