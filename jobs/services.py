@@ -196,7 +196,8 @@ def _set_state(job: Job, observed: status.Observed, now) -> bool:
     return True
 
 
-def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict]):
+def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
+             refusals: dict[str, str]):
     name = job.object_name
     if job.kind == JobKind.RAY:
         found = objects.get(f"RayJob/{name}")
@@ -205,7 +206,9 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
         found = objects.get(f"Job/{name}")
         return None if found is None else status.kueue_batch_job(found, workloads.get(name))
     found = objects.get(f"Job/{name}")
-    return None if found is None else status.volcano_job(found, podgroups.get(name))
+    podgroup = podgroups.get(name)
+    refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
+    return None if found is None else status.volcano_job(found, podgroup, refusal)
 
 
 def job_status_sync(*, cluster) -> dict:
@@ -232,8 +235,12 @@ def job_status_sync(*, cluster) -> dict:
             for obj in client.list(api_version, kind, namespace=namespace):
                 owner = _owner_name(obj)
                 (workloads if kind == "Workload" else podgroups)[owner] = obj
+        refusals = {}
+        if cluster.scheduler == "volcano":
+            counts["lists"] += 1
+            refusals = _enqueue_refusals(client, namespace)
         for job in members:
-            observed = _observe(job, objects, workloads, podgroups)
+            observed = _observe(job, objects, workloads, podgroups, refusals)
             if observed is None:
                 if job.cancel_requested_at:
                     observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
@@ -246,6 +253,20 @@ def job_status_sync(*, cluster) -> dict:
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
+
+
+def _enqueue_refusals(client, namespace: str) -> dict[str, str]:
+    """PodGroup name → why Volcano's enqueue action last refused it. Volcano writes no condition for that, only an
+    Event on the PodGroup (plugins/proportion and capacity: "queue resource quota insufficient: ...")."""
+    latest: dict[str, tuple[str, str]] = {}
+    events = client.list("v1", "Event", namespace=namespace,
+                         field_selector="involvedObject.kind=PodGroup,reason=Unschedulable")
+    for event in events:
+        name = (event.get("involvedObject") or {}).get("name", "")
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if name and when >= latest.get(name, ("", ""))[0]:
+            latest[name] = (when, event.get("message", ""))
+    return {name: message for name, (_, message) in latest.items()}
 
 
 def _write_changes(changed: list[tuple[Job, dict]]) -> None:

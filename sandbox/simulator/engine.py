@@ -23,8 +23,17 @@ from collections import defaultdict, deque
 from ..store import ADDED, DELETED
 from .kubelet import Kubelet
 from .kueue import Kueue
-from .model import (BATCH_JOB, DURATION_ANNOTATION, OUTCOME_ANNOTATION, OUTCOMES, RAYJOB, STARTUP_ANNOTATION, VCJOB,
-                    Objects, Tracked)
+from .model import (
+    BATCH_JOB,
+    DURATION_ANNOTATION,
+    OUTCOME_ANNOTATION,
+    OUTCOMES,
+    RAYJOB,
+    STARTUP_ANNOTATION,
+    VCJOB,
+    Objects,
+    Tracked,
+)
 from .volcano import Volcano
 from .workloads import writers
 

@@ -152,7 +152,8 @@ class Volcano:
         for q in queues.values():  # a parent's guarantee is its children's: counted once, at the leaves
             for k, v in (q["guarantee"] if q["leaf"] else {}).items():
                 guarantees[k] += v
-        return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues, "capacity": dict(capacity),
+        return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
+                "capacity": dict(capacity),
                 "guarantees": guarantees}
 
     # Scheduling ------------------------------------------------------------------------------------------------
@@ -276,8 +277,12 @@ class Volcano:
         (job, how many of its pods go)."""
         chosen: dict[tuple, int] = {}
         order = []
+        mine = config["queues"][job.queue]
+        # actions/reclaim: a queue that already has its deserved share (Session.Overused) reclaims nothing.
+        overused = bool(mine["deserved"]) and all(self.usage[job.queue].get(k, 0) >= v
+                                                  for k, v in mine["deserved"].items() if v)
         for action, same in (("preempt", True), ("reclaim", False)):
-            if action not in config["actions"]:
+            if action not in config["actions"] or (action == "reclaim" and overused):
                 continue
             tasks = [(other, i) for queue, jobs in self.running.items() if (queue == job.queue) == same
                      for other in jobs.values() if other is not job

@@ -3,8 +3,7 @@ the job object itself as it is queued, admitted, started, finished or evicted, a
 
 from __future__ import annotations
 
-from .model import (BATCH_JOB, RAYJOB, VCJOB, Objects, PodSet, Tracked, condition, iso, pod_requests,
-                    set_conditions)
+from .model import BATCH_JOB, RAYJOB, VCJOB, Objects, PodSet, Tracked, condition, iso, pod_requests, set_conditions
 
 # KubeRay's submitter Job in K8sJobMode (the CRD's default submissionMode): KubeRay gives its container these
 # resources (ray-operator/controllers/ray/common/job.go GetDefaultSubmitterContainer, v1.7.0), and Kueue counts it

@@ -7,8 +7,22 @@ import pytest
 import yaml
 
 from sandbox import Sandbox
-from tests.sandbox.test_simulator import (KUEUE, VOLCANO, condition, create, get, items, kueue_state, pod_template,
-                                          pods, podgroup_of, step, vc_job, volcano_setup, workload_of)
+from tests.sandbox.test_simulator import (
+    KUEUE,
+    VOLCANO,
+    condition,
+    create,
+    get,
+    items,
+    kueue_state,
+    pod_template,
+    podgroup_of,
+    pods,
+    step,
+    vc_job,
+    volcano_setup,
+    workload_of,
+)
 
 
 @pytest.fixture
@@ -272,3 +286,26 @@ def test_the_default_queue_exists(sb):
     step(sb, 0)
     assert {q["metadata"]["name"] for q in items(sb, VOLCANO, "Queue")} >= {"root", "default"}
     assert podgroup_of(sb, "team-a", "anywhere")["spec"]["queue"] == "default"
+
+
+def test_volcano_reclaims_from_a_queue_above_its_deserved_share_when_configured(sb):
+    """docs/user-guide/how_to_use_capacity_plugin.md's configuration (capacity with hierarchy, the reclaim action);
+    actions/reclaim and capacity.go's reclaimableFn: a queue under its deserved share takes back from one above
+    it. The victim, left below its gang minimum, is evicted whole and waits again (PodEvicted)."""
+    volcano_setup(sb, {"qa": (8, 16), "qb": (8, 8)})
+    conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
+        {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
+        {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
+                     {"name": "capacity", "enableHierarchy": True}]}]}
+    create(sb, "v1", "Namespace", {"metadata": {"name": "volcano-system"}})
+    create(sb, "v1", "ConfigMap", {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                                   "data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+    vc_job(sb, "team-a", "borrower", queue="qa", workers=2, gpus=8, priority="high")
+    step(sb, 0)
+    assert len(pods(sb, "team-a", "borrower")) == 2
+    vc_job(sb, "team-b", "owner", queue="qb", workers=1, gpus=8, priority="low")
+    step(sb, 1)
+    state = get(sb, "batch.volcano.sh/v1alpha1", "Job", "team-a", "borrower")["status"]["state"]
+    assert (state["phase"], state["reason"]) == ("Pending", "PodEvicted")
+    assert state["message"] == "Evicted by reclaim to schedule team-b/owner"
+    assert pods(sb, "team-a", "borrower") == [] and len(pods(sb, "team-b", "owner")) == 1
