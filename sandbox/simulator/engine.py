@@ -60,6 +60,7 @@ class Simulator:
         self._active: dict[tuple, Tracked] = {}
         self._finished: dict[tuple, Tracked] = {}  # ended jobs whose objects still exist, for garbage collection
         self._configs: dict[str, dict] = {}  # the schedulers' snapshots during a step
+        self.step_cpu = 0.0
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -136,10 +137,17 @@ class Simulator:
         """One scheduling and kubelet cycle at time `now` (default: the clock)."""
         now = self.clock() if now is None else now
         with self.store._lock, self._lock:
+            started = time.process_time()
             self._drain(now)
             self._progress(now)
             if any(self._pending.values()):
                 self._schedule(now)
+            self.step_cpu += time.process_time() - started
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds of every step so far: in all, spent writing objects, and the schedulers' own share."""
+        return {"steps": self.step_cpu, "writes": self.objects.write_cpu,
+                "scheduling": self.step_cpu - self.objects.write_cpu}
 
     def _progress(self, now: float) -> None:
         for job in list(self._active.values()):

@@ -46,7 +46,8 @@ class Kubelet:
                                     "annotations": annotations, "ownerReferences": [owner(job)]},
                        "spec": spec}
                 try:
-                    self.store.create(rt, pod)
+                    with self.objects.writing():
+                        self.store.create(rt, pod)
                 except ApiError as exc:
                     return f"Error creating pod: {exc}"
                 job.pods.append(name)

@@ -44,6 +44,7 @@ class Volcano:
         self.objects = sim.objects
         self.usage: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.running: dict[str, dict[tuple, Tracked]] = defaultdict(dict)
+        self.elastic: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -236,11 +237,8 @@ class Volcano:
         return ""
 
     def _elastic(self, queue: str) -> dict[str, Decimal]:
-        total: dict[str, Decimal] = defaultdict(Decimal)
-        for job in self.running.get(queue, {}).values():
-            for k, v in self._sum(self._pods(job, job.limit)[self.min_count(job):]).items():
-                total[k] += v
-        return total
+        """What the queue's jobs hold above their gang minimum, kept up to date by `charge`."""
+        return self.elastic[queue]
 
     def _cluster_used(self) -> dict[str, Decimal]:
         used: dict[str, Decimal] = defaultdict(Decimal)
@@ -360,8 +358,11 @@ class Volcano:
     # Usage -----------------------------------------------------------------------------------------------------
 
     def charge(self, job: Tracked, sign: int, config: dict | None = None) -> None:
-        for resource, value in self._sum(self._pods(job, job.limit)).items():
+        pods = self._pods(job, job.limit)
+        for resource, value in self._sum(pods).items():
             self.usage[job.queue][resource] += sign * value
+        for resource, value in self._sum(pods[self.min_count(job):]).items():
+            self.elastic[job.queue][resource] += sign * value
         if sign > 0:
             self.running[job.queue][job.key] = job
         else:
