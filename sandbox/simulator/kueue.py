@@ -134,23 +134,22 @@ class Kueue:
         self.sim.admit(job, now, cluster_queue=cq_name, flavors=flavors)
 
     def _blocker(self, job: Tracked, config: dict) -> tuple[str, str] | None:
-        """Why the workload cannot be considered at all, in the workload controller's and scheduler's words
-        (pkg/controller/core/workload_controller.go, pkg/scheduler/scheduler.go nominate): reason Inadmissible
-        with the UnadmittedWorkloadsObservability gate off (its default in v0.19)."""
+        """Why the workload is not considered at all. A missing or stopped queue is the workload controller's
+        finding (workload_controller.go getQueueBlocker, written by resolveLegacyUnadmittedQuotaReservedCondition
+        with reason Inadmissible while UnadmittedWorkloadsObservability is off, its v0.19 default): a stopped
+        LocalQueue is "inactive", and so is a stopped ClusterQueue or one naming a missing ResourceFlavor. A
+        namespace the ClusterQueue does not select is the scheduler's (scheduler.go nominate), reason Pending."""
         lq = config["lq"].get((job.namespace, job.queue))
         if lq is None:
             return "Inadmissible", f"LocalQueue {job.queue} doesn't exist"
         if lq.get("stopPolicy", "None") != "None":
-            return "Inadmissible", f"LocalQueue {job.queue} is stopped"
+            return "Inadmissible", f"LocalQueue {job.queue} is inactive"
         cq_name = lq.get("clusterQueue", "")
         cq = config["cq"].get(cq_name)
         if cq is None:
             return "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"
-        if cq["stopped"]:
-            return "Inadmissible", f"ClusterQueue {cq_name} is stopped"
-        missing = [f for _, flavors in cq["groups"] for f in flavors if f not in config["rf"]]
-        if missing:
-            return "Pending", f"ClusterQueue {cq_name} is inactive"
+        if cq["stopped"] or any(f not in config["rf"] for _, flavors in cq["groups"] for f in flavors):
+            return "Inadmissible", f"ClusterQueue {cq_name} is inactive"
         if not self._namespace_matches(job.namespace, cq["namespaces"], config):
             return "Pending", "workload namespace doesn't match ClusterQueue selector"
         return None

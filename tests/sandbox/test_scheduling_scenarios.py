@@ -177,12 +177,14 @@ def test_one_flavor_per_resource_group(sb):
 
 
 @pytest.mark.parametrize(("policy", "reason", "message"), [
-    ({"local": "Hold"}, "Inadmissible", "LocalQueue default is stopped"),
-    ({"cluster": "Hold"}, "Inadmissible", "ClusterQueue cq-a is stopped"),
+    ({"local": "Hold"}, "Inadmissible", "LocalQueue default is inactive"),
+    ({"cluster": "Hold"}, "Inadmissible", "ClusterQueue cq-a is inactive"),
 ])
 def test_a_stopped_queue_says_so(sb, policy, reason, message):
-    """pkg/controller/core/workload_controller.go reconcileOnLocalQueueActiveState /
-    reconcileOnClusterQueueActiveState (UnadmittedWorkloadsObservability off: reason Inadmissible)."""
+    """pkg/controller/core/workload_controller.go getQueueBlocker, as resolveLegacyUnadmittedQuotaReservedCondition
+    writes it for a workload without quota (UnadmittedWorkloadsObservability off, its v0.19 default: reason
+    Inadmissible). "LocalQueue default is stopped" is reconcileOnLocalQueueActiveState's message, for a workload
+    that already holds quota."""
     flavors(sb, "h100")
     cluster_queue(sb, "cq-a", "team-a", [gpu_group(8)])
     if "local" in policy:
