@@ -311,3 +311,56 @@ def test_volcano_reclaims_from_a_queue_above_its_deserved_share_when_configured(
     assert (state["phase"], state["reason"]) == ("Pending", "PodEvicted")
     assert state["message"] == "Evicted by reclaim to schedule team-b/owner"
     assert pods(sb, "team-a", "borrower") == [] and len(pods(sb, "team-b", "owner")) == 1
+
+
+@pytest.mark.parametrize(("used_on_first", "expected"), [
+    (0, "spot"),  # the first flavor fits: the search stops there
+    (4, "spot"),  # the first flavor fits by borrowing: whenCanBorrow MayStopSearch stops there too
+    (8, "reserved"),  # the first flavor would need preemption: whenCanPreempt TryNextFlavor moves on
+])
+def test_flavor_fungibility_defaults(sb, used_on_first, expected):
+    """flavorassigner.go findFlavorForPodSets/shouldTryNextFlavor with the API's defaults (clusterqueue_types.go:
+    whenCanBorrow MayStopSearch, whenCanPreempt TryNextFlavor)."""
+    flavors(sb, "spot", "reserved")
+    priorities(sb, low=100, high=1000)
+    group = {"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "4"}]},
+        {"name": "reserved", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}
+    cluster_queue(sb, "cq-a", "team-a", [group], cohort="pool")
+    lender = {"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}
+    cluster_queue(sb, "cq-b", "team-b", [lender], cohort="pool")
+    if used_on_first:
+        gpu_job(sb, "team-a", "earlier", used_on_first, "low")
+        step(sb, 0)
+    gpu_job(sb, "team-a", "next", 4, "high")
+    step(sb, 1)
+    assert kueue_state(sb, "team-a", "next") == "admitted"
+    admission = workload_of(sb, "team-a", "next")["status"]["admission"]
+    assert admission["podSetAssignments"][0]["flavors"] == {"nvidia.com/gpu": expected}
+    if used_on_first:
+        assert kueue_state(sb, "team-a", "earlier") == "admitted"  # nobody was preempted
+
+
+def test_volcano_hierarchical_queues_bound_a_child_by_its_parent(sb):
+    """capacity plugin with enableHierarchy (docs/user-guide/how_to_use_capacity_plugin.md): a job enqueues only
+    within the capability of its queue and of every ancestor."""
+    create(sb, "v1", "Namespace", {"metadata": {"name": "volcano-system"}})
+    conf = {"actions": "enqueue, allocate, backfill", "tiers": [
+        {"plugins": [{"name": "priority"}, {"name": "gang"}]},
+        {"plugins": [{"name": "capacity", "enableHierarchy": True}]}]}
+    create(sb, "v1", "ConfigMap", {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                                   "data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+    gpus = lambda n: {"nvidia.com/gpu": str(n)}  # noqa: E731
+    create(sb, VOLCANO, "Queue", {"metadata": {"name": "dept"}, "spec": {"capability": gpus(8), "deserved": gpus(8)}})
+    for name in ("qa", "qb"):
+        create(sb, VOLCANO, "Queue", {"metadata": {"name": name}, "spec": {
+            "parent": "dept", "capability": gpus(8), "deserved": gpus(4)}})
+    vc_job(sb, "team-a", "first", queue="qa", workers=1, gpus=6)
+    step(sb, 0)
+    vc_job(sb, "team-b", "second", queue="qb", workers=1, gpus=4)  # fits qb's 8, not dept's 8 - 6
+    step(sb, 1)
+    assert podgroup_of(sb, "team-a", "first")["status"]["phase"] == "Inqueue"
+    assert podgroup_of(sb, "team-b", "second")["status"]["phase"] == "Pending"
+    refusals = [e["message"] for e in items(sb, "v1", "Event", "team-b")]
+    assert refusals == ["queue resource quota insufficient: insufficient nvidia.com/gpu"]
