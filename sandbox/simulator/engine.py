@@ -165,17 +165,18 @@ class Simulator:
                         self._finish(job, now, job.outcome)
 
     def _schedule(self, now: float) -> None:
-        self._configs = {}
         waiting = sorted((j for jobs in self._pending.values() for j in jobs.values() if j.requeue_at <= now),
                          key=lambda j: (-j.priority, j.seq))
+        by_backend: dict[str, list[Tracked]] = defaultdict(list)
+        for job in waiting:
+            by_backend[job.backend].append(job)
         try:
-            for job in waiting:
-                if job.key not in self._jobs or job.state != "pending":
-                    continue
-                scheduler = self.schedulers[job.backend]
-                if job.backend not in self._configs:
-                    self._configs[job.backend] = scheduler.snapshot()
-                scheduler.schedule(job, self._configs[job.backend], now)
+            for backend, jobs in by_backend.items():
+                scheduler = self.schedulers[backend]
+                config = self._configs[backend] = scheduler.snapshot()
+                for job in scheduler.order(jobs, config):
+                    if job.key in self._jobs and job.state == "pending":
+                        scheduler.schedule(job, config, now)
         finally:
             self._configs = {}
 

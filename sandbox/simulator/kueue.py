@@ -113,6 +113,24 @@ class Kueue:
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
+    def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]:
+        """The cycle's order (scheduler.go, the classical iterator): workloads that can get quota first, then
+        those that need no borrowing, then higher priority, then first come (`jobs` arrive by priority and
+        creation, and the sort is stable)."""
+        def key(job: Tracked):
+            if self._blocker(job, config):
+                return (1, 0)
+            cq_name = config["lq"][(job.namespace, job.queue)]["clusterQueue"]
+            node = config["nodes"][cq_name]
+            flavors, _, _ = self.assign(job, config["cq"][cq_name], node, config)
+            if flavors is None:
+                return (1, 0)
+            borrows = any(quota_tree.borrowing_with(node, fr, value)
+                          for fr, value in self._requests(job, flavors).items())
+            return (0, int(borrows))
+
+        return sorted(jobs, key=key)
+
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         blocked = self._blocker(job, config)
         if blocked:
@@ -123,14 +141,21 @@ class Kueue:
         if flavors is None:
             return self.pending(job, "Pending", message, now)
         if PREEMPT in modes.values():
+            requests = self._requests(job, flavors)
             frs = {fr for fr, mode in modes.items() if mode == PREEMPT}
-            targets = find_targets(job, cq_name, config, frs, self._requests(job, flavors), self.admitted)
+            targets = find_targets(job, cq_name, config, frs, requests, self.admitted)
             if not targets:
                 return self.pending(job, "Pending", message, now)
             for victim, reason in targets:
                 path = config["nodes"][victim.cluster_queue].path()
                 self.sim.evict(victim, now, self._preempted_message(job, reason, node.path(), path),
                                reason=reason)
+            # The preemptor waits for its victims to go and is admitted in a later cycle; what they free is held
+            # for it meanwhile (scheduler.go: cq.AddUsage then issuePreemptions, markPreemptionOutcome's words).
+            for fr, value in requests.items():
+                quota_tree.add_usage(node, fr, value)
+            return self.pending(job, "Pending", f"{message}. Pending the preemption of {len(targets)} workload(s)",
+                                now)
         self.sim.admit(job, now, cluster_queue=cq_name, flavors=flavors)
 
     def _blocker(self, job: Tracked, config: dict) -> tuple[str, str] | None:

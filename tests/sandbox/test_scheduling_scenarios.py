@@ -90,6 +90,13 @@ def test_preemption_takes_the_minimal_victim_set(sb):
     gpu_job(sb, "team-a", "high", 6, "high")
     step(sb, 1)
     assert {n: kueue_state(sb, "team-a", n) for n in ("low", "mid", "high")} == {
+        "low": "admitted", "mid": "preempted", "high": "pending"}
+    # scheduler.go markPreemptionOutcome: the preemptor says whom it waits for, and is admitted next cycle.
+    assert condition(workload_of(sb, "team-a", "high"), "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, "
+        "6 more needed. Pending the preemption of 1 workload(s)")
+    step(sb, 2)
+    assert {n: kueue_state(sb, "team-a", n) for n in ("low", "mid", "high")} == {
         "low": "admitted", "mid": "preempted", "high": "admitted"}
 
 
@@ -107,6 +114,7 @@ def test_preemption_prefers_borrowers_in_other_cluster_queues(sb):
     step(sb, 1)
     gpu_job(sb, "team-a", "a-mid", 4, "mid")
     step(sb, 2)
+    step(sb, 3)
     assert {n: kueue_state(sb, ns, n) for ns, n in (("team-a", "a-low"), ("team-b", "b-first"),
                                                     ("team-b", "b-second"), ("team-a", "a-mid"))} == {
         "a-low": "admitted", "b-first": "admitted", "b-second": "preempted", "a-mid": "admitted"}

@@ -193,9 +193,10 @@ KUEUE_CASES = {
     "equal priority: first come first served": (
         SOLO, None, [("team-a", "first", 1, 8, "low"), ("team-a", "second", 1, 8, "low"), "step"],
         {"first": "admitted", "second": "pending"}),
+    # The preemptor is admitted in the cycle after the one that evicts its victims.
     "preemption of lower priority within the ClusterQueue": (
         {"cq-a": ("team-a", 8, None, "")}, PREEMPT,
-        [("team-a", "low", 1, 8, "low"), "step", ("team-a", "high", 1, 8, "high"), "step"],
+        [("team-a", "low", 1, 8, "low"), "step", ("team-a", "high", 1, 8, "high"), "step", "step"],
         {"low": "preempted", "high": "admitted"}),
     "no preemption when the policy is Never": (
         SOLO, None, [("team-a", "low", 1, 8, "low"), "step", ("team-a", "high", 1, 8, "high"), "step"],
@@ -205,7 +206,8 @@ KUEUE_CASES = {
         [("team-a", "one", 1, 8, "low"), "step", ("team-a", "two", 1, 8, "low"), "step"],
         {"one": "admitted", "two": "pending"}),
     "reclaim within the cohort from a borrower": (
-        PAIR, PREEMPT, [("team-b", "borrower", 2, 8, "high"), "step", ("team-a", "owner", 1, 8, "low"), "step"],
+        PAIR, PREEMPT,
+        [("team-b", "borrower", 2, 8, "high"), "step", ("team-a", "owner", 1, 8, "low"), "step", "step"],
         {"borrower": "preempted", "owner": "admitted"}),
 }
 
