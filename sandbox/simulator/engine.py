@@ -32,6 +32,7 @@ from .model import (
     STARTUP_ANNOTATION,
     VCJOB,
     Objects,
+    Scheduler,
     Tracked,
 )
 from .volcano import Volcano
@@ -52,7 +53,7 @@ class Simulator:
         self.objects = Objects(store)
         self.writers = writers(self.objects)
         self.kubelet = Kubelet(self.objects, self.writers, seed)
-        self.schedulers = {s.backend: s for s in (Kueue(self), Volcano(self))}
+        self.schedulers: dict[str, Scheduler] = {s.backend: s for s in (Kueue(self), Volcano(self))}
         self._lock = threading.RLock()
         self._events: deque = deque()
         self._jobs: dict[tuple, Tracked] = {}

@@ -8,6 +8,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Protocol
 
 from ..errors import ApiError
 from ..quantity import parse_quantity
@@ -215,3 +216,27 @@ class Objects:
 def owner(job: Tracked) -> dict:
     return {"apiVersion": job.api_version, "kind": job.kind[1], "name": job.name, "uid": job.uid,
             "controller": True, "blockOwnerDeletion": True}
+
+
+class Scheduler(Protocol):
+    """What the engine asks of a batch scheduler (`kueue.Kueue`, `volcano.Volcano`)."""
+
+    backend: str  # "kueue" | "volcano"
+    record: tuple[str, str]  # (apiVersion, kind) of its own record of a job: Workload, PodGroup
+
+    def installed(self) -> bool: ...  # its record kind is served
+    def prepare(self) -> None: ...  # objects it makes at start (Volcano's default queue)
+    def claims(self, kind, labels: dict, spec: dict) -> str: ...  # the job's queue, or "" when not its job
+    def priority(self, labels: dict, priority_class: str) -> tuple[int, bool]: ...  # (value, may preempt)
+    def queue_id(self, job: Tracked) -> str: ...
+    def record_name(self, job: Tracked) -> str: ...
+    def create_record(self, job: Tracked, obj: dict) -> None: ...
+    def snapshot(self) -> dict: ...  # its configuration and quota, read once per step
+    def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]: ...
+    def schedule(self, job: Tracked, config: dict, now: float) -> None: ...  # admit (engine.admit), evict, or wait
+    def charge(self, job: Tracked, sign: int, config: dict | None = None) -> None: ...  # usage in or out
+    def admitted_status(self, job: Tracked, now: float) -> None: ...
+    def running_status(self, job: Tracked, now: float) -> None: ...
+    def finished_status(self, job: Tracked, now: float, succeeded: bool, message: str) -> None: ...
+    def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None: ...
+    def adopt(self, job: Tracked, record: dict | None) -> None: ...  # take over a running job after a restart
