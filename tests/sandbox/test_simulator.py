@@ -641,4 +641,7 @@ def test_ray_job_under_volcano_has_kuberays_podgroup(sb):
         phases.append((podgroup["status"]["phase"], get(sb, "ray.io/v1", "RayJob", "team-a", "tune")["status"][
             "jobDeploymentStatus"]))
     assert podgroup["spec"]["minMember"] == 3 and podgroup["spec"]["queue"] == "qa"
+    # KubeRay's Volcano plugin leaves the submitter out of minMember but adds its requests (500m CPU) to
+    # minResources (ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go, v1.7.0).
+    assert podgroup["spec"]["minResources"]["cpu"] == "3500m"
     assert phases == [("Inqueue", "Initializing"), ("Running", "Running"), ("Completed", "Complete")]
