@@ -152,7 +152,7 @@ def test_a_rayjobs_submitter_pod_is_counted(sb):
     cluster_queue(sb, "cq-a", "team-a", [cpu])
     create(sb, "ray.io/v1", "RayJob", {
         "metadata": {"name": "tune", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-        "spec": {"entrypoint": "python run.py", "rayClusterSpec": {
+        "spec": {"entrypoint": "python run.py", "shutdownAfterJobFinishes": True, "rayClusterSpec": {
             "headGroupSpec": {"rayStartParams": {}, "template": pod_template(0)},
             "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
                                   "rayStartParams": {}, "template": pod_template(0)}]}}})
