@@ -154,14 +154,12 @@ class Volcano:
             for k, v in (q["guarantee"] if q["leaf"] else {}).items():
                 guarantees[k] += v
         return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
-                "capacity": dict(capacity),
-                "guarantees": guarantees}
+                "capacity": dict(capacity), "guarantees": guarantees}
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
     def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]:
-        """Jobs by priority then creation (the priority plugin's JobOrderFn, then FIFO)."""
-        return jobs
+        return jobs  # by priority then creation already: the priority plugin's JobOrderFn, then FIFO
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         queue = config["queues"].get(job.queue)
@@ -241,8 +239,7 @@ class Volcano:
         return ""
 
     def _elastic(self, queue: str) -> dict[str, Decimal]:
-        """What the queue's jobs hold above their gang minimum, kept up to date by `charge`."""
-        return self.elastic[queue]
+        return self.elastic[queue]  # what the queue's jobs hold above their gang minimum, kept by `charge`
 
     def _cluster_used(self) -> dict[str, Decimal]:
         used: dict[str, Decimal] = defaultdict(Decimal)
@@ -405,15 +402,22 @@ class Volcano:
             "lastTransitionTime": iso(now), "transitionID": str(job.seq)})})
 
     def admitted_status(self, job: Tracked, now: float) -> None:
+        """Allocated at least minAvailable pods: the gang is ready, and gang.go OnSessionClose says so with a
+        `Scheduled` condition (its Unschedulable one goes)."""
         conditions = [c for c in self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
                       if c.get("type") != "Unschedulable"]
-        self._podgroup(job, {"phase": "Inqueue", "conditions": conditions})
+        self._podgroup(job, {"phase": "Inqueue", "conditions": set_conditions(conditions, self._scheduled(job, now))})
 
     def running_status(self, job: Tracked, now: float) -> None:
-        """Running once minMember pods run; the gang plugin's Scheduled condition (gang.go OnSessionClose)."""
-        self._podgroup(job, {"phase": "Running", "running": len(job.pods), "conditions": [
-            {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled",
-             "message": "", "lastTransitionTime": iso(now), "transitionID": str(job.seq)}]})
+        """Running once minMember pods run (framework/session.go getPodGroupPhase)."""
+        conditions = self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
+        self._podgroup(job, {"phase": "Running", "running": len(job.pods),
+                             "conditions": set_conditions(conditions, self._scheduled(job, now))})
+
+    @staticmethod
+    def _scheduled(job: Tracked, now: float) -> dict:
+        return {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled",
+                "message": "", "lastTransitionTime": iso(now), "transitionID": str(job.seq)}
 
     def finished_status(self, job: Tracked, now: float, succeeded: bool, message: str) -> None:
         self._podgroup(job, {"phase": "Completed", "running": 0,
