@@ -6,13 +6,24 @@ PORT ?= 8000
 SANDBOX_EAST_PORT ?= 8001
 SANDBOX_WEST_PORT ?= 8002
 STAMP := $(VENV)/.installed
+# Every package, direct and transitive, pinned with its hashes: the app's (the image installs these) and the app's
+# plus the dev extras' (`make install`). `make lock` regenerates both from pyproject.toml.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+LOCK_DIR ?= .
+UV := $(abspath $(BIN))/uv
+UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command 'make lock' pyproject.toml --group build
 
-.PHONY: install run test bench lint check-migrations clean
+.PHONY: install lock lock-check run test bench lint check-migrations clean
 
-$(STAMP): pyproject.toml
+# uv installs the lock (in parallel, from its cache); it is bootstrapped from the lock's own hashed uv pin.
+$(STAMP): $(DEV_LOCK) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(DEV_LOCK) > $(VENV)/uv-requirement.txt
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
+	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes $(DEV_LOCK)
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -41,6 +52,18 @@ lint: $(STAMP)
 
 check-migrations: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
+
+lock: $(STAMP)
+	cd $(LOCK_DIR) && $(UV_COMPILE) --extra dev -o $(DEV_LOCK) && $(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
+
+# Fails when pyproject.toml changed without `make lock`: resolving again, with the lock's pins as preferences,
+# must give the committed files byte for byte.
+lock-check: $(STAMP)
+	@dir=$$(mktemp -d) && cp pyproject.toml $(LOCK) $(DEV_LOCK) $$dir/ && \
+	$(MAKE) --no-print-directory lock LOCK_DIR=$$dir && \
+	diff -u $(DEV_LOCK) $$dir/$(DEV_LOCK) && diff -u $(LOCK) $$dir/$(LOCK); status=$$?; rm -rf $$dir; \
+	if [ $$status -ne 0 ]; then echo "the lock files do not match pyproject.toml: run 'make lock'" >&2; exit 1; fi; \
+	echo "$(LOCK) and $(DEV_LOCK) match pyproject.toml"
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache
