@@ -30,11 +30,12 @@ install: $(STAMP)
 
 run: $(STAMP)
 	mkdir -p var
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@# The sandbox clusters start while the database migrates. Nothing is collected into STATIC_ROOT: the demo
+	@# serves static files from the apps and STATICFILES_DIRS (WHITENOISE_USE_FINDERS).
 	@trap 'kill 0' EXIT INT TERM; \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate & \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate & \
+	$(BIN)/python manage.py migrate --noinput || exit 1; \
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
 	$(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
