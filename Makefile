@@ -17,11 +17,12 @@ UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --gener
 
 .PHONY: install lock lock-check run test bench lint check-migrations clean
 
-# uv installs the lock (in parallel, from its cache); it is bootstrapped from the lock's own hashed uv pin.
+# uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
+# hashed uv pin, so the environment needs no pip of its own.
 $(STAMP): $(DEV_LOCK) pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
 	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(DEV_LOCK) > $(VENV)/uv-requirement.txt
-	$(BIN)/pip install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
 	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes $(DEV_LOCK)
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $(STAMP)
@@ -31,16 +32,17 @@ install: $(STAMP)
 run: $(STAMP)
 	mkdir -p var
 	@# The sandbox clusters start while the database migrates. Nothing is collected into STATIC_ROOT: the demo
-	@# serves static files from the apps and STATICFILES_DIRS (WHITENOISE_USE_FINDERS).
+	@# serves static files from the apps and STATICFILES_DIRS (WHITENOISE_USE_FINDERS). Beat yields the CPU to the
+	@# web server's start; the server does not reload on code changes (a second process importing everything).
 	@trap 'kill 0' EXIT INT TERM; \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate & \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate & \
 	$(BIN)/python manage.py migrate --noinput || exit 1; \
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
-	$(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
+	nice $(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
 	echo "Portal: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the portal and its sandbox clusters)"; \
-	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
+	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
 
 test: $(STAMP)
 	$(BIN)/pytest
