@@ -116,14 +116,16 @@ def team_namespace_desired(*, team_namespace: TeamNamespace, memberships=None, q
     return objects + team_quota_objects(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
 
 
-def team_namespaces_for_reconcile(*, cluster: Cluster) -> QuerySet[TeamNamespace]:
-    """Every team namespace of a cluster with what its desired objects need, prefetched."""
+def team_namespaces_for_reconcile(*, cluster: Cluster, pks=None) -> QuerySet[TeamNamespace]:
+    """Every team namespace of a cluster (or those of `pks`, deleted ones included) with what its desired objects
+    need, prefetched."""
     from quotas.models import Quota
 
     memberships = Membership.objects.select_related("user")
     quotas = Quota.objects.filter(flavor__cluster=cluster).select_related("flavor")
+    rows = TeamNamespace.objects.filter(cluster=cluster)
     return (
-        TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
+        (rows.filter(pk__in=pks) if pks is not None else rows.filter(deleted_at__isnull=True))
         .select_related("team__parent", "cluster")
         .prefetch_related(Prefetch("team__memberships", queryset=memberships),
                           Prefetch("team__quotas", queryset=quotas))

@@ -113,10 +113,16 @@ def test_suspending_withdraws_access_and_archiving_deletes_only_after_confirmati
 
 
 def test_server_errors_retry_with_backoff_and_converge(row, sandbox, settings):
-    sandbox.faults.add(verb="apply", resource="networkpolicies", status=503, reason="ServiceUnavailable", count=2)
+    sandbox.faults.add(verb="apply", resource="networkpolicies", status=503, reason="ServiceUnavailable",
+                       fraction=1.0)
     outcome = reconcile(row)
     assert outcome.error.transient
     assert row.sync_state == SyncState.RETRYING and row.attempts == 1
+    # Every policy was tried and answers for itself; what went through before the failure stays applied.
+    states = {(s["kind"], s["state"]) for s in row.objects_status}
+    assert states == {("Namespace", "applied"), ("ResourceQuota", "applied"), ("LimitRange", "applied"),
+                      ("RoleBinding", "applied"), ("NetworkPolicy", "failed")}
+    assert sum(s["kind"] == "NetworkPolicy" for s in row.objects_status) == 4
     first_delay = (row.next_attempt_at - timezone.now()).total_seconds()
     assert 0 < first_delay <= settings.RECONCILE_BACKOFF_BASE_SECONDS
     assert "ServiceUnavailable" in row.sync_message
@@ -125,6 +131,7 @@ def test_server_errors_retry_with_backoff_and_converge(row, sandbox, settings):
     row.refresh_from_db()
     assert row.attempts == 2 and row.sync_state == SyncState.RETRYING
     assert (row.next_attempt_at - timezone.now()).total_seconds() > first_delay * 0.9 or row.attempts == 2
+    sandbox.faults.clear()
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
     services.reconcile_due()
     row.refresh_from_db()
