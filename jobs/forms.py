@@ -4,7 +4,7 @@ from django import forms
 
 from tenants.models import GpuFlavor, PriorityTier
 
-from .choices import JobKind, JobState
+from .choices import JobKind
 from .models import ENV_NAME_RE, MAX_WORKERS
 
 DEFAULT_COMMANDS = {
@@ -71,10 +71,3 @@ class JobSubmitForm(forms.Form):
         return {k: data.get(k, "") for k in ("flavor", "image", "command", "env", "workers", "gpus_per_worker",
                                              "cpu_per_worker", "memory_gib_per_worker", "priority_tier",
                                              "max_runtime_minutes")}
-
-
-class JobFilterForm(forms.Form):
-    state = forms.ChoiceField(required=False, choices=[("", "any state")] + JobState.choices)
-    kind = forms.ChoiceField(required=False, choices=[("", "any kind")] + JobKind.choices)
-    user = forms.CharField(required=False, max_length=150)
-    flavor = forms.CharField(required=False, max_length=63)

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from composition import reconcile as orchestration
 from portal import kube
 from tenants import services
 from tenants.choices import Role, SyncState, TeamState
@@ -44,7 +45,7 @@ def names(cluster, api_version, kind, namespace="nlp"):
 
 
 def reconcile(row):
-    outcome = services.team_namespace_reconcile(team_namespace_id=row.pk)
+    outcome = orchestration.team_namespace_reconcile(team_namespace_id=row.pk)
     row.refresh_from_db()
     return outcome
 
@@ -76,13 +77,13 @@ def test_sweep_repairs_drift_then_is_write_free(row, cluster, sandbox):
     edited["subjects"] = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory"}]
     api.apply({k: edited[k] for k in ("apiVersion", "kind", "metadata", "roleRef", "subjects")},
               field_manager="kubectl")
-    totals = services.reconcile_sweep()
+    totals = orchestration.reconcile_sweep()
     assert totals["repaired"] >= 1 and totals["errors"] == 0
     assert "default-deny-all" in names(cluster, "networking.k8s.io/v1", "NetworkPolicy")
     subjects = api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "gpu-portal-edit", "nlp")["subjects"]
     assert [s["name"] for s in subjects] == ["oidc-nlp", "dave"]
     sandbox.reset_stats()
-    assert services.reconcile_sweep()["writes"] == 0
+    assert orchestration.reconcile_sweep()["writes"] == 0
     assert sandbox.stats()["writes"] == 0
 
 
@@ -127,13 +128,13 @@ def test_server_errors_retry_with_backoff_and_converge(row, sandbox, settings):
     assert 0 < first_delay <= settings.RECONCILE_BACKOFF_BASE_SECONDS
     assert "ServiceUnavailable" in row.sync_message
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    assert services.reconcile_due() == 1
+    assert orchestration.reconcile_due() == 1
     row.refresh_from_db()
     assert row.attempts == 2 and row.sync_state == SyncState.RETRYING
     assert (row.next_attempt_at - timezone.now()).total_seconds() > first_delay * 0.9 or row.attempts == 2
     sandbox.faults.clear()
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    services.reconcile_due()
+    orchestration.reconcile_due()
     row.refresh_from_db()
     assert row.sync_state == SyncState.APPLIED and row.attempts == 0 and row.next_attempt_at is None
 
@@ -157,11 +158,11 @@ def test_a_rejection_is_recorded_and_not_retried_blindly(row, sandbox):
     assert "cannot bind ClusterRole edit" in row.sync_message
     failed = [s for s in row.objects_status if s["state"] == "failed"]
     assert [s["kind"] for s in failed] == ["RoleBinding"]
-    assert services.reconcile_due() == 0
+    assert orchestration.reconcile_due() == 0
     sandbox.faults.clear()
     services.reconcile_retry(actor=PlatformAdminFactory(), row=row)
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now())
-    services.reconcile_due()
+    orchestration.reconcile_due()
     row.refresh_from_db()
     assert row.sync_state == SyncState.APPLIED
 
@@ -182,7 +183,7 @@ def test_cluster_objects_follow_the_priority_tiers(cluster, sandbox, run_on_comm
     cluster.refresh_from_db()
     assert cluster.sync_state == SyncState.APPLIED
     sandbox.reset_stats()
-    services.cluster_reconcile(cluster_id=cluster.pk)
+    orchestration.cluster_reconcile(cluster_id=cluster.pk)
     assert sandbox.stats()["writes"] == 0
 
 
@@ -197,7 +198,7 @@ def test_team_create_reconciles_on_commit_in_every_active_cluster(cluster, run_o
 
 @pytest.fixture(params=["list per row", "one list per kind"])
 def list_mode(request, monkeypatch):
-    monkeypatch.setattr(services, "BULK_LIST_ROWS", 1000 if request.param == "list per row" else 1)
+    monkeypatch.setattr(orchestration, "BULK_LIST_ROWS", 1000 if request.param == "list per row" else 1)
     return request.param
 
 
@@ -209,19 +210,19 @@ def due_rows(cluster, count):
 
 def test_the_due_sweep_reconciles_a_clusters_rows_together_and_only_once(cluster, sandbox, list_mode):
     rows = due_rows(cluster, 3)
-    assert services.reconcile_due() == 3
+    assert orchestration.reconcile_due() == 3
     for row in rows:
         row.refresh_from_db()
         assert row.sync_state == SyncState.APPLIED and row.next_attempt_at is None
         assert row.observed_generation == row.generation
         assert names(cluster, "networking.k8s.io/v1", "NetworkPolicy", namespace=row.team.namespace)
-    assert services.reconcile_due() == 0
+    assert orchestration.reconcile_due() == 0
     # Due again with nothing to change: no write to the cluster, and the rows' status is written only where a
     # reader would see a change (the observed generation).
     services.team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(pk__in=[r.pk for r in rows]))
     TeamNamespace.objects.update(next_attempt_at=timezone.now())
     sandbox.reset_stats()
-    assert services.reconcile_due() == 3
+    assert orchestration.reconcile_due() == 3
     assert sandbox.stats()["writes"] == 0
     fresh = list(TeamNamespace.objects.order_by("pk"))
     assert {r.sync_state for r in fresh} == {SyncState.APPLIED}
@@ -232,7 +233,7 @@ def test_a_fault_on_one_rows_apply_leaves_the_other_rows_applied(cluster, sandbo
     rows = due_rows(cluster, 3)
     sandbox.faults.add(verb="apply", resource="networkpolicies", namespace=rows[1].team.namespace, status=503,
                        reason="ServiceUnavailable", fraction=1.0)
-    services.reconcile_due()
+    orchestration.reconcile_due()
     states = {}
     for row in rows:
         row.refresh_from_db()
@@ -242,20 +243,20 @@ def test_a_fault_on_one_rows_apply_leaves_the_other_rows_applied(cluster, sandbo
     assert {s["kind"] for s in failed if s["state"] == "failed"} == {"NetworkPolicy"}
     sandbox.faults.clear()
     TeamNamespace.objects.filter(pk=rows[1].pk).update(next_attempt_at=timezone.now())
-    assert services.reconcile_due() == 1
+    assert orchestration.reconcile_due() == 1
     assert TeamNamespace.objects.get(pk=rows[1].pk).sync_state == SyncState.APPLIED
 
 
 def test_a_failed_list_is_recorded_on_every_due_row_and_retried(cluster, sandbox, list_mode):
     rows = due_rows(cluster, 2)
     sandbox.faults.add(verb="list", resource="namespaces", status=503, reason="ServiceUnavailable", fraction=1.0)
-    services.reconcile_due()
+    orchestration.reconcile_due()
     for row in rows:
         row.refresh_from_db()
         assert row.sync_state == SyncState.RETRYING and "ServiceUnavailable" in row.sync_message
     sandbox.faults.clear()
     TeamNamespace.objects.update(next_attempt_at=timezone.now())
-    services.reconcile_due()
+    orchestration.reconcile_due()
     assert {r.sync_state for r in TeamNamespace.objects.all()} == {SyncState.APPLIED}
 
 
@@ -263,9 +264,9 @@ def test_recording_many_outcomes_writes_only_rows_that_changed(cluster, sandbox,
     from portal.reconcile import record_many
 
     rows = due_rows(cluster, 3)
-    services.reconcile_due()
+    orchestration.reconcile_due()
     rows = list(TeamNamespace.objects.order_by("pk"))
-    outcomes = services.team_namespaces_reconcile(cluster=cluster, rows=rows)
+    outcomes = orchestration.team_namespaces_reconcile(cluster=cluster, rows=rows)
     assert [o.writes for o in outcomes] == [0, 0, 0]
     with django_assert_max_num_queries(1):  # the one read of current generations, no write
         assert record_many(TeamNamespace, [(r, r.generation, o) for r, o in zip(rows, outcomes, strict=True)]) == 0

@@ -15,19 +15,20 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.models import RateCard
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
-from tenants.choices import Role
+from tenants.choices import Role, Scheduler
 from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team
 
 DEMO_PASSWORD = "demo-gpu-portal"
 
 CLUSTERS = [
-    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": "kueue", "cohort": "gpu-east"},
-    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": "volcano", "cohort": "root"},
+    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": Scheduler.KUEUE, "cohort": "gpu-east"},
+    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": Scheduler.VOLCANO, "cohort": "root"},
 ]
 FLAVORS = {
     "gpu-east": [
@@ -193,8 +194,6 @@ class Command(BaseCommand):
                                                effective_from=hour - timedelta(days=7))
 
     def _seed_budgets(self):
-        from billing import selectors as billing_selectors
-
         admin = get_user_model().objects.get(username="admin")
         month = billing_selectors.current_month()
         for slug, share in BUDGET_SHARE.items():
