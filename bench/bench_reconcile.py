@@ -68,9 +68,14 @@ def run() -> str:
         rows = list(TeamNamespace.objects.select_related("team", "cluster"))
         desired = [obj for row in rows for obj in team_namespace_desired(team_namespace=row)]
 
-        with standalone_sandbox() as floor_url:
-            # The floor creates namespaces first so the namespaced applies land, exactly as reconcile does.
-            floor = raw_applies(floor_url, desired)
+        def measure_floor() -> float:
+            with standalone_sandbox() as floor_url:
+                # The floor creates namespaces first so the namespaced applies land, exactly as reconcile does.
+                return raw_applies(floor_url, desired)
+
+        # Measured just before and just after the reconcile, and the faster one kept: on a shared machine a
+        # single floor can land in a busy or a quiet moment, and the faster floor is the stricter comparison.
+        floor_before = measure_floor()
 
         # The cluster-wide objects (PriorityClasses, flavors, cohort) are not part of the per-team comparison.
         services.cluster_reconcile(cluster_id=cluster.pk)
@@ -83,6 +88,8 @@ def run() -> str:
         full = time.perf_counter() - started
         first_writes = sandbox_stats(url)["writes"]
         assert {row.sync_state for row in TeamNamespace.objects.all()} == {SyncState.APPLIED}
+        floor_after = measure_floor()
+        floor = min(floor_before, floor_after)
 
         sandbox_reset_stats(url)
         started = time.perf_counter()
@@ -102,7 +109,8 @@ def run() -> str:
 
     rows_out = [
         ["objects applied", len(desired), f"{first_writes} writes"],
-        ["floor: bare HTTP server-side applies", f"{floor:.2f} s", f"{len(desired) / floor:.0f} objects/s"],
+        ["floor: bare HTTP server-side applies (faster of before / after)", f"{floor:.2f} s",
+         f"{len(desired) / floor:.0f} objects/s ({floor_before:.2f} s / {floor_after:.2f} s)"],
         ["reconcile of every team (due sweep: reads, lists, applies, status)", f"{full:.2f} s",
          f"**{full / floor:.2f}× the floor**"],
         ["no-op sweep of every team", f"{noop:.2f} s", f"{noop_stats['requests']} requests, "
@@ -116,7 +124,8 @@ def run() -> str:
     return (
         f"## Reconcile of {TEAMS:,} teams (standalone sandbox)\n\n"
         "Each team owns a namespace, two RoleBindings and four NetworkPolicies. The floor applies the same "
-        "objects with a bare keep-alive HTTP client against a second standalone sandbox in the same run. The "
+        "objects with a bare keep-alive HTTP client against a fresh standalone sandbox just before and just after the "
+        "reconcile, in the same run. The "
         f"portal reconciles with up to {settings.KUBE_CONCURRENCY} requests at once per cluster "
         "(`KUBE_CONCURRENCY`).\n\n"
         + table(["measure", "value", "ratio / note"], rows_out)
