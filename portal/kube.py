@@ -65,9 +65,24 @@ class KubeError(Exception):
         self.reason = reason
         self.message = message
 
+    def __reduce__(self):
+        # Celery pickles a task's exception; the default would call KubeError(text) and fail to unpickle.
+        return (type(self), (self.status, self.reason, self.message))
+
     @property
     def transient(self) -> bool:
         return self.status == 0 or self.status in TRANSIENT_STATUSES
+
+
+def quantity_units(value) -> int:
+    """Whole units of a Kubernetes quantity ("16", "1k", "500m" → 0); 0 for what is not a quantity."""
+    # Imported on first use, as in _api_client: the package loads the whole generated client.
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return int(parse_quantity(value))
+    except (ValueError, TypeError):
+        return 0
 
 
 @dataclass(frozen=True)
