@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from portal import kube
+from portal.errors import Conflict
 from portal.naming import managed_selector
 from portal.reconcile import Outcome, converge, plan, record
 from tenants.choices import Role, Scheduler, TeamState
@@ -60,7 +61,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
     if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Only the team's admins and members can submit jobs.")
     if team.state != TeamState.ACTIVE:
-        raise ValidationError(f"The team is {team.get_state_display().lower()}.")
+        raise Conflict(f"The team is {team.get_state_display().lower()}.")
     if not TeamNamespace.objects.filter(team=team, cluster=flavor.cluster, deleted_at__isnull=True).exists():
         raise ValidationError({"flavor": "The team has no namespace in that cluster."})
     if kind not in JobKind.values:
@@ -98,7 +99,7 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
     if role != Role.ADMIN and job.submitted_by_id != actor.pk:
         raise PermissionDenied("Only the submitter or a team admin can cancel this job.")
     if job.terminal:
-        raise ValidationError(f"The job has already {job.get_state_display().lower()}.")
+        raise Conflict(f"The job has already {job.get_state_display().lower()}.")
     job.cancel_requested_at = timezone.now()
     job.generation = F("generation") + 1
     job.next_attempt_at = timezone.now()
@@ -111,7 +112,7 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
 
 def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
     if not job.terminal and job.state != JobState.PREEMPTED:
-        raise ValidationError("Only a finished, failed, cancelled or preempted job can be resubmitted.")
+        raise Conflict("Only a finished, failed, cancelled or preempted job can be resubmitted.")
     return job_submit(actor=actor, team=job.team, flavor=job.flavor, kind=job.kind, name=job.name, image=job.image,
                       command=job.command, args=job.args, env=job.env, workers=job.workers,
                       gpus_per_worker=job.gpus_per_worker, cpu_per_worker=job.cpu_per_worker,
@@ -216,7 +217,8 @@ def _set_state(job: Job, observed: status.Observed, now) -> bool:
     return True
 
 
-def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict]):
+def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
+             refusals: dict[str, str]):
     name = job.object_name
     found = objects.get(f"RayJob/{name}" if job.kind == JobKind.RAY else f"Job/{name}")
     if found is None:
@@ -227,7 +229,8 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     elif job.cluster.scheduler == Scheduler.KUEUE:
         observed = status.kueue_batch_job(found, workload)
     else:
-        observed = status.volcano_job(found, podgroup)
+        refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
+        observed = status.volcano_job(found, podgroup, refusal)
     return replace(observed, admitted_at=status.admission_time(found, workload, podgroup))
 
 
@@ -266,9 +269,13 @@ def job_status_sync(*, cluster) -> dict:
             for obj in client.list(api_version, kind, namespace=namespace):
                 owner = _owner_name(obj)
                 (workloads if kind == "Workload" else podgroups)[owner] = obj
+        refusals = {}
+        if cluster.scheduler == Scheduler.VOLCANO:
+            counts["lists"] += 1
+            refusals = _enqueue_refusals(client, namespace)
         observations = []
         for job in members:
-            observed = _observe(job, objects, workloads, podgroups)
+            observed = _observe(job, objects, workloads, podgroups, refusals)
             if observed is None:
                 if job.cancel_requested_at:
                     observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
@@ -288,6 +295,20 @@ def job_status_sync(*, cluster) -> dict:
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
+
+
+def _enqueue_refusals(client, namespace: str) -> dict[str, str]:
+    """PodGroup name → why Volcano's enqueue action last refused it. Volcano writes no condition for that, only an
+    Event on the PodGroup (plugins/proportion and capacity: "queue resource quota insufficient: ...")."""
+    latest: dict[str, tuple[str, str]] = {}
+    events = client.list("v1", "Event", namespace=namespace,
+                         field_selector="involvedObject.kind=PodGroup,reason=Unschedulable")
+    for event in events:
+        name = (event.get("involvedObject") or {}).get("name", "")
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if name and when >= latest.get(name, ("", ""))[0]:
+            latest[name] = (when, event.get("message", ""))
+    return {name: message for name, (_, message) in latest.items()}
 
 
 JOB_SYNC_CONDITION = "JobsSynced"
