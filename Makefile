@@ -6,29 +6,43 @@ PORT ?= 8000
 SANDBOX_EAST_PORT ?= 8001
 SANDBOX_WEST_PORT ?= 8002
 STAMP := $(VENV)/.installed
+# Every package, direct and transitive, pinned with its hashes: the app's (the image installs these) and the app's
+# plus the dev extras' (`make install`). `make lock` regenerates both from pyproject.toml.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+LOCK_DIR ?= .
+UV := $(abspath $(BIN))/uv
+UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command 'make lock' pyproject.toml --group build
 
-.PHONY: install run test bench lint check-migrations clean
+.PHONY: install lock lock-check run test bench lint check-migrations clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+# uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
+# hashed uv pin, so the environment needs no pip of its own.
+$(STAMP): $(DEV_LOCK) pyproject.toml
+	$(PYTHON) -m venv --without-pip $(VENV)
+	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(DEV_LOCK) > $(VENV)/uv-requirement.txt
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
+	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes $(DEV_LOCK)
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 install: $(STAMP)
 
 run: $(STAMP)
 	mkdir -p var
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@# The sandbox clusters start while the database migrates. Nothing is collected into STATIC_ROOT: the demo
+	@# serves static files from the apps and STATICFILES_DIRS (WHITENOISE_USE_FINDERS). Beat yields the CPU to the
+	@# web server's start; the server does not reload on code changes (a second process importing everything).
 	@trap 'kill 0' EXIT INT TERM; \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate & \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate & \
+	$(BIN)/python manage.py migrate --noinput || exit 1; \
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
-	$(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
+	nice $(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
 	echo "Portal: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the portal and its sandbox clusters)"; \
-	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
+	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
 
 test: $(STAMP)
 	$(BIN)/pytest
@@ -41,6 +55,18 @@ lint: $(STAMP)
 
 check-migrations: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
+
+lock: $(STAMP)
+	cd $(LOCK_DIR) && $(UV_COMPILE) --extra dev -o $(DEV_LOCK) && $(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
+
+# Fails when pyproject.toml changed without `make lock`: resolving again, with the lock's pins as preferences,
+# must give the committed files byte for byte.
+lock-check: $(STAMP)
+	@dir=$$(mktemp -d) && cp pyproject.toml $(LOCK) $(DEV_LOCK) $$dir/ && \
+	$(MAKE) --no-print-directory lock LOCK_DIR=$$dir && \
+	diff -u $(DEV_LOCK) $$dir/$(DEV_LOCK) && diff -u $(LOCK) $$dir/$(LOCK); status=$$?; rm -rf $$dir; \
+	if [ $$status -ne 0 ]; then echo "the lock files do not match pyproject.toml: run 'make lock'" >&2; exit 1; fi; \
+	echo "$(LOCK) and $(DEV_LOCK) match pyproject.toml"
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache

@@ -54,10 +54,13 @@ def _page_queries(path: str, user) -> int:
 
 def run() -> str:
     django_setup()
+    from django.conf import settings
     from django.contrib.auth import get_user_model
+    from django.utils import timezone
 
     from composition import reconcile as services
     from portal.desired import team_namespace_desired
+    from tenants.choices import SyncState
     from tenants.models import TeamNamespace
 
     with test_database(), standalone_sandbox() as url:
@@ -65,18 +68,28 @@ def run() -> str:
         rows = list(TeamNamespace.objects.select_related("team", "cluster"))
         desired = [obj for row in rows for obj in team_namespace_desired(team_namespace=row)]
 
-        with standalone_sandbox() as floor_url:
-            # The floor creates namespaces first so the namespaced applies land, exactly as reconcile does.
-            floor = raw_applies(floor_url, desired)
+        def measure_floor() -> float:
+            with standalone_sandbox() as floor_url:
+                # The floor creates namespaces first so the namespaced applies land, exactly as reconcile does.
+                return raw_applies(floor_url, desired)
+
+        # Measured just before and just after the reconcile, and the faster one kept: on a shared machine a
+        # single floor can land in a busy or a quiet moment, and the faster floor is the stricter comparison.
+        floor_before = measure_floor()
 
         # The cluster-wide objects (PriorityClasses, flavors, cohort) are not part of the per-team comparison.
         services.cluster_reconcile(cluster_id=cluster.pk)
+        # Every team is due, as after a cluster is registered: the due sweep reconciles them, reading the rows,
+        # listing what the cluster holds, applying and recording status.
+        TeamNamespace.objects.update(next_attempt_at=timezone.now())
         sandbox_reset_stats(url)
         started = time.perf_counter()
-        for row in rows:
-            services.team_namespace_reconcile(team_namespace_id=row.pk, row=row)
+        services.reconcile_due(limit=TEAMS)
         full = time.perf_counter() - started
         first_writes = sandbox_stats(url)["writes"]
+        assert {row.sync_state for row in TeamNamespace.objects.all()} == {SyncState.APPLIED}
+        floor_after = measure_floor()
+        floor = min(floor_before, floor_after)
 
         sandbox_reset_stats(url)
         started = time.perf_counter()
@@ -96,8 +109,10 @@ def run() -> str:
 
     rows_out = [
         ["objects applied", len(desired), f"{first_writes} writes"],
-        ["floor: bare HTTP server-side applies", f"{floor:.2f} s", f"{len(desired) / floor:.0f} objects/s"],
-        ["reconcile of every team (lists + applies)", f"{full:.2f} s", f"**{full / floor:.2f}× the floor**"],
+        ["floor: bare HTTP server-side applies (faster of before / after)", f"{floor:.2f} s",
+         f"{len(desired) / floor:.0f} objects/s ({floor_before:.2f} s / {floor_after:.2f} s)"],
+        ["reconcile of every team (due sweep: reads, lists, applies, status)", f"{full:.2f} s",
+         f"**{full / floor:.2f}× the floor**"],
         ["no-op sweep of every team", f"{noop:.2f} s", f"{noop_stats['requests']} requests, "
                                                       f"**{noop_stats['writes']} writes** (target 0)"],
         ["sweep totals", str(totals), ""],
@@ -109,7 +124,10 @@ def run() -> str:
     return (
         f"## Reconcile of {TEAMS:,} teams (standalone sandbox)\n\n"
         "Each team owns a namespace, two RoleBindings and four NetworkPolicies. The floor applies the same "
-        "objects with a bare keep-alive HTTP client against a second standalone sandbox in the same run.\n\n"
+        "objects with a bare keep-alive HTTP client against a fresh standalone sandbox just before and just after the "
+        "reconcile, in the same run. The "
+        f"portal reconciles with up to {settings.KUBE_CONCURRENCY} requests at once per cluster "
+        "(`KUBE_CONCURRENCY`).\n\n"
         + table(["measure", "value", "ratio / note"], rows_out)
         + "\n\n### SQL queries per page (target: the same at 10 and 1,000 teams, ≤ 15)\n\n"
         + table(["page", "10 teams", f"{TEAMS:,} teams"], queries)

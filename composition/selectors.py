@@ -6,12 +6,14 @@ from quotas.models import Quota
 from tenants.models import Cluster, Membership, TeamNamespace
 
 
-def team_namespaces_for_reconcile(*, cluster: Cluster) -> QuerySet[TeamNamespace]:
-    """Every team namespace of a cluster with what its desired objects need, prefetched."""
+def team_namespaces_for_reconcile(*, cluster: Cluster, pks=None) -> QuerySet[TeamNamespace]:
+    """Every team namespace of a cluster (or those of `pks`, deleted ones included) with what its desired objects
+    need, prefetched."""
     memberships = Membership.objects.select_related("user")
     quotas = Quota.objects.filter(flavor__cluster=cluster).select_related("flavor")
+    rows = TeamNamespace.objects.filter(cluster=cluster)
     return (
-        TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
+        (rows.filter(pk__in=pks) if pks is not None else rows.filter(deleted_at__isnull=True))
         .select_related("team__parent", "cluster")
         .prefetch_related(Prefetch("team__memberships", queryset=memberships),
                           Prefetch("team__quotas", queryset=quotas))

@@ -3,18 +3,24 @@
 Everything else passes plain dicts. A `ClusterClient` is built per cluster from how that cluster is reached
 (a sandbox URL, a kubeconfig context or the pod's service account). Errors come out as `KubeError`, classified
 transient (retry with backoff) or permanent (record and show), with the API server's own message kept.
+
+The official client supplies what is hard to get right: kubeconfig and in-cluster configuration, TLS and
+credentials (refreshed per request). Requests go straight through its connection pool with plain JSON: its
+generic request path (parameter sanitising, deserialisation) cost more client time than the API server took.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
 
 import urllib3
 from django.conf import settings
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.utils import parse_quantity
 
 TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
 
@@ -71,6 +77,9 @@ class KubeError(Exception):
 
 def quantity_units(value) -> int:
     """Whole units of a Kubernetes quantity ("16", "1k", "500m" → 0); 0 for what is not a quantity."""
+    # Imported on first use, as in _api_client: the package loads the whole generated client.
+    from kubernetes.utils import parse_quantity
+
     try:
         return int(parse_quantity(value))
     except (ValueError, TypeError):
@@ -86,17 +95,17 @@ class Connection:
     context: str = ""
 
 
-def _error_from_api_exception(exc: k8s.ApiException) -> KubeError:
-    import json
-
-    reason, message = exc.reason or "Error", str(exc.body or exc.reason or "")
+def _error_from_response(status: int, reason: str, body: bytes) -> KubeError:
+    """The API server's Status object, when the body is one, names the reason and says what went wrong."""
+    message = body.decode(errors="replace") if body else reason
     try:
-        body = json.loads(exc.body or "")
-        reason = body.get("reason") or reason
-        message = body.get("message") or message
-    except (TypeError, ValueError):
-        pass
-    return KubeError(exc.status or 0, reason, message)
+        document = json.loads(body)
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        reason = document.get("reason") or reason
+        message = document.get("message") or message
+    return KubeError(status, reason or "Error", message)
 
 
 def path_for(api_version: str, kind: str, namespace: str | None = None, name: str | None = None) -> str:
@@ -111,31 +120,92 @@ def path_for(api_version: str, kind: str, namespace: str | None = None, name: st
     return f"{path}/{name}" if name else path
 
 
-class ClusterClient:
-    """Plain-dict operations against one cluster."""
+class _OneWrite:
+    """Sends a request's headers and body in one write, as http.client does for a body it is given whole.
 
-    def __init__(self, api_client: k8s.ApiClient, timeout: tuple[float, float]):
-        self.api = api_client
-        self.timeout = timeout
+    urllib3 writes them separately; the API server then wakes up for the headers and again for the body, a
+    scheduling round trip per write request that cost more than the request itself on a busy machine.
+    """
 
-    def _call(self, method: str, path: str, *, query=None, body=None, content_type="application/json"):
+    _held: bytes | None = None
+    _holding = False
+
+    def endheaders(self, message_body=None, *, encode_chunked=False):
+        self._holding = True
         try:
-            return self.api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                response_type="object",
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-                _preload_content=True,
-                _request_timeout=self.timeout,
-            )
-        except k8s.ApiException as exc:
-            raise _error_from_api_exception(exc) from exc
+            super().endheaders(message_body, encode_chunked=encode_chunked)
+        finally:
+            self._holding = False
+
+    def send(self, data):
+        if self._holding and isinstance(data, bytes):
+            self._held = data  # the headers: they leave with the body, or before the response is read
+            return
+        if self._held is not None:
+            held, self._held = self._held, None
+            data = held + data if isinstance(data, bytes) else super().send(held) or data
+        super().send(data)
+
+    def getresponse(self, *args, **kwargs):
+        if self._held is not None:
+            held, self._held = self._held, None
+            super().send(held)
+        return super().getresponse(*args, **kwargs)
+
+
+class _Connection(_OneWrite, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _TLSConnection(_OneWrite, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _Pool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TLSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+class ClusterClient:
+    """Plain-dict operations against one cluster, and a small pool to run several of them at once."""
+
+    def __init__(self, api_client, timeout: float, concurrency: int):
+        self.api = api_client  # the official ApiClient: configuration, TLS connection pool, credentials
+        self._pool = api_client.rest_client.pool_manager
+        self._pool.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
+        self._host = api_client.configuration.host.rstrip("/")
+        self._user_agent = api_client.user_agent
+        self._timeout = urllib3.Timeout(connect=timeout, read=timeout)
+        self.concurrency = max(1, concurrency)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def _request(self, method: str, path: str, *, query=None, body=None, content_type="application/json",
+                 accept="application/json") -> bytes:
+        headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": self._user_agent}
+        # Credentials are read for every request: a service-account token or an exec plugin's token rotates.
+        self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        try:
+            # Retries are the reconciler's job (with backoff and a visible state), not the HTTP library's.
+            response = self._pool.request(method, url, body=data, headers=headers, timeout=self._timeout,
+                                          retries=False, redirect=False, preload_content=True)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(0, "Unreachable", str(exc)) from exc
+        if not 200 <= response.status < 300:
+            raise _error_from_response(response.status, response.reason, response.data)
+        return response.data
+
+    def _call(self, method: str, path: str, *, query=None, body=None, content_type="application/json"):
+        data = self._request(method, path, query=query, body=body, content_type=content_type)
+        try:
+            return json.loads(data) if data else None
+        except ValueError as exc:
+            raise KubeError(0, "BadResponse", f"{method} {path}: the API server's answer is not JSON") from exc
 
     def apply(self, obj: dict, *, field_manager: str | None = None, dry_run: bool = False) -> dict:
         """Server-side apply with the portal's field manager and force: the portal owns what it declares."""
@@ -168,11 +238,20 @@ class ClusterClient:
             if exc.status == 404 and (api_version, kind) in KINDS and "/" in api_version:
                 return []
             raise
-        items = result.get("items") or []
+        items = (result or {}).get("items") or []
         for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         return items
+
+    def list_all(self, queries: Iterable[tuple[str, str, str | None, str]]) -> list[dict]:
+        """Every object of several lists, each `(api_version, kind, namespace, label_selector)`, read side by side;
+        the first list that fails raises its error."""
+        results = self.each(lambda q: self.list(q[0], q[1], namespace=q[2], label_selector=q[3]), queries)
+        error = next((result for result in results if isinstance(result, KubeError)), None)
+        if error is not None:
+            raise error
+        return [obj for items in results for obj in items]
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete in the background; False when it was already gone."""
@@ -186,17 +265,9 @@ class ClusterClient:
         return True
 
     def pod_log(self, namespace: str, name: str, *, tail_lines: int = 50) -> str:
-        try:
-            return self.api.call_api(
-                f"/api/v1/namespaces/{namespace}/pods/{name}/log", "GET",
-                query_params=[("tailLines", str(tail_lines))], header_params={"Accept": "text/plain"},
-                response_type="str", auth_settings=["BearerToken"], _return_http_data_only=True,
-                _preload_content=True, _request_timeout=self.timeout,
-            ) or ""
-        except k8s.ApiException as exc:
-            raise _error_from_api_exception(exc) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise KubeError(0, "Unreachable", str(exc)) from exc
+        data = self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+                             query=[("tailLines", str(tail_lines))], accept="text/plain")
+        return data.decode(errors="replace")
 
     def reachable(self) -> tuple[bool, str]:
         try:
@@ -205,12 +276,53 @@ class ClusterClient:
             return False, str(exc)
         return True, (version or {}).get("gitVersion", "")
 
+    def each(self, call: Callable[[Any], Any], items: Iterable) -> list:
+        """`call(item)` for every item, up to `concurrency` at a time on this cluster (as a controller's workers
+        do); results in the items' order, a `KubeError` in place of the result of a call that raised one.
+
+        Any other exception is a bug, not a cluster's answer: it is raised once every call has finished.
+        """
+        items = list(items)
+        if len(items) <= 1 or self.concurrency == 1:
+            return [_result_or_error(call, item) for item in items]
+        futures = [self._workers().submit(_result_or_error, call, item) for item in items]
+        return [future.result() for future in futures]
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kube")
+            return self._executor
+
+    def close(self) -> None:
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+        self.api.close()
+
+
+def _result_or_error(call: Callable[[Any], Any], item):
+    try:
+        return call(item)
+    except KubeError as exc:
+        return exc
+
 
 _clients: dict[Connection, ClusterClient] = {}
 _clients_lock = threading.Lock()
 
 
-def _configuration(conn: Connection) -> k8s.Configuration:
+def _api_client(conn: Connection):
+    """The official client for one connection.
+
+    `kubernetes` is imported here, when a process first talks to a cluster, rather than at start-up: importing it
+    loads its several hundred generated model modules (over a second of CPU), which a migrate, a web server's
+    start or a worker that never reconciles does not need.
+    """
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
     if conn.mode == "sandbox":
         configuration = k8s.Configuration(host=conn.server)
         configuration.api_key = {"authorization": "Bearer sandbox"}
@@ -226,17 +338,17 @@ def _configuration(conn: Connection) -> k8s.Configuration:
             raise KubeError(400, "BadConnection", str(exc)) from exc
     else:
         raise KubeError(400, "BadConnection", f"unknown connection mode {conn.mode!r}")
-    # Retries are the reconciler's job (with backoff and a visible state), not the HTTP library's.
     configuration.retries = False
-    return configuration
+    # One connection per worker, so concurrent requests to a cluster never wait for a free connection.
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, settings.KUBE_CONCURRENCY)
+    return k8s.ApiClient(configuration)
 
 
 def client_for(conn: Connection) -> ClusterClient:
     with _clients_lock:
         cached = _clients.get(conn)
         if cached is None:
-            timeout = settings.KUBE_REQUEST_TIMEOUT  # the client honours floats only as a (connect, read) pair
-            cached = ClusterClient(k8s.ApiClient(_configuration(conn)), (timeout, timeout))
+            cached = ClusterClient(_api_client(conn), settings.KUBE_REQUEST_TIMEOUT, settings.KUBE_CONCURRENCY)
             _clients[conn] = cached
         return cached
 
@@ -250,5 +362,5 @@ def forget_clients() -> None:
     """Drop cached clients (tests start a fresh sandbox per test)."""
     with _clients_lock:
         for cached in _clients.values():
-            cached.api.close()
+            cached.close()
         _clients.clear()

@@ -252,6 +252,9 @@ BILLING_STEP_SECONDS = int(env("BILLING_STEP_SECONDS", "60"))
 # Kubernetes: the field manager every server-side apply uses, and how long one call may take.
 KUBE_FIELD_MANAGER = "gpu-portal"
 KUBE_REQUEST_TIMEOUT = float(env("KUBE_REQUEST_TIMEOUT", "10"))
+# Requests one process sends to one cluster at once while it reconciles (a controller's worker count): a few
+# overlap the API server's work with the portal's without crowding the server.
+KUBE_CONCURRENCY = int(env("KUBE_CONCURRENCY", "4"))
 KUBECONFIG = env("KUBECONFIG")
 # Team namespaces are "<prefix><slug>"; slugs are limited so the name always fits 63 characters.
 NAMESPACE_PREFIX = env("NAMESPACE_PREFIX", "")

@@ -114,10 +114,16 @@ def test_suspending_withdraws_access_and_archiving_deletes_only_after_confirmati
 
 
 def test_server_errors_retry_with_backoff_and_converge(row, sandbox, settings):
-    sandbox.faults.add(verb="apply", resource="networkpolicies", status=503, reason="ServiceUnavailable", count=2)
+    sandbox.faults.add(verb="apply", resource="networkpolicies", status=503, reason="ServiceUnavailable",
+                       fraction=1.0)
     outcome = reconcile(row)
     assert outcome.error.transient
     assert row.sync_state == SyncState.RETRYING and row.attempts == 1
+    # Every policy was tried and answers for itself; what went through before the failure stays applied.
+    states = {(s["kind"], s["state"]) for s in row.objects_status}
+    assert states == {("Namespace", "applied"), ("ResourceQuota", "applied"), ("LimitRange", "applied"),
+                      ("RoleBinding", "applied"), ("NetworkPolicy", "failed")}
+    assert sum(s["kind"] == "NetworkPolicy" for s in row.objects_status) == 4
     first_delay = (row.next_attempt_at - timezone.now()).total_seconds()
     assert 0 < first_delay <= settings.RECONCILE_BACKOFF_BASE_SECONDS
     assert "ServiceUnavailable" in row.sync_message
@@ -126,6 +132,7 @@ def test_server_errors_retry_with_backoff_and_converge(row, sandbox, settings):
     row.refresh_from_db()
     assert row.attempts == 2 and row.sync_state == SyncState.RETRYING
     assert (row.next_attempt_at - timezone.now()).total_seconds() > first_delay * 0.9 or row.attempts == 2
+    sandbox.faults.clear()
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
     orchestration.reconcile_due()
     row.refresh_from_db()
@@ -187,3 +194,79 @@ def test_team_create_reconciles_on_commit_in_every_active_cluster(cluster, run_o
     assert [ns.cluster for ns in team.namespaces.all()] == [cluster]
     assert client(cluster).get("v1", "Namespace", "vision") is not None
     assert other.team_namespaces.count() == 0
+
+
+@pytest.fixture(params=["list per row", "one list per kind"])
+def list_mode(request, monkeypatch):
+    monkeypatch.setattr(orchestration, "BULK_LIST_ROWS", 1000 if request.param == "list per row" else 1)
+    return request.param
+
+
+def due_rows(cluster, count):
+    rows = [TeamNamespaceFactory(team=TeamFactory(slug=f"t{i}"), cluster=cluster) for i in range(count)]
+    TeamNamespace.objects.filter(pk__in=[r.pk for r in rows]).update(next_attempt_at=timezone.now())
+    return rows
+
+
+def test_the_due_sweep_reconciles_a_clusters_rows_together_and_only_once(cluster, sandbox, list_mode):
+    rows = due_rows(cluster, 3)
+    assert orchestration.reconcile_due() == 3
+    for row in rows:
+        row.refresh_from_db()
+        assert row.sync_state == SyncState.APPLIED and row.next_attempt_at is None
+        assert row.observed_generation == row.generation
+        assert names(cluster, "networking.k8s.io/v1", "NetworkPolicy", namespace=row.team.namespace)
+    assert orchestration.reconcile_due() == 0
+    # Due again with nothing to change: no write to the cluster, and the rows' status is written only where a
+    # reader would see a change (the observed generation).
+    services.team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(pk__in=[r.pk for r in rows]))
+    TeamNamespace.objects.update(next_attempt_at=timezone.now())
+    sandbox.reset_stats()
+    assert orchestration.reconcile_due() == 3
+    assert sandbox.stats()["writes"] == 0
+    fresh = list(TeamNamespace.objects.order_by("pk"))
+    assert {r.sync_state for r in fresh} == {SyncState.APPLIED}
+    assert all(r.observed_generation == r.generation for r in fresh)
+
+
+def test_a_fault_on_one_rows_apply_leaves_the_other_rows_applied(cluster, sandbox, list_mode):
+    rows = due_rows(cluster, 3)
+    sandbox.faults.add(verb="apply", resource="networkpolicies", namespace=rows[1].team.namespace, status=503,
+                       reason="ServiceUnavailable", fraction=1.0)
+    orchestration.reconcile_due()
+    states = {}
+    for row in rows:
+        row.refresh_from_db()
+        states[row.team.slug] = row.sync_state
+    assert states == {"t0": SyncState.APPLIED, "t1": SyncState.RETRYING, "t2": SyncState.APPLIED}
+    failed = TeamNamespace.objects.get(pk=rows[1].pk).objects_status
+    assert {s["kind"] for s in failed if s["state"] == "failed"} == {"NetworkPolicy"}
+    sandbox.faults.clear()
+    TeamNamespace.objects.filter(pk=rows[1].pk).update(next_attempt_at=timezone.now())
+    assert orchestration.reconcile_due() == 1
+    assert TeamNamespace.objects.get(pk=rows[1].pk).sync_state == SyncState.APPLIED
+
+
+def test_a_failed_list_is_recorded_on_every_due_row_and_retried(cluster, sandbox, list_mode):
+    rows = due_rows(cluster, 2)
+    sandbox.faults.add(verb="list", resource="namespaces", status=503, reason="ServiceUnavailable", fraction=1.0)
+    orchestration.reconcile_due()
+    for row in rows:
+        row.refresh_from_db()
+        assert row.sync_state == SyncState.RETRYING and "ServiceUnavailable" in row.sync_message
+    sandbox.faults.clear()
+    TeamNamespace.objects.update(next_attempt_at=timezone.now())
+    orchestration.reconcile_due()
+    assert {r.sync_state for r in TeamNamespace.objects.all()} == {SyncState.APPLIED}
+
+
+def test_recording_many_outcomes_writes_only_rows_that_changed(cluster, sandbox, django_assert_max_num_queries):
+    from portal.reconcile import record_many
+
+    rows = due_rows(cluster, 3)
+    orchestration.reconcile_due()
+    rows = list(TeamNamespace.objects.order_by("pk"))
+    outcomes = orchestration.team_namespaces_reconcile(cluster=cluster, rows=rows)
+    assert [o.writes for o in outcomes] == [0, 0, 0]
+    with django_assert_max_num_queries(1):  # the one read of current generations, no write
+        assert record_many(TeamNamespace, [(r, r.generation, o) for r, o in zip(rows, outcomes, strict=True)]) == 0

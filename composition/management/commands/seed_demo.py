@@ -9,6 +9,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -114,6 +115,11 @@ def _wait_for(url: str, seconds: float) -> None:
             time.sleep(0.1)
 
 
+def _set_password_hash(user, password_hash: str) -> None:
+    user.password = password_hash
+    user.save(update_fields=["password"])
+
+
 class Command(BaseCommand):
     help = "Create the demo clusters, flavors, tiers, teams and users (idempotent)."
 
@@ -133,9 +139,13 @@ class Command(BaseCommand):
     @transaction.atomic
     def _seed(self, kueue_url, volcano_url):
         users = get_user_model().objects
+        # Every demo login shares one password, so it is hashed once: each hash is deliberately slow (PBKDF2), and
+        # ten of them were a noticeable part of the demo's start.
+        password = make_password(DEMO_PASSWORD)
         admin = users.filter(username="admin").first()
         if admin is None:
-            admin = users.create_superuser("admin", "admin@example.com", DEMO_PASSWORD)
+            admin = users.create_superuser("admin", "admin@example.com", password=None)
+            _set_password_hash(admin, password)
         servers = {"gpu-east": kueue_url, "gpu-west": volcano_url}
         for spec in TIERS:
             if not PriorityTier.objects.filter(name=spec["name"]).exists():
@@ -159,7 +169,8 @@ class Command(BaseCommand):
         for username, (slug, role) in PEOPLE.items():
             user = users.filter(username=username).first()
             if user is None:
-                user = users.create_user(username, f"{username}@example.com", DEMO_PASSWORD)
+                user = users.create_user(username, f"{username}@example.com", password=None)
+                _set_password_hash(user, password)
             team = Team.objects.get(slug=slug)
             if not Membership.objects.filter(team=team, user=user, role=role).exists():
                 services.membership_set(actor=admin, team=team, user=user, role=role)
