@@ -86,3 +86,11 @@ def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, cli
     reason = held(team)["h100"].not_applied
     assert reason.startswith("Rejected by the cluster:") and "exceeded quota of the cluster admin" in reason
     assert "exceeded quota of the cluster admin" in quota_page(client, team)
+
+
+def test_only_what_the_cluster_reported_is_recorded():
+    uncounted = {"kind": "ResourceQuota", "status": {}}
+    assert reconcile.quota_status_from([uncounted]) == {}  # nothing to record, so a sweep writes no row
+    counted = {"kind": "ResourceQuota", "status": {"hard": {"requests.nvidia.com/gpu": "8", "requests.cpu": "64"},
+                                                   "used": {"requests.nvidia.com/gpu": "1k"}}}
+    assert reconcile.quota_status_from([counted]) == {"hard": {"nvidia.com/gpu": 8}, "used": {"nvidia.com/gpu": 1000}}
