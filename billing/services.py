@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -389,7 +389,14 @@ def usage_collect_due(*, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     collected = {}
     for cluster in Cluster.objects.filter(active=True).order_by("pk"):
-        hours = usage_hours_due(cluster=cluster, now=now)
-        ledgers = usage_collect_hours(cluster=cluster, hours=hours, now=now, stop_on_failure=True) if hours else []
+        try:
+            hours = usage_hours_due(cluster=cluster, now=now)
+            ledgers = (usage_collect_hours(cluster=cluster, hours=hours, now=now, stop_on_failure=True)
+                       if hours else [])
+        except DatabaseError:
+            raise  # the database, not this cluster: the task retries the whole run
+        except Exception:  # noqa: BLE001 - one cluster's surprise must not stop the others' collection
+            logger.exception("usage collection of cluster %s failed", cluster.name)
+            ledgers = []
         collected[cluster.name] = sum(ledger.state == HourState.COLLECTED for ledger in ledgers)
     return collected

@@ -122,8 +122,10 @@ def quota_status_from(actual: list[dict]) -> dict:
     for obj in actual:
         status = obj.get("status") or {}
         if obj["kind"] == "ResourceQuota":
-            result["hard"] = _gpu_units(status.get("hard"))
-            result["used"] = _gpu_units(status.get("used"))
+            # Only what the quota controller reported: a quota it has not counted yet says nothing.
+            for part in ("hard", "used"):
+                if status.get(part) is not None:
+                    result[part] = _gpu_units(status[part])
         elif obj["kind"] == "ClusterQueue":
             result["flavors"] = {
                 f["name"]: _gpu_units({r["name"]: r.get("total", "0") for r in f.get("resources") or []})

@@ -388,3 +388,23 @@ def test_flavors_sharing_a_resource_are_told_apart_by_gpu_model_and_the_rest_is_
     assert ledger.state == HourState.COLLECTED
     assert "nvidia_com_gpu on a unknown GPU matches 2 flavors: counted as a100" in ledger.message
     assert "nvidia_com_mig_2g_20gb in namespace alpha: no flavor has this resource" in ledger.message
+
+
+def test_one_cluster_failing_unexpectedly_does_not_stop_the_others(world, monkeypatch, caplog):
+    cluster, scenario = world["cluster"], world["scenario"]
+    Cluster.objects.filter(pk=cluster.pk).update(created_at=scenario.hour(0))
+    other = ClusterFactory(name="other", prometheus_url=world["url"])
+    Cluster.objects.filter(pk=other.pk).update(created_at=scenario.hour(HOURS - 1))
+    now = scenario.hour(HOURS) + timedelta(minutes=5)
+    real = services.usage_hours_due
+
+    def surprise(*, cluster, now):
+        if cluster.name == "gpu-test":  # the first cluster: a bug or an answer nobody foresaw
+            raise KeyError("metric")
+        return real(cluster=cluster, now=now)
+
+    monkeypatch.setattr(services, "usage_hours_due", surprise)
+    collected = services.usage_collect_due(now=now)
+    assert collected["gpu-test"] == 0 and "other" in collected
+    assert CollectedHour.objects.filter(cluster=other).exists()  # the next cluster was still collected
+    assert "usage collection of cluster gpu-test failed" in caplog.text

@@ -9,7 +9,7 @@ from composition import reconcile
 from portal import kube
 from quotas import selectors
 from tenants.models import TeamNamespace
-from tests.quotas.test_reconcile import KUEUE, VOLCANO, grant, reconcile_all, setup_cluster
+from tests.quotas.test_reconcile import KUEUE, grant, reconcile_all, setup_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -58,23 +58,29 @@ def test_volcano_in_use_from_the_resource_quota(sandbox):
     cluster, team, row, h100, mig = setup_cluster(sandbox.url, "volcano")
     grant(team, h100, 16, 0)
     reconcile_all(cluster)
-    set_status(cluster, VOLCANO, "Queue", "nlp", None, {"allocated": {"nvidia.com/gpu": "12"}, "state": "Open"})
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker", "namespace": "nlp"},
+           "spec": {"containers": [{"name": "main", "image": "x/y:1",
+                                    "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "1", "memory": "1Gi"}}}]}}
+    kube.client_for_cluster(cluster)._call("POST", kube.path_for("v1", "Pod", "nlp"), body=pod)
     reconcile.reconcile_sweep()
-    assert held(team)["h100"].in_use == 12  # only the Queue says: its allocation
-    set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
-        "hard": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"},
-        "used": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"}})
-    reconcile.reconcile_sweep()
-    assert held(team)["h100"].in_use == 16  # the quota controller's count, every pod of the namespace
+    assert held(team)["h100"].in_use == 8  # the quota controller's count, every pod of the namespace
+
+
+def test_in_use_falls_back_to_the_volcano_queue_allocation(sandbox):
+    cluster, team, row, h100, mig = setup_cluster(sandbox.url, "volcano")
+    status = {"allocated": {"nvidia.com/gpu": 12}}
+    assert selectors.in_use(flavor=h100, scheduler="volcano", quota_status=status) == 12
+    counted = {**status, "used": {"nvidia.com/gpu": 4}}
+    assert selectors.in_use(flavor=h100, scheduler="volcano", quota_status=counted) == 4
 
 
 def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, client):
     cluster, team, row, h100, mig = setup_cluster(sandbox.url, "kueue")
     grant(team, h100, 16, 4)
     reconcile_all(cluster)
-    set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
-        "hard": {"requests.nvidia.com/gpu": "12"}, "used": {"requests.nvidia.com/gpu": "12"}})
-    reconcile.reconcile_sweep()
+    # What the last sweep read from a cluster whose ResourceQuota still enforced an older limit.
+    TeamNamespace.objects.filter(team=team, cluster=cluster).update(
+        quota_status={"hard": {"nvidia.com/gpu": 12}, "used": {"nvidia.com/gpu": 12}})
     assert "enforces 12 nvidia.com/gpu, not the 20 the portal holds" in held(team)["h100"].not_applied
     assert "not applied" in quota_page(client, team)
 
@@ -86,3 +92,11 @@ def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, cli
     reason = held(team)["h100"].not_applied
     assert reason.startswith("Rejected by the cluster:") and "exceeded quota of the cluster admin" in reason
     assert "exceeded quota of the cluster admin" in quota_page(client, team)
+
+
+def test_only_what_the_cluster_reported_is_recorded():
+    uncounted = {"kind": "ResourceQuota", "status": {}}
+    assert reconcile.quota_status_from([uncounted]) == {}  # nothing to record, so a sweep writes no row
+    counted = {"kind": "ResourceQuota", "status": {"hard": {"requests.nvidia.com/gpu": "8", "requests.cpu": "64"},
+                                                   "used": {"requests.nvidia.com/gpu": "1k"}}}
+    assert reconcile.quota_status_from([counted]) == {"hard": {"nvidia.com/gpu": 8}, "used": {"nvidia.com/gpu": 1000}}
