@@ -49,6 +49,8 @@ def submit(world, **overrides):
         ({"image": "bad image"}, "image", "image reference"),
         ({"env": {"1BAD": "x"}}, "env", "not a valid environment variable name"),
         ({"env": {"OK": 3}}, "env", "must be a string"),
+        ({"env": {"OK\n": "3"}}, "env", "not a valid environment variable name"),
+        ({"image": "ghcr.io/acme/train:1.2\n"}, "image", "image reference"),
         ({"command": "torchrun train.py"}, "command", "list of strings"),
         ({"workers": 10_000}, "workers", "less than or equal to 256"),
         ({"gpus_per_worker": 0}, "gpus_per_worker", "at least one GPU"),
@@ -130,12 +132,16 @@ def test_status_sync_follows_the_job_with_one_list_per_kind_per_namespace(sandbo
     api.delete("batch/v1", "Job", jobs[2].object_name, "nlp")
     sandbox.reset_stats()
     counts = services.job_status_sync(cluster=world["cluster"])
-    assert counts["lists"] == 4  # Service, Job, RayJob, Workload in the one namespace
-    assert sandbox.stats()["requests"] == 4
+    # Service, Job, RayJob, Workload in the one namespace, and its pods: two jobs are seen started for the first time
+    assert counts["lists"] == 5
+    assert sandbox.stats()["requests"] == 5
     states = {j.pk: j.state for j in Job.objects.all()}
     assert states == {running.pk: JobState.RUNNING, done.pk: JobState.SUCCEEDED, jobs[2].pk: JobState.FAILED}
     finished = Job.objects.get(pk=done.pk)
-    assert finished.run_seconds == 3600 and finished.admitted_at is not None
+    # No Workload says when it was admitted: then it is when it started (never after), by the cluster's clock.
+    assert finished.run_seconds == 3600 and finished.admitted_at == finished.started_at
+    sandbox.reset_stats()
+    assert services.job_status_sync(cluster=world["cluster"])["lists"] == 4  # starts known: no pods read
     assert "disappeared" in Job.objects.get(pk=jobs[2].pk).state_message
 
 
