@@ -109,7 +109,7 @@ class Store(ServerSideApply, Deletion, Watches):
         if len(history) == self._history_size:
             self._floor[rt.key] = history[0][0]
         history.append((self._rv, event_type, obj, previous))
-        self.admission.after_commit(event_type, rt, obj)
+        self.admission.after_commit(event_type, rt, obj, previous)
         for callback in list(self._subscribers):
             callback(event_type, rt, clone(obj))
         self._changed.notify_all()

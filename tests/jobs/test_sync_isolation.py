@@ -11,6 +11,7 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
+from quotas.models import Quota
 from sandbox import Sandbox
 from tenants.choices import SyncState
 from tenants.models import Cluster, TeamNamespace
@@ -34,7 +35,7 @@ def three_clusters():
     with Sandbox() as kueue, Sandbox() as volcano:
         dead = ClusterFactory(name="dead", server="http://127.0.0.1:9")
         alive = [ClusterFactory(name="kueue", server=kueue.url, scheduler="kueue"),
-                 ClusterFactory(name="volcano", server=volcano.url, scheduler="volcano")]
+                 ClusterFactory(name="volcano", server=volcano.url, scheduler="volcano", cohort="")]
         yield dead, alive
     kube.forget_clients()
 
@@ -42,6 +43,8 @@ def three_clusters():
 def running_job(cluster, team, user, tier) -> Job:
     flavor = GpuFlavorFactory(cluster=cluster, name=f"h100-{cluster.name}")
     TeamNamespace.objects.get_or_create(team=team, cluster=cluster)
+    # The team holds quota there, so its queue exists: Volcano refuses a job whose queue does not.
+    Quota.objects.create(team=team, flavor=flavor, guaranteed=8, burst=0, cpu_cores=64, memory_gib=256)
     job = Job.objects.create(team=team, cluster=cluster, flavor=flavor, priority_tier=tier, kind="batch",
                              name="train", image="ghcr.io/acme/train:1", command=["python"], submitted_by=user,
                              state=JobState.QUEUED)
