@@ -225,12 +225,14 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["errors"] += 1
         record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
         return
+    cluster_failed = False
     if cluster.observed_generation < cluster.generation or not plan(
         cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
     ).empty:
         outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
         totals["repaired"] += 1
         totals["writes"] += outcome.writes
+        cluster_failed = outcome.error is not None
     rows = team_namespaces_for_reconcile(cluster=cluster)
     flavors = list(cluster.flavors.order_by("name"))
     known = set()
@@ -247,6 +249,12 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["writes"] += outcome.writes
         totals["errors"] += outcome.error is not None
     totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
+    if cluster_failed:
+        # Volcano refuses a department queue that shrinks below what its team queues still hold, so a give-back
+        # applies once the teams' queues have shrunk: the cluster-wide objects are tried again after them.
+        outcome = cluster_reconcile(cluster_id=cluster.pk)
+        totals["writes"] += outcome.writes
+        totals["errors"] += outcome.error is not None
 
 
 def _cluster_actual(client: kube.ClusterClient, cluster: Cluster) -> list[dict]:

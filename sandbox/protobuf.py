@@ -1,10 +1,11 @@
 """The protobuf request bodies kubectl's imperative `create` commands send, for the kinds they make most often.
 
 kube-apiserver decodes `application/vnd.kubernetes.protobuf` for every built-in kind from the generated Go types
-(k8s.io/api/*/generated.proto). The sandbox keeps the fields of the few kinds `kubectl create namespace |
-configmap | secret | serviceaccount | quota | priorityclass` send, by their field numbers in those .proto files:
-the envelope (runtime.Unknown: 1 typeMeta {1 apiVersion, 2 kind}, 2 raw), ObjectMeta (1 name, 2 generateName,
-3 namespace, 11 labels, 12 annotations, 14 finalizers) and each kind's own fields. Anything else is answered 415.
+(k8s.io/api/*/generated.proto). The sandbox keeps, by their field numbers in those .proto files, the fields that
+`kubectl create namespace|configmap|secret|serviceaccount|quota|priorityclass|deployment|service` set: the
+envelope (runtime.Unknown: 1 typeMeta {1 apiVersion, 2 kind}, 2 raw), ObjectMeta (1 name, 2 generateName,
+3 namespace, 11 labels, 12 annotations, 14 finalizers), each kind's own fields, and for Deployments the pod
+template's containers (name, image, command, args, ports, env, resources). Anything else is answered 415.
 """
 
 from __future__ import annotations
@@ -15,6 +16,19 @@ MAGIC = b"k8s\x00"
 
 _META = {1: ("name", "s"), 2: ("generateName", "s"), 3: ("namespace", "s"), 11: ("labels", "map"),
          12: ("annotations", "map"), 14: ("finalizers", "list")}
+_LABEL_SELECTOR = {1: ("matchLabels", "map")}
+_CONTAINER_PORT = {1: ("name", "s"), 2: ("hostPort", "int0"), 3: ("containerPort", "int"), 4: ("protocol", "s")}
+_RESOURCES = {1: ("limits", "quantities"), 2: ("requests", "quantities")}
+_ENV = {1: ("name", "s"), 2: ("value", "s")}
+_CONTAINER = {1: ("name", "s"), 2: ("image", "s"), 3: ("command", "list"), 4: ("args", "list"),
+              5: ("workingDir", "s"), 6: ("ports", ("repeated", _CONTAINER_PORT)), 7: ("env", ("repeated", _ENV)),
+              8: ("resources", _RESOURCES), 14: ("imagePullPolicy", "s")}
+_POD_SPEC = {2: ("containers", ("repeated", _CONTAINER)), 3: ("restartPolicy", "s"), 6: ("dnsPolicy", "s"),
+             7: ("nodeSelector", "map"), 8: ("serviceAccountName", "s"), 19: ("schedulerName", "s"),
+             20: ("initContainers", ("repeated", _CONTAINER))}
+_POD_TEMPLATE = {1: ("metadata", _META), 2: ("spec", _POD_SPEC)}
+_SERVICE_PORT = {1: ("name", "s"), 2: ("protocol", "s"), 3: ("port", "int"), 4: ("targetPort", "intorstring"),
+                 5: ("nodePort", "int0")}
 _KINDS = {
     ("v1", "Namespace"): {1: ("metadata", _META), 2: ("spec", {1: ("finalizers", "list")})},
     ("v1", "ConfigMap"): {1: ("metadata", _META), 2: ("data", "map"), 3: ("binaryData", "bytesmap"),
@@ -23,6 +37,12 @@ _KINDS = {
                        5: ("immutable", "bool")},
     ("v1", "ServiceAccount"): {1: ("metadata", _META), 4: ("automountServiceAccountToken", "bool")},
     ("v1", "ResourceQuota"): {1: ("metadata", _META), 2: ("spec", {1: ("hard", "quantities"), 2: ("scopes", "list")})},
+    ("apps/v1", "Deployment"): {1: ("metadata", _META), 2: ("spec", {
+        1: ("replicas", "int"), 2: ("selector", _LABEL_SELECTOR), 3: ("template", _POD_TEMPLATE),
+        4: ("strategy", {1: ("type", "s")}), 5: ("minReadySeconds", "int0"), 7: ("paused", "bool")})},
+    ("v1", "Service"): {1: ("metadata", _META), 2: ("spec", {
+        1: ("ports", ("repeated", _SERVICE_PORT)), 2: ("selector", "map"), 3: ("clusterIP", "s"), 4: ("type", "s"),
+        7: ("externalName", "s")})},
     ("scheduling.k8s.io/v1", "PriorityClass"): {1: ("metadata", _META), 2: ("value", "int"),
                                                 3: ("globalDefault", "bool"), 4: ("description", "s"),
                                                 5: ("preemptionPolicy", "s")},
@@ -85,8 +105,15 @@ def _message(raw: bytes, schema: dict) -> dict:
         elif kind == "s":
             if value:
                 out[name] = value.decode()
-        elif kind == "int":
-            out[name] = value - (1 << 64) if value >= 1 << 63 else value
+        elif isinstance(kind, tuple):  # a repeated message
+            out.setdefault(name, []).append(_message(value, kind[1]))
+        elif kind in ("int", "int0"):
+            number = value - (1 << 64) if value >= 1 << 63 else value
+            if number or kind == "int":
+                out[name] = number
+        elif kind == "intorstring":
+            parts = dict(fields(value))
+            out[name] = parts.get(3, b"").decode() if parts.get(1) == 1 else parts.get(2, 0)
         elif kind == "bool":
             if value:
                 out[name] = True

@@ -67,6 +67,7 @@ class Store(ServerSideApply, Deletion, Watches):
         self._subscribers: list[Callable] = []
         self._logs: dict[tuple[str, str], str] = {}
         self.writes = 0
+        self._service_ips = 0
         self.admission = Admission(self)
 
     # Plumbing --------------------------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ class Store(ServerSideApply, Deletion, Watches):
         if len(history) == self._history_size:
             self._floor[rt.key] = history[0][0]
         history.append((self._rv, event_type, obj, previous))
-        self.admission.after_commit(event_type, rt, obj)
+        self.admission.after_commit(event_type, rt, obj, previous)
         for callback in list(self._subscribers):
             callback(event_type, rt, clone(obj))
         self._changed.notify_all()
@@ -190,7 +191,22 @@ class Store(ServerSideApply, Deletion, Watches):
                 data[key] = base64.b64encode(str(value).encode()).decode()
             obj.setdefault("type", "Opaque")
         elif rt.key == ("", "Service"):
-            obj.setdefault("spec", {}).setdefault("type", "ClusterIP")
+            self._default_service(obj.setdefault("spec", {}), creating)
+
+    def _default_service(self, spec: dict, creating: bool) -> None:
+        """SetDefaults_Service and the ClusterIP allocator (a made-up 10.96.0.0/16 range, one address per Service)."""
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        for port in spec.get("ports") or ():
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                if "port" in port:
+                    port.setdefault("targetPort", port["port"])
+        if creating and spec["type"] != "ExternalName" and not spec.get("clusterIP"):
+            self._service_ips += 1
+            spec["clusterIP"] = f"10.96.{self._service_ips // 254}.{self._service_ips % 254 + 1}"
+        if spec.get("clusterIP"):
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
 
     def _prepare_create(self, rt, obj, namespace, version) -> dict:
         obj = clone(obj)

@@ -67,11 +67,11 @@ class Admission:
         for fn in self._delete_validators.get(rt.key, ()):
             fn("DELETE", None, old, self.store)
 
-    def after_commit(self, event: str, rt, obj: dict) -> None:
+    def after_commit(self, event: str, rt, obj: dict, previous: dict | None = None) -> None:
         for fn in self._controllers.get(rt.key, ()):
             fn(event, obj, self.store, rt)
         if rt.namespaced and self.quota.watches(obj):
-            self.quota.on_change(event, obj, self.store, rt)
+            self.quota.on_change(event, obj, self.store, rt, previous)
 
     def install_defaults(self) -> None:
         """What the controllers create when they start: Volcano's `root` and `default` queues."""

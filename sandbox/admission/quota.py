@@ -123,10 +123,13 @@ class QuotaController:
             rt = self.store.registry.by_key[QUOTA_KEY]
             self.store.update(rt, {**quota, "status": status}, meta["namespace"], meta["name"], subresource="status")
 
-    def on_change(self, event: str, obj: dict, store, rt) -> None:
-        """Pods and quotas change usage; a quota's own status write ends the loop (it changes nothing more)."""
+    def on_change(self, event: str, obj: dict, store, rt, previous: dict | None = None) -> None:
+        """A quota is synced when it is created or its spec.hard changes (the controller's update handler ignores
+        status-only writes, which stand until the next change in the namespace, as between a real controller's
+        resyncs), and every quota of a namespace when an object there changes."""
         if rt.key == QUOTA_KEY:
-            if event != "DELETED":
+            before = ((previous or {}).get("spec") or {}).get("hard")
+            if event == "ADDED" or (event == "MODIFIED" and before != ((obj.get("spec") or {}).get("hard"))):
                 self.sync(obj)
             return
         namespace = obj["metadata"].get("namespace")

@@ -11,6 +11,7 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
+from quotas.models import Quota
 from sandbox import Sandbox
 from tenants.choices import SyncState
 from tenants.models import Cluster, TeamNamespace
@@ -30,10 +31,11 @@ def test_kube_errors_survive_pickling():
 
 @pytest.fixture
 def three_clusters():
-    """The first cluster (lowest id, synced first) is dead; the other two are sandboxes."""
-    with Sandbox() as east, Sandbox() as west:
+    """The first cluster (lowest id, synced first) is dead; the other two are sandboxes, one per scheduler."""
+    with Sandbox() as kueue, Sandbox() as volcano:
         dead = ClusterFactory(name="dead", server="http://127.0.0.1:9")
-        alive = [ClusterFactory(name="east", server=east.url), ClusterFactory(name="west", server=west.url)]
+        alive = [ClusterFactory(name="kueue", server=kueue.url, scheduler="kueue"),
+                 ClusterFactory(name="volcano", server=volcano.url, scheduler="volcano", cohort="")]
         yield dead, alive
     kube.forget_clients()
 
@@ -41,6 +43,8 @@ def three_clusters():
 def running_job(cluster, team, user, tier) -> Job:
     flavor = GpuFlavorFactory(cluster=cluster, name=f"h100-{cluster.name}")
     TeamNamespace.objects.get_or_create(team=team, cluster=cluster)
+    # The team holds quota there, so its queue exists: Volcano refuses a job whose queue does not.
+    Quota.objects.create(team=team, flavor=flavor, guaranteed=8, burst=0, cpu_cores=64, memory_gib=256)
     job = Job.objects.create(team=team, cluster=cluster, flavor=flavor, priority_tier=tier, kind="batch",
                              name="train", image="ghcr.io/acme/train:1", command=["python"], submitted_by=user,
                              state=JobState.QUEUED)
@@ -59,20 +63,24 @@ def test_one_dead_cluster_of_three_the_others_are_synced_and_it_is_reported(thre
         services.job_reconcile(job_id=jobs[cluster.name].pk)
         api = kube.client_for_cluster(cluster)
         job = jobs[cluster.name]
-        path = kube.path_for("batch/v1", "Job", "nlp", job.object_name) + "/status"
-        body = {"status": {"startTime": "2026-11-22T10:00:00Z", "completionTime": "2026-11-22T11:00:00Z",
-                           "conditions": [{"type": "Complete", "status": "True"}]}}
+        if cluster.scheduler == "kueue":
+            path = kube.path_for("batch/v1", "Job", "nlp", job.object_name) + "/status"
+            body = {"status": {"startTime": "2026-11-22T10:00:00Z", "completionTime": "2026-11-22T11:00:00Z",
+                               "conditions": [{"type": "Complete", "status": "True"}]}}
+        else:
+            path = kube.path_for("batch.volcano.sh/v1alpha1", "Job", "nlp", job.object_name) + "/status"
+            body = {"status": {"state": {"phase": "Completed", "lastTransitionTime": "2026-11-22T11:00:00Z"}}}
         api._call("PATCH", path, body=body, content_type="application/merge-patch+json")
 
     report = services.job_status_sync_all()
 
-    assert set(report["synced"]) == {"east", "west"}
+    assert set(report["synced"]) == {"kueue", "volcano"}
     assert list(report["failed"]) == ["dead"] and "Unreachable" in report["failed"]["dead"]
     states = {job.cluster.name: job.state for job in Job.objects.select_related("cluster")}
-    assert states == {"dead": JobState.QUEUED, "east": JobState.SUCCEEDED, "west": JobState.SUCCEEDED}
+    assert states == {"dead": JobState.QUEUED, "kueue": JobState.SUCCEEDED, "volcano": JobState.SUCCEEDED}
     conditions = {c.name: next(x for x in c.conditions if x["type"] == "JobsSynced") for c in Cluster.objects.all()}
     assert conditions["dead"]["status"] == "False" and "Unreachable" in conditions["dead"]["message"]
-    assert conditions["east"]["status"] == conditions["west"]["status"] == "True"
+    assert conditions["kueue"]["status"] == conditions["volcano"]["status"] == "True"
 
 
 def test_the_reconcile_sweep_and_due_retries_go_past_a_cluster_that_cannot_even_be_configured(sandbox):

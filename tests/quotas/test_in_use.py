@@ -1,6 +1,8 @@
 """"In use" comes from what the cluster reports (the ResourceQuota's status, Kueue's ClusterQueue and Volcano's
-Queue status), and a quota the cluster does not hold as the database does says so. The sandbox keeps no quota
-status of its own: each test writes the status a real cluster's controllers would."""
+Queue status), and a quota the cluster does not hold as the database does says so. The sandbox's quota controller
+keeps the ResourceQuota's status from the namespace's pods (a status written by hand stands until the namespace
+changes, as between a real controller's resyncs); the schedulers' queue status is written by each test as Kueue's and
+Volcano's controllers would."""
 
 import pytest
 from django.urls import reverse
@@ -9,7 +11,7 @@ from composition import reconcile
 from portal import kube
 from quotas import selectors
 from tenants.models import TeamNamespace
-from tests.quotas.test_reconcile import KUEUE, grant, reconcile_all, setup_cluster
+from tests.quotas.test_reconcile import KUEUE, VOLCANO, grant, reconcile_all, setup_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -18,6 +20,16 @@ def set_status(cluster, api_version, kind, name, namespace, status):
     api = kube.client_for_cluster(cluster)
     path = kube.path_for(api_version, kind, namespace, name) + "/status"
     api._call("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
+
+
+def run_pods(cluster, namespace, gpus_each, count):
+    """Pods holding GPUs, as running jobs' pods would: the quota controller counts them into status.used."""
+    api = kube.client_for_cluster(cluster)
+    resources = {"limits": {"nvidia.com/gpu": str(gpus_each), "cpu": "1", "memory": "1Gi"}}
+    for i in range(count):
+        api._call("POST", kube.path_for("v1", "Pod", namespace, None), body={
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"worker-{i}"},
+            "spec": {"containers": [{"name": "main", "image": "trainer:1", "resources": resources}]}})
 
 
 def quota_page(client, team):
@@ -58,12 +70,15 @@ def test_volcano_in_use_from_the_resource_quota(sandbox):
     cluster, team, row, h100, mig = setup_cluster(sandbox.url, "volcano")
     grant(team, h100, 16, 0)
     reconcile_all(cluster)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker", "namespace": "nlp"},
-           "spec": {"containers": [{"name": "main", "image": "x/y:1",
-                                    "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "1", "memory": "1Gi"}}}]}}
-    kube.client_for_cluster(cluster)._call("POST", kube.path_for("v1", "Pod", "nlp"), body=pod)
+    run_pods(cluster, "nlp", 6, 2)
+    set_status(cluster, VOLCANO, "Queue", "nlp", None, {"allocated": {"nvidia.com/gpu": "12"}, "state": "Open"})
     reconcile.reconcile_sweep()
-    assert held(team)["h100"].in_use == 8  # the quota controller's count, every pod of the namespace
+    assert held(team)["h100"].in_use == 12  # the pods' 12 GPUs, which the queue's allocation agrees with
+    set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
+        "hard": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"},
+        "used": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"}})
+    reconcile.reconcile_sweep()
+    assert held(team)["h100"].in_use == 16  # the quota controller's count, every pod of the namespace
 
 
 def test_in_use_falls_back_to_the_volcano_queue_allocation(sandbox):

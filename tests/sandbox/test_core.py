@@ -266,7 +266,9 @@ def test_quota_status_and_batch_job_status(k8s, core):
     written = core.patch_namespaced_resource_quota_status("q", "default", {"status": {"hard": {"cpu": "4"},
                                                                                       "used": {"cpu": "1"}}})
     assert written.status.used == {"cpu": "1"}
-    # The quota controller then puts back what the namespace's pods use (none here).
+    # A status write stands (the quota controller ignores status-only updates) until the namespace changes.
+    assert core.read_namespaced_resource_quota("q", "default").status.used == {"cpu": "1"}
+    core.create_namespaced_config_map("default", {"metadata": {"name": "nudge"}})
     assert core.read_namespaced_resource_quota("q", "default").status.used == {"cpu": "0"}
     batch = client.BatchV1Api(k8s)
     batch.create_namespaced_job("default", {"metadata": {"name": "j"}, "spec": {"template": {"spec": {

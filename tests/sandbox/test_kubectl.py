@@ -178,8 +178,16 @@ def test_imperative_create_sends_protobuf(kubectl):
     hard = json.loads(kubectl("get", "quota", "caps", "-n", "imperative", "-o", "jsonpath={.status.hard}").stdout)
     assert hard == {"pods": "3", "requests.nvidia.com/gpu": "2"}
     assert _lines(kubectl("get", "priorityclass", "urgent").stdout)[1][:3] == ["urgent", "1000", "false"]
+    kubectl("create", "deployment", "web", "-n", "imperative", "--image=nginx:1.27", "--replicas=2", "--port=80")
+    deployment = json.loads(kubectl("get", "deployment", "web", "-n", "imperative", "-o", "json").stdout)
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert (container["image"], container["ports"]) == ("nginx:1.27", [{"containerPort": 80, "protocol": "TCP"}])
+    kubectl("create", "service", "clusterip", "web", "-n", "imperative", "--tcp=80:8080")
+    rows = _lines(kubectl("get", "service", "web", "-n", "imperative").stdout)
+    assert rows[1][:2] == ["web", "ClusterIP"] and rows[1][2].startswith("10.96.") and rows[1][4] == "80/TCP"
     # Kinds whose protobuf fields the sandbox does not keep are refused, not misread.
-    result = kubectl("create", "deployment", "web", "-n", "imperative", "--image=nginx", ok=False)
+    result = kubectl("create", "job", "once", "-n", "imperative", "--image=busybox:1.36", ok=False)
     assert result.returncode != 0 and "unknown format" in result.stderr
 
 
