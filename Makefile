@@ -7,7 +7,7 @@ SANDBOX_EAST_PORT ?= 8001
 SANDBOX_WEST_PORT ?= 8002
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench lint check-migrations clean
+.PHONY: install run test bench lint check-migrations screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# Screenshots of the main pages at 1280 and 390 px into screenshots/ (git-ignored), from a running `make run`.
+screenshots: $(STAMP)
+	$(BIN)/python -m tools.screenshots --base http://127.0.0.1:$(PORT) --out screenshots
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
@@ -43,4 +47,4 @@ check-migrations: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache
+	rm -rf $(VENV) var staticfiles screenshots .pytest_cache
