@@ -30,7 +30,7 @@ def job_list(request):
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "query": query.urlencode(),
-                                                  "teams": tenant_selectors.team_list(user=request.user)})
+                                                  "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
 
 
 def _submit_flavors(team):

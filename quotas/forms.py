@@ -43,14 +43,23 @@ class QuotaRequestForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS)
-    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS)
-    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units")
+    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Burst units")
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                           label="Note to the team (optional)")
+
+    def amounts(self) -> tuple[int, int] | None:
+        """The typed guaranteed and burst when both are valid numbers, whatever the note says."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        if "guaranteed" in data and "burst" in data and not ({"guaranteed", "burst"} & set(self.errors)):
+            return data["guaranteed"], data["burst"]
+        return None
 
 
 class RejectForm(forms.Form):
     note = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                           help_text="The team sees this")
+                           label="Reason for rejecting", help_text="The team sees this")
 
 
 class GpuFlavorForm(forms.ModelForm):

@@ -251,6 +251,10 @@ def impact(*, flavor: GpuFlavor, team: Team, guaranteed: int, burst: int, quotas
     )
 
 
+def pending_request_count() -> int:
+    return QuotaRequest.objects.filter(state=RequestState.PENDING).count()
+
+
 def pending_with_impact(*, user) -> list[tuple[QuotaRequest, Impact]]:
     """The approvals queue: every pending request with its impact, in a fixed number of queries."""
     pending = list(request_list(user=user, state=RequestState.PENDING).order_by("requested_at", "pk"))

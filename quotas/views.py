@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from portal.http import add_service_errors, platform_admin_required, source_ip
 from tenants import selectors as tenant_selectors
@@ -81,15 +81,47 @@ def request_list(request):
                   {"requests": selectors.request_list(user=request.user).filter(requested_by=request.user)[:200]})
 
 
-@platform_admin_required
-def approval_list(request):
-    pending = selectors.pending_with_impact(user=request.user)
-    items = [{"request": r, "impact": i,
-              "approve": ApproveForm(initial={"guaranteed": r.guaranteed, "burst": r.burst}, prefix=f"a{r.pk}"),
-              "reject": RejectForm(prefix=f"r{r.pk}")} for r, i in pending]
+def _edited_impact(quota_request, form: ApproveForm, impact):
+    """The impact of the amounts the admin typed, as far as they are numbers; the request's own otherwise."""
+    amounts = form.amounts()
+    if amounts is None:
+        return impact
+    return selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=amounts[0],
+                            burst=amounts[1])
+
+
+def _approval_page(request, *, bound_pk=None, bound_form=None, status=200):
+    """The queue; the request just decided in error keeps its form as typed, with the errors beside the fields."""
+    items = []
+    for r, i in selectors.pending_with_impact(user=request.user):
+        approve = ApproveForm(initial={"guaranteed": r.guaranteed, "burst": r.burst}, prefix=f"a{r.pk}")
+        reject = RejectForm(prefix=f"r{r.pk}")
+        if r.pk == bound_pk and isinstance(bound_form, ApproveForm):
+            approve = bound_form
+            i = _edited_impact(r, approve, i)
+        elif r.pk == bound_pk:
+            reject = bound_form
+        items.append({"request": r, "impact": i, "approve": approve, "reject": reject})
     decided = selectors.request_list(user=request.user).exclude(state=RequestState.PENDING).order_by(
         "-decided_at")[:20]
-    return render(request, "quotas/approval_list.html", {"items": items, "decided": decided})
+    return render(request, "quotas/approval_list.html", {"items": items, "decided": decided}, status=status)
+
+
+@platform_admin_required
+def approval_list(request):
+    return _approval_page(request)
+
+
+@platform_admin_required
+@require_GET
+def request_impact(request, pk):
+    """The impact table for the amounts being typed into a request's approve form (HTMX, as the admin types)."""
+    quota_request = get_object_or_404(selectors.request_list(user=request.user, state=RequestState.PENDING), pk=pk)
+    form = ApproveForm(request.GET, prefix=f"a{pk}")
+    amounts = form.amounts() or (quota_request.guaranteed, quota_request.burst)
+    effect = selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=amounts[0],
+                              burst=amounts[1])
+    return render(request, "quotas/_impact.html", {"r": quota_request, "i": effect})
 
 
 @require_POST
@@ -100,21 +132,24 @@ def request_decide(request, pk, decision):
     quota_request = get_object_or_404(selectors.request_list(user=request.user), pk=pk)
     form_class, prefix = (ApproveForm, f"a{pk}") if decision == "approve" else (RejectForm, f"r{pk}")
     form = form_class(request.POST, prefix=prefix)
-    if not form.is_valid():
-        messages.error(request, f"#{pk}: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
-        return redirect("quotas:approval-list")
-    try:
-        if decision == "approve":
-            services.quota_request_approve(actor=request.user, request=quota_request, source_ip=source_ip(request),
-                                           **form.cleaned_data)
-            messages.success(request, f"Request #{pk} approved; the cluster is being updated.")
+    if form.is_valid():
+        try:
+            if decision == "approve":
+                services.quota_request_approve(actor=request.user, request=quota_request,
+                                               source_ip=source_ip(request), **form.cleaned_data)
+                messages.success(request, f"Request #{pk} approved; the cluster is being updated.")
+            else:
+                services.quota_request_reject(actor=request.user, request=quota_request,
+                                              source_ip=source_ip(request), **form.cleaned_data)
+                messages.success(request, f"Request #{pk} rejected.")
+        except ValidationError as exc:
+            add_service_errors(form, exc)
         else:
-            services.quota_request_reject(actor=request.user, request=quota_request, source_ip=source_ip(request),
-                                          **form.cleaned_data)
-            messages.success(request, f"Request #{pk} rejected.")
-    except ValidationError as exc:
-        messages.error(request, f"#{pk}: " + " ".join(exc.messages))
-    return redirect("quotas:approval-list")
+            return redirect("quotas:approval-list")
+    if quota_request.state != RequestState.PENDING:
+        messages.error(request, f"Request #{pk} is already {quota_request.get_state_display().lower()}.")
+        return redirect("quotas:approval-list")
+    return _approval_page(request, bound_pk=pk, bound_form=form, status=400)
 
 
 @platform_admin_required

@@ -64,6 +64,14 @@ def team_role(*, user, team: Team) -> str | None:
     return membership.role if membership else None
 
 
+def submit_team_list(*, user) -> QuerySet[Team]:
+    """The active teams the user may submit jobs for (members and team admins; platform admins act as admins)."""
+    teams = team_list(user=user).filter(state=TeamState.ACTIVE)
+    if not is_platform_admin(user):
+        teams = teams.filter(memberships__user=user, memberships__role__in=(Role.ADMIN, Role.MEMBER))
+    return teams
+
+
 def can_manage_members(*, user, team: Team) -> bool:
     return team_role(user=user, team=team) == Role.ADMIN and team.state != TeamState.ARCHIVED
 

@@ -205,6 +205,7 @@ MATRIX = {
     "quotas:request-list": Row(none, {"get": ANYONE}),
     "quotas:request-withdraw": Row(quota_request, {"post": TEAM_WRITE}),
     "quotas:approval-list": Row(none, {"get": PLATFORM}),
+    "quotas:request-impact": Row(quota_request, {"get": PLATFORM}),
     "quotas:request-decide": Row(lambda w: {"pk": w.quota_request.pk, "decision": "approve"}, {"post": PLATFORM}),
     "quotas:capacity": Row(none, {"get": PLATFORM}),
     "quotas:flavor-create": Row(none, {"get": PLATFORM, "post": PLATFORM}),
