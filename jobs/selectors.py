@@ -114,7 +114,7 @@ def job_get(*, user, pk: int) -> Job:
     return job
 
 
-def job_pods(*, job: Job) -> list[dict]:
+def job_pods(*, job: Job, tail_lines: int = 50) -> list[dict]:
     """The job's pods and the last lines of their logs, read live (KubeError when the cluster can't say)."""
     from portal import kube
 
@@ -124,7 +124,7 @@ def job_pods(*, job: Job) -> list[dict]:
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"])[:16]:
         name = pod["metadata"]["name"]
         try:
-            log = client.pod_log(job.team.namespace, name, tail_lines=50)
+            log = client.pod_log(job.team.namespace, name, tail_lines=tail_lines)
         except kube.KubeError as exc:
             log = f"(log unavailable: {exc})"
         result.append({"name": name, "phase": (pod.get("status") or {}).get("phase", "Unknown"), "log": log})
@@ -204,7 +204,8 @@ def why_waiting(*, job: Job) -> str:
     running = (Job.objects.filter(team=job.team, flavor=job.flavor,
                                   state__in=[JobState.ADMITTED, JobState.RUNNING]))
     in_use = sum(j.workers * j.gpus_per_worker for j in running.only("workers", "gpus_per_worker"))
+    count = running.count()
     held = f"{quota.guaranteed} guaranteed + {quota.burst} burst" if quota else "no quota"
     sentence = (f"Waiting for {job.total_gpus} {job.flavor.resource_name} of flavor {job.flavor.name}: "
-                f"team quota {held}, {in_use} in use by {running.count()} jobs")
+                f"team quota {held}, {in_use} in use by {count} job{'' if count == 1 else 's'}")
     return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."

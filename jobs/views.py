@@ -1,23 +1,27 @@
-import yaml
+import shlex
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
+from portal import yamltext
 from portal.http import add_service_errors, source_ip
 from portal.kube import KubeError
 from quotas.selectors import team_quotas
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import selectors, services
+from . import outcome, selectors, services
 from .choices import JobKind
 from .forms import DEFAULT_COMMANDS, JobFilterForm, JobSubmitForm
 from .manifests import job_manifests
 from .models import Job, JobTemplate
+
+LOG_DOWNLOAD_LINES = 100_000
 
 
 @login_required
@@ -81,7 +85,7 @@ def _preview(team, kind, fields) -> str:
     """Exactly what would be applied, with a placeholder for the id the job gets when it is saved."""
     job = Job(team=team, cluster=fields["flavor"].cluster, kind=kind, **fields)
     job.pk = 0
-    return yaml.safe_dump_all(job_manifests(selectors.job_spec(job)), sort_keys=False)
+    return yamltext.dump_all(job_manifests(selectors.job_spec(job)))
 
 
 def _status_context(request, job: Job) -> dict:
@@ -91,6 +95,7 @@ def _status_context(request, job: Job) -> dict:
         "why": selectors.why_waiting(job=job),
         "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
         "can_act": role in (Role.ADMIN, Role.MEMBER),
+        "outcome": outcome.explain(job.state, job.state_message),
     }
 
 
@@ -102,7 +107,8 @@ def job_detail(request, pk):
         return render(request, "jobs/_status.html", _status_context(request, job))
     manifests = selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job))
     return render(request, "jobs/job_detail.html", {**_status_context(request, job),
-                                                    "manifests": yaml.safe_dump_all(manifests, sort_keys=False)})
+                                                    "command": shlex.join([*job.command, *job.args]),
+                                                    "manifests": yamltext.dump_all(manifests)})
 
 
 @login_required
@@ -113,6 +119,22 @@ def job_pods(request, pk):
     except KubeError as exc:
         pods, error = [], str(exc)
     return render(request, "jobs/_pods.html", {"job": job, "pods": pods, "error": error})
+
+
+@login_required
+@require_GET
+def job_logs_download(request, pk):
+    """Every pod's log as one text file (up to LOG_DOWNLOAD_LINES lines a pod), for reading beyond the page's tail."""
+    job = selectors.job_get(user=request.user, pk=pk)
+    try:
+        pods = selectors.job_pods(job=job, tail_lines=LOG_DOWNLOAD_LINES)
+    except KubeError as exc:
+        return HttpResponse(f"The cluster {job.cluster.name} could not be read: {exc}\n", status=503,
+                            content_type="text/plain; charset=utf-8")
+    text = "".join(f"==> {pod['name']} ({pod['phase']}) <==\n{pod['log'].rstrip(chr(10))}\n" for pod in pods)
+    response = HttpResponse(text or "No pods.\n", content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{job.object_name}-logs.txt"'
+    return response
 
 
 @require_POST

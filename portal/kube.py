@@ -168,11 +168,12 @@ class ClusterClient:
             raise
         return True
 
-    def pod_log(self, namespace: str, name: str, *, tail_lines: int = 50) -> str:
+    def pod_log(self, namespace: str, name: str, *, tail_lines: int | None = 50) -> str:
         try:
             return self.api.call_api(
                 f"/api/v1/namespaces/{namespace}/pods/{name}/log", "GET",
-                query_params=[("tailLines", str(tail_lines))], header_params={"Accept": "text/plain"},
+                query_params=[("tailLines", str(tail_lines))] if tail_lines is not None else [],
+                header_params={"Accept": "text/plain"},
                 response_type="str", auth_settings=["BearerToken"], _return_http_data_only=True,
                 _preload_content=True, _request_timeout=self.timeout,
             ) or ""

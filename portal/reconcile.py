@@ -174,7 +174,8 @@ def _save_if_changed(row, generation: int, condition: dict, **fields) -> bool:
 
 def record_success(row, generation: int, outcome: Outcome) -> bool:
     applied = sum(1 for s in outcome.statuses if s["state"] == "applied")
-    condition = _condition("True", "Applied", f"{applied} objects applied", row.ready_condition)
+    message = f"{applied} object{'' if applied == 1 else 's'} applied"
+    condition = _condition("True", "Applied", message, row.ready_condition)
     # A change committed while we worked keeps the row due, so a lost nudge cannot strand it.
     newer = type(row).objects.filter(pk=row.pk, generation__gt=generation).exists()
     fields = {"attempts": 0, "next_attempt_at": timezone.now() if newer else None,

@@ -4,7 +4,6 @@ Views stay thin: read through selectors (already scoped to the user), write thro
 service's ValidationError back on the form, and never answer bad input with a 500.
 """
 
-import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -17,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
+from portal import yamltext
 from portal.http import add_service_errors, platform_admin_required, source_ip
 from portal.kube import KubeError
 
@@ -68,7 +68,7 @@ def _find(desired: list[dict], api_version: str, kind: str, name: str) -> dict:
 
 
 def _to_yaml(obj: dict) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return yamltext.dump(obj, default_flow_style=False)
 
 
 def _live_yaml(cluster, obj: dict) -> dict:

@@ -1,8 +1,8 @@
 """Print every object the portal wants in the cluster(s) as multi-document YAML (for review, GitOps, checks)."""
 
-import yaml
 from django.core.management.base import BaseCommand, CommandError
 
+from portal import yamltext
 from tenants import selectors
 from tenants.models import Cluster, TeamNamespace
 
@@ -34,4 +34,4 @@ class Command(BaseCommand):
                 documents += selectors.team_namespace_desired(
                     team_namespace=row, memberships=row.team.memberships.all()
                 )
-        self.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True), ending="")
+        self.stdout.write(yamltext.dump_all(documents, explicit_start=True), ending="")
