@@ -48,13 +48,11 @@ class ApproveForm(forms.Form):
     note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
                            label="Note to the team (optional)")
 
-    def amounts(self) -> tuple[int, int] | None:
-        """The typed guaranteed and burst when both are valid numbers, whatever the note says."""
+    def amounts(self, *, default: tuple[int, int]) -> tuple[int, int]:
+        """The typed guaranteed and burst, each where it is a valid number (the default's where it is not)."""
         self.is_valid()
         data = getattr(self, "cleaned_data", {})
-        if "guaranteed" in data and "burst" in data and not ({"guaranteed", "burst"} & set(self.errors)):
-            return data["guaranteed"], data["burst"]
-        return None
+        return data.get("guaranteed", default[0]), data.get("burst", default[1])
 
 
 class RejectForm(forms.Form):

@@ -81,13 +81,10 @@ def request_list(request):
                   {"requests": selectors.request_list(user=request.user).filter(requested_by=request.user)[:200]})
 
 
-def _edited_impact(quota_request, form: ApproveForm, impact):
+def _edited_impact(quota_request, form: ApproveForm):
     """The impact of the amounts the admin typed, as far as they are numbers; the request's own otherwise."""
-    amounts = form.amounts()
-    if amounts is None:
-        return impact
-    return selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=amounts[0],
-                            burst=amounts[1])
+    guaranteed, burst = form.amounts(default=(quota_request.guaranteed, quota_request.burst))
+    return selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=guaranteed, burst=burst)
 
 
 def _approval_page(request, *, bound_pk=None, bound_form=None, status=200):
@@ -98,7 +95,7 @@ def _approval_page(request, *, bound_pk=None, bound_form=None, status=200):
         reject = RejectForm(prefix=f"r{r.pk}")
         if r.pk == bound_pk and isinstance(bound_form, ApproveForm):
             approve = bound_form
-            i = _edited_impact(r, approve, i)
+            i = _edited_impact(r, approve)
         elif r.pk == bound_pk:
             reject = bound_form
         items.append({"request": r, "impact": i, "approve": approve, "reject": reject})
@@ -117,10 +114,7 @@ def approval_list(request):
 def request_impact(request, pk):
     """The impact table for the amounts being typed into a request's approve form (HTMX, as the admin types)."""
     quota_request = get_object_or_404(selectors.request_list(user=request.user, state=RequestState.PENDING), pk=pk)
-    form = ApproveForm(request.GET, prefix=f"a{pk}")
-    amounts = form.amounts() or (quota_request.guaranteed, quota_request.burst)
-    effect = selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=amounts[0],
-                              burst=amounts[1])
+    effect = _edited_impact(quota_request, ApproveForm(request.GET, prefix=f"a{pk}"))
     return render(request, "quotas/_impact.html", {"r": quota_request, "i": effect})
 
 
