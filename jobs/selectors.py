@@ -4,7 +4,7 @@ import functools
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Sum
 from django.http import Http404
 
 from portal import sql
@@ -181,6 +181,14 @@ SYNC_FIELDS = ("id", "name", "kind", "state", "state_message", "admitted_at", "s
 def active_jobs(*, cluster) -> QuerySet[Job]:
     return (Job.objects.filter(cluster=cluster).exclude(state__in=TERMINAL_STATES).exclude(state=JobState.PENDING)
             .select_related("team", "cluster").only(*SYNC_FIELDS))
+
+
+def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:
+    """Per flavor the team holds: (its limit, the GPUs its admitted and running jobs hold now)."""
+    held = dict(Job.objects.filter(team=team, state__in=[JobState.ADMITTED, JobState.RUNNING])
+                .values("flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
+                .values_list("flavor_id", "gpus"))
+    return {q.flavor_id: (q.limit, held.get(q.flavor_id) or 0) for q in Quota.objects.filter(team=team)}
 
 
 def team_flavor_quota(*, team, flavor) -> Quota | None:

@@ -58,12 +58,19 @@ def job_submit(request, slug, kind):
         template = templates.filter(pk=int(chosen)).first()
         if template:
             initial.update(template.values)
-    form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial)
+    form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
+                         room=selectors.team_flavor_room(team=team))
     preview = None
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()
         if "preview" in request.POST:
-            preview = _preview(team, kind, fields)
+            try:  # the same check Submit makes: a job that could never start says so before its YAML
+                services.job_check_feasible(team=team, flavor=fields["flavor"], tier=fields["priority_tier"],
+                                            workers=fields["workers"], gpus_per_worker=fields["gpus_per_worker"])
+            except ValidationError as exc:
+                add_service_errors(form, exc)
+            else:
+                preview = _preview(team, kind, fields)
         else:
             try:
                 job = services.job_submit(actor=request.user, team=team, kind=kind, source_ip=source_ip(request),

@@ -43,7 +43,9 @@ if PRODUCTION:
             raise ImproperlyConfigured(f"{required} must be set when PORTAL_MODE=production")
 
 SECRET_KEY = env("SECRET_KEY", "demo-only-insecure-key-do-not-use-in-production")
-DEBUG = env_bool("DJANGO_DEBUG", not PRODUCTION)
+# Off in the demo too: a newcomer meets the portal's own 404 and 403 pages, not Django's debug page listing every URL
+# (DJANGO_DEBUG=1 brings it back while developing).
+DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 

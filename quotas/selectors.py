@@ -251,6 +251,10 @@ def impact(*, flavor: GpuFlavor, team: Team, guaranteed: int, burst: int, quotas
     )
 
 
+def pending_request_for(*, team: Team, flavor: GpuFlavor) -> QuotaRequest | None:
+    return QuotaRequest.objects.filter(team=team, flavor=flavor, state=RequestState.PENDING).order_by("pk").first()
+
+
 def pending_request_count() -> int:
     return QuotaRequest.objects.filter(state=RequestState.PENDING).count()
 

@@ -49,7 +49,9 @@ def request_create(request, slug):
             initial = {"flavor": previous.flavor_id, "guaranteed": previous.guaranteed, "burst": previous.burst,
                        "cpu_cores": previous.cpu_cores, "memory_gib": previous.memory_gib,
                        "justification": f"Renewal of #{previous.pk}: {previous.justification}"}
-    form = QuotaRequestForm(request.POST or None, flavors=flavors, initial=initial)
+    quotas = list(selectors.team_quotas(team=team))
+    form = QuotaRequestForm(request.POST or None, flavors=flavors, initial=initial,
+                            held={q.flavor_id: q for q in quotas})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -60,7 +62,10 @@ def request_create(request, slug):
         else:
             messages.success(request, f"Request #{created.pk} sent to the platform team.")
             return redirect("quotas:team-quota", slug=team.slug)
-    return render(request, "quotas/request_form.html", {"team": team, "form": form}, status=200)
+    pending = selectors.team_requests(team=team).filter(state=RequestState.PENDING)
+    return render(request, "quotas/request_form.html", {"team": team, "form": form, "quotas": quotas,
+                                                        "pending": pending},
+                  status=400 if form.errors else 200)
 
 
 @require_POST

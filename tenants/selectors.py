@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
@@ -153,6 +154,21 @@ def cluster_get(*, name: str) -> Cluster:
 def flavor_list(*, cluster: Cluster | None = None) -> QuerySet[GpuFlavor]:
     flavors = GpuFlavor.objects.select_related("cluster")
     return flavors.filter(cluster=cluster) if cluster else flavors
+
+
+def flavor_named(*, name: str, cluster: str | None = None) -> GpuFlavor:
+    """A flavor by its name (and its cluster's, when several clusters have one of that name), as the API takes it;
+    a ValidationError names the field that is wrong."""
+    flavors = GpuFlavor.objects.select_related("cluster").filter(name=name)
+    if cluster:
+        flavors = flavors.filter(cluster__name=cluster)
+    found = list(flavors[:2])
+    if not found:
+        raise ValidationError({"flavor": f"There is no flavor named {name!r}" + (f" in {cluster}." if cluster
+                                                                                  else ".")})
+    if len(found) > 1:
+        raise ValidationError({"cluster": f"Flavors named {name!r} exist in several clusters: name the cluster."})
+    return found[0]
 
 
 def tier_specs() -> list[TierSpec]:
