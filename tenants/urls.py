@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import cluster_views, views
 
 app_name = "tenants"
 
@@ -20,6 +20,7 @@ urlpatterns = [
     path("teams/<slug:slug>/clusters/<str:cluster_name>/objects/" + OBJECT + "live/", views.object_live,
          name="object-live"),
     path("console/clusters/", views.console_cluster_list, name="cluster-list"),
+    path("console/clusters/new/", cluster_views.console_cluster_create, name="cluster-create"),
     path("console/clusters/<str:name>/", views.console_cluster_detail, name="cluster-detail"),
     path("console/clusters/<str:name>/retry/", views.console_cluster_retry, name="cluster-retry"),
     path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT, views.console_cluster_object_detail,

@@ -185,6 +185,11 @@ MATRIX = {
     "tenants:object-detail": Row(_namespace_object, {"get": TEAM_READ}),
     "tenants:object-live": Row(_namespace_object, {"get": TEAM_READ}),
     "tenants:cluster-list": Row(none, {"get": PLATFORM}),
+    # Only the connection test: nothing answers on port 9, so the page says so and saves nothing.
+    "tenants:cluster-create": Row(none, {"get": PLATFORM, "post": PLATFORM},
+                                  data={"post": lambda w: {"name": "north", "scheduler": "kueue",
+                                                           "connection": "sandbox", "server": "http://127.0.0.1:9",
+                                                           "overcommit": "1.00", "test": "1"}}),
     "tenants:cluster-detail": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "tenants:cluster-retry": Row(lambda w: {"name": "east"}, {"post": PLATFORM}),
     "tenants:cluster-object-detail": Row(_cluster_object, {"get": PLATFORM}),
