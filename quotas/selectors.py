@@ -182,6 +182,39 @@ def capacity_overview(*, cluster: Cluster | None = None) -> list[FlavorUsage]:
     ]
 
 
+@dataclass
+class CapacityEffect:
+    """What changing a flavor's capacity would mean for the guarantees and the borrowing built on it."""
+
+    usage: FlavorUsage
+    capacity: int
+
+    @property
+    def allowed(self) -> int:
+        return floor(self.capacity * self.usage.flavor.cluster.overcommit)
+
+    @property
+    def headroom(self) -> int:
+        return self.allowed - self.usage.guaranteed
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, -self.headroom)
+
+    @property
+    def borrowable(self) -> int:
+        return max(0, self.capacity - self.usage.guaranteed)
+
+    @property
+    def changed(self) -> bool:
+        return self.capacity != self.usage.flavor.capacity
+
+
+def capacity_effect(*, flavor: GpuFlavor, capacity: int | None = None) -> CapacityEffect:
+    usage = next(u for u in capacity_overview(cluster=flavor.cluster) if u.flavor.pk == flavor.pk)
+    return CapacityEffect(usage=usage, capacity=flavor.capacity if capacity is None else capacity)
+
+
 def flavor_usage_now() -> dict[tuple[int, str], int]:
     """GPU units in use per (cluster, resource), from the ResourceQuota status recorded by the last reconcile."""
     totals: dict[tuple[int, str], int] = defaultdict(int)

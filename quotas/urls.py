@@ -15,5 +15,6 @@ urlpatterns = [
     path("console/capacity/", views.capacity, name="capacity"),
     path("console/flavors/new/", views.flavor_edit, name="flavor-create"),
     path("console/flavors/<int:pk>/", views.flavor_edit, name="flavor-edit"),
+    path("console/flavors/<int:pk>/effect/", views.flavor_effect, name="flavor-effect"),
     path("console/tiers/", views.tier_list, name="tier-list"),
 ]

@@ -157,9 +157,24 @@ def capacity(request):
     return render(request, "quotas/capacity.html", {"overview": overview})
 
 
+def _typed_capacity(raw) -> int | None:
+    return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+
+@platform_admin_required
+@require_GET
+def flavor_effect(request, pk):
+    """The effect of the capacity being typed into a flavor's form (HTMX, as the admin types)."""
+    flavor = get_object_or_404(GpuFlavor.objects.select_related("cluster"), pk=pk)
+    effect = selectors.capacity_effect(flavor=flavor, capacity=_typed_capacity(request.GET.get("capacity")))
+    return render(request, "quotas/_capacity_effect.html", {"effect": effect})
+
+
 @platform_admin_required
 def flavor_edit(request, pk=None):
     flavor = get_object_or_404(GpuFlavor, pk=pk) if pk else None
+    effect = selectors.capacity_effect(flavor=flavor, capacity=_typed_capacity(request.POST.get("capacity"))) \
+        if flavor else None
     form = GpuFlavorForm(request.POST or None, instance=flavor)
     if request.method == "POST" and form.is_valid():
         try:
@@ -170,7 +185,8 @@ def flavor_edit(request, pk=None):
         else:
             messages.success(request, f"Flavor {saved.name} saved.")
             return redirect("quotas:capacity")
-    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor})
+    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect},
+                  status=400 if form.errors else 200)
 
 
 @platform_admin_required

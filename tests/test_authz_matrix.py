@@ -215,6 +215,7 @@ MATRIX = {
     "quotas:capacity": Row(none, {"get": PLATFORM}),
     "quotas:flavor-create": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     "quotas:flavor-edit": Row(lambda w: {"pk": w.flavor.pk}, {"get": PLATFORM, "post": PLATFORM}),
+    "quotas:flavor-effect": Row(lambda w: {"pk": w.flavor.pk}, {"get": PLATFORM}),
     "quotas:tier-list": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     # --- jobs pages -------------------------------------------------------------------------------------------
     "jobs:job-list": Row(none, {"get": ANYONE}),
