@@ -85,7 +85,19 @@ class JobSubmitForm(forms.Form):
 
 
 class JobFilterForm(forms.Form):
-    state = forms.ChoiceField(required=False, choices=[("", "any state")] + JobState.choices)
-    kind = forms.ChoiceField(required=False, choices=[("", "any kind")] + JobKind.choices)
-    user = forms.CharField(required=False, max_length=150)
-    flavor = forms.CharField(required=False, max_length=63)
+    """Labelled filters; user and flavor offer the known names (a datalist) and match them in any case."""
+
+    state = forms.ChoiceField(required=False, choices=[("", "any state")] + JobState.choices, label="State")
+    kind = forms.ChoiceField(required=False, choices=[("", "any kind")] + JobKind.choices, label="Kind")
+    user = forms.CharField(required=False, max_length=150, label="Submitted by",
+                           widget=forms.TextInput(attrs={"list": "known-users", "placeholder": "anyone",
+                                                         "autocomplete": "off"}))
+    flavor = forms.CharField(required=False, max_length=63, label="Flavor",
+                             widget=forms.TextInput(attrs={"list": "known-flavors", "placeholder": "any flavor",
+                                                           "autocomplete": "off"}))
+
+    def clean_user(self):
+        return self.cleaned_data["user"].strip()
+
+    def clean_flavor(self):
+        return self.cleaned_data["flavor"].strip()

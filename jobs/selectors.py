@@ -31,9 +31,9 @@ def job_list(*, user, team=None, state: str = "", kind: str = "", username: str 
     if kind:
         jobs = jobs.filter(kind=kind)
     if username:
-        jobs = jobs.filter(submitted_by__username=username)
+        jobs = jobs.filter(submitted_by__username__iexact=username)
     if flavor:
-        jobs = jobs.filter(flavor__name=flavor)
+        jobs = jobs.filter(flavor__name__iexact=flavor)
     return (jobs.select_related("team", "cluster", "flavor", "priority_tier", "submitted_by")
             .order_by("-submitted_at", "-id"))
 

@@ -34,6 +34,8 @@ def job_list(request):
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "query": query.urlencode(),
+                                                  "known_users": tenant_selectors.known_usernames(user=request.user),
+                                                  "known_flavors": tenant_selectors.known_flavor_names(),
                                                   "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
 
 

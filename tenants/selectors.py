@@ -65,6 +65,18 @@ def team_role(*, user, team: Team) -> str | None:
     return membership.role if membership else None
 
 
+def known_usernames(*, user) -> list[str]:
+    """The members of the user's teams (every member, for platform admins), for choosing whom to filter by."""
+    memberships = Membership.objects.all()
+    if not is_platform_admin(user):
+        memberships = memberships.filter(team__in=team_list(user=user))
+    return list(memberships.order_by("user__username").values_list("user__username", flat=True).distinct())
+
+
+def known_flavor_names() -> list[str]:
+    return list(GpuFlavor.objects.order_by("name").values_list("name", flat=True).distinct())
+
+
 def submit_team_list(*, user) -> QuerySet[Team]:
     """The active teams the user may submit jobs for (members and team admins; platform admins act as admins)."""
     teams = team_list(user=user).filter(state=TeamState.ACTIVE)
