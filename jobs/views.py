@@ -87,7 +87,8 @@ def job_submit(request, slug, kind):
                 messages.success(request, f"Job {job.name} submitted.")
                 return redirect("jobs:job-detail", pk=job.pk)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
-                                                  "form": form, "preview": preview, "templates": templates})
+                                                  "form": form, "preview": preview, "templates": templates},
+                  status=400 if form.errors else 200)
 
 
 def _preview(team, kind, fields) -> str:
