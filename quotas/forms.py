@@ -86,3 +86,5 @@ class PriorityTierForm(forms.ModelForm):
     class Meta:
         model = PriorityTier
         fields = ["name", "value", "preemption_policy", "description", "is_default"]
+        labels = {"value": "Priority value", "preemption_policy": "Preemption policy",
+                  "is_default": "Default tier for new jobs"}
