@@ -27,9 +27,9 @@ def run() -> str:
                 "so the worker process can share the database and broker.\n")
     from django.contrib.auth import get_user_model
 
+    from composition import reconcile
     from portal import celery_app
     from quotas import services as quota_services
-    from tenants import services as tenant_services
     from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 
     with test_database(), standalone_sandbox() as url:
@@ -49,7 +49,7 @@ def run() -> str:
             teams = [Team.objects.create(slug=f"t{i:03d}", name=f"T{i}") for i in range(APPROVALS)]
             rows = [TeamNamespace.objects.create(team=t, cluster=cluster) for t in teams]
             for row in rows:
-                tenant_services.team_namespace_reconcile(team_namespace_id=row.pk)
+                reconcile.team_namespace_reconcile(team_namespace_id=row.pk)
             time.sleep(2)  # the worker is up and connected
             latencies = []
             for team, row in zip(teams, rows, strict=True):

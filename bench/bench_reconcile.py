@@ -56,13 +56,14 @@ def run() -> str:
     django_setup()
     from django.contrib.auth import get_user_model
 
-    from tenants import selectors, services
+    from composition import reconcile as services
+    from portal.desired import team_namespace_desired
     from tenants.models import TeamNamespace
 
     with test_database(), standalone_sandbox() as url:
         cluster, _ = _seed(url, TEAMS)
         rows = list(TeamNamespace.objects.select_related("team", "cluster"))
-        desired = [obj for row in rows for obj in selectors.team_namespace_desired(team_namespace=row)]
+        desired = [obj for row in rows for obj in team_namespace_desired(team_namespace=row)]
 
         with standalone_sandbox() as floor_url:
             # The floor creates namespaces first so the namespaced applies land, exactly as reconcile does.

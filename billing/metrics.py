@@ -26,6 +26,9 @@ from typing import Protocol
 import requests
 from django.conf import settings
 
+from portal import kube
+from portal.naming import managed_selector
+
 HOUR = timedelta(hours=1)
 JOB_LABEL = "gpu-portal.io/job"
 # kube-state-metrics exposes allow-listed pod labels on kube_pod_labels as label_<sanitized name>.
@@ -352,9 +355,6 @@ class SandboxSource:
 
 def cluster_pod_runs(cluster) -> list[PodRun]:
     """The GPU pods the portal's gateway lists in a cluster (those carrying the portal's labels)."""
-    from portal import kube
-    from portal.naming import managed_selector
-
     models = {(flavor.resource_name, ",".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))):
               (flavor.gpu_model, float(flavor.memory_gb)) for flavor in cluster.flavors.all()}
     try:

@@ -21,7 +21,7 @@ from tenants.models import Cluster, GpuFlavor, Membership, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_role
 from tenants.services import audit_record, notify_users
 
-from . import metrics, selectors
+from . import metrics, selectors, tasks
 from .choices import HourState
 from .models import Budget, BudgetAlert, CollectedHour, JobUsageHour, RateCard, UsageHour
 
@@ -312,14 +312,12 @@ def usage_collect_hour(*, cluster: Cluster, hour: datetime, source: metrics.Metr
 def usage_recollect(*, actor, ledgers: list[CollectedHour], source_ip: str | None = None) -> int:
     """A platform admin asks for hours to be collected again (the admin's action): audited per hour, collected by a
     worker once this commits; each hour's ledger row then records the outcome."""
-    from .tasks import usage_collect_hour_task
-
     if not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins re-collect usage.")
     for ledger in ledgers:
         audit_record(actor=actor, action="usage.recollect", obj=ledger,
                      before={"state": ledger.state, "message": ledger.message}, source_ip=source_ip)
-        transaction.on_commit(lambda c=ledger.cluster_id, h=ledger.hour: usage_collect_hour_task.delay(
+        transaction.on_commit(lambda c=ledger.cluster_id, h=ledger.hour: tasks.usage_collect_hour_task.delay(
             c, h.isoformat()))
     return len(ledgers)
 

@@ -1,6 +1,11 @@
 """Celery tasks: load by id, call the service."""
 
+from datetime import datetime
+
 from celery import shared_task
+from django.db import DatabaseError
+
+from tenants.models import Cluster
 
 from . import services
 
@@ -14,8 +19,6 @@ def budget_check_task() -> int:
 # Collection: the hourly run collects the last hour and backfills the window; a database hiccup retries the run.
 @shared_task(bind=True, ignore_result=True, max_retries=3, default_retry_delay=120)
 def usage_collect_task(self) -> dict[str, int]:
-    from django.db import DatabaseError
-
     try:
         return services.usage_collect_due()
     except DatabaseError as exc:
@@ -25,9 +28,5 @@ def usage_collect_task(self) -> dict[str, int]:
 @shared_task(ignore_result=True)
 def usage_collect_hour_task(cluster_id: int, hour: str) -> str:
     """Re-collect one hour on request (the admin's action); the ledger row records the outcome."""
-    from datetime import datetime
-
-    from tenants.models import Cluster
-
     cluster = Cluster.objects.get(pk=cluster_id)
     return services.usage_collect_hour(cluster=cluster, hour=datetime.fromisoformat(hour)).state

@@ -1,10 +1,7 @@
 """API views of jobs: submit each kind, list with filters, read, cancel, resubmit, YAML, why-waiting and the
 pods' log tail. Submission goes through the same service as the form, so the same feasibility checks apply."""
 
-from datetime import UTC
 
-import django_filters
-from django import forms
 from django_filters.utils import translate_validation
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
@@ -20,7 +17,8 @@ from tenants import selectors as tenant_selectors
 from tenants.models import GpuFlavor, PriorityTier
 
 from . import selectors, services
-from .choices import JobKind, JobState
+from .choices import JobState
+from .filters import JobFilter
 from .manifests import job_manifests
 from .models import Job
 from .serializers import (
@@ -37,39 +35,6 @@ class ClusterUnavailable(APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "cluster_unavailable"
     default_detail = "The cluster could not be read; try again."
-
-
-class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
-    """ISO-8601 with any offset Python accepts, handed to the database in UTC (PostgreSQL refuses offsets
-    beyond ±15:59 that Python parses)."""
-
-    def to_python(self, value):
-        value = super().to_python(value)
-        if value is None:
-            return None
-        try:
-            return value.astimezone(UTC)
-        except OverflowError:
-            raise forms.ValidationError("Enter a date and time between the years 1 and 9999.", code="invalid") from None
-
-
-class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
-    field_class = UtcIsoDateTimeField
-
-
-class JobFilter(django_filters.FilterSet):
-    team = django_filters.CharFilter(field_name="team__slug", help_text="A team's slug")
-    state = django_filters.ChoiceFilter(choices=JobState.choices)
-    kind = django_filters.ChoiceFilter(choices=JobKind.choices)
-    user = django_filters.CharFilter(field_name="submitted_by__username", help_text="The submitter's username")
-    flavor = django_filters.CharFilter(field_name="flavor__name")
-    cluster = django_filters.CharFilter(field_name="cluster__name")
-    submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
-
-    class Meta:
-        model = Job
-        fields = []
 
 
 def _job_detail(user, pk: int) -> dict:
@@ -98,7 +63,7 @@ class JobListView(generics.ListAPIView):
         filterset = JobFilter(data=self.request.query_params, queryset=self.queryset)
         if not filterset.is_valid():
             raise translate_validation(filterset.errors)
-        return {name: value for name, value in filterset.form.cleaned_data.items() if value not in (None, "")}
+        return filterset.values()
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer},
                    summary="Submit a job (team admins and members)")

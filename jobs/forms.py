@@ -4,7 +4,7 @@ from django import forms
 
 from tenants.models import GpuFlavor, PriorityTier
 
-from .choices import JobKind, JobState
+from .choices import JobKind
 from .models import ENV_NAME_RE, MAX_WORKERS
 
 DEFAULT_COMMANDS = {
@@ -82,22 +82,3 @@ class JobSubmitForm(forms.Form):
         return {k: data.get(k, "") for k in ("flavor", "image", "command", "env", "workers", "gpus_per_worker",
                                              "cpu_per_worker", "memory_gib_per_worker", "priority_tier",
                                              "max_runtime_minutes")}
-
-
-class JobFilterForm(forms.Form):
-    """Labelled filters; user and flavor offer the known names (a datalist) and match them in any case."""
-
-    state = forms.ChoiceField(required=False, choices=[("", "any state")] + JobState.choices, label="State")
-    kind = forms.ChoiceField(required=False, choices=[("", "any kind")] + JobKind.choices, label="Kind")
-    user = forms.CharField(required=False, max_length=150, label="Submitted by",
-                           widget=forms.TextInput(attrs={"list": "known-users", "placeholder": "anyone",
-                                                         "autocomplete": "off"}))
-    flavor = forms.CharField(required=False, max_length=63, label="Flavor",
-                             widget=forms.TextInput(attrs={"list": "known-flavors", "placeholder": "any flavor",
-                                                           "autocomplete": "off"}))
-
-    def clean_user(self):
-        return self.cleaned_data["user"].strip()
-
-    def clean_flavor(self):
-        return self.cleaned_data["flavor"].strip()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from portal.naming import team_labels
+from tenants.choices import Scheduler
 
 JOB_LABEL = "gpu-portal.io/job"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -29,7 +30,7 @@ class JobSpec:
     team_slug: str
     job_id: int
     kind: str
-    scheduler: str  # "kueue" | "volcano"
+    scheduler: str  # a tenants.choices.Scheduler value
     image: str
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
@@ -53,7 +54,7 @@ def labels(spec: JobSpec) -> dict[str, str]:
 
 
 def _scheduling_labels(spec: JobSpec) -> dict[str, str]:
-    if spec.scheduler == "kueue":
+    if spec.scheduler == Scheduler.KUEUE:
         extra = {QUEUE_LABEL: spec.local_queue}
         if spec.priority_class:
             extra[KUEUE_PRIORITY_LABEL] = spec.priority_class
@@ -176,7 +177,7 @@ def _volcano_task(spec: JobSpec, name: str, replicas: int) -> dict:
 
 
 def pytorch_manifests(spec: JobSpec) -> list[dict]:
-    if spec.scheduler == "kueue":
+    if spec.scheduler == Scheduler.KUEUE:
         return [headless_service_manifest(spec),
                 indexed_job_manifest(spec, env=_rendezvous_env(spec), subdomain=spec.name)]
     tasks = [_volcano_task(spec, "master", 1)]
@@ -223,7 +224,7 @@ def ray_job_manifest(spec: JobSpec) -> dict:
     if runtime_env:
         job_spec["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
     metadata = _metadata(spec)
-    if spec.scheduler == "volcano" and spec.priority_class:
+    if spec.scheduler == Scheduler.VOLCANO and spec.priority_class:
         metadata["labels"][RAY_PRIORITY_LABEL] = spec.priority_class
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": job_spec}
 
@@ -232,7 +233,7 @@ def ray_job_manifest(spec: JobSpec) -> dict:
 
 
 def batch_manifests(spec: JobSpec) -> list[dict]:
-    if spec.scheduler == "kueue":
+    if spec.scheduler == Scheduler.KUEUE:
         return [indexed_job_manifest(spec)]
     return [volcano_job_manifest(spec, [_volcano_task(spec, "main", spec.workers)])]
 

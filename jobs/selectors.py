@@ -1,66 +1,54 @@
 """Reads for jobs, scoped to the user's teams, and the desired objects of a job."""
 
 import functools
+from dataclasses import dataclass
 from datetime import datetime
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import F, QuerySet, Sum
 from django.http import Http404
+from django.utils import timezone
 
-from portal import sql
+from portal import kube, sql
+from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
 from quotas.models import Quota
 from tenants.choices import Scheduler
 from tenants.manifests import priority_class_name
 from tenants.selectors import visible_team_ids
 
 from .choices import TERMINAL_STATES, JobState
+from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
 from .models import Job
 
 
-def job_list(*, user, team=None, state: str = "", kind: str = "", username: str = "",
-             flavor: str = "") -> QuerySet[Job]:
+def job_list(*, user, team=None, filters: dict | None = None) -> QuerySet[Job]:
+    """The jobs the user may see, newest first; `filters` are JobFilter values by name (JobFilter.values())."""
     jobs = Job.objects.all()
     team_ids = visible_team_ids(user=user)
     if team_ids is not None:
         jobs = jobs.filter(team_id__in=team_ids)
     if team is not None:
         jobs = jobs.filter(team=team)
-    if state:
-        jobs = jobs.filter(state=state)
-    if kind:
-        jobs = jobs.filter(kind=kind)
-    if username:
-        jobs = jobs.filter(submitted_by__username__iexact=username)
-    if flavor:
-        jobs = jobs.filter(flavor__name__iexact=flavor)
+    for name, value in (filters or {}).items():
+        field, lookup = filter_lookup(name)
+        jobs = jobs.filter(**{f"{field}__{lookup}": value})
     return (jobs.select_related("team", "cluster", "flavor", "priority_tier", "submitted_by")
             .order_by("-submitted_at", "-id"))
 
 
-# The job list page (the API's hottest read): per column, the key of a row (as .values() names that lookup), its
-# SQL over the page's joins, and its model field (how the value is converted).
-PAGE_FROM = """FROM jobs_job j
-JOIN tenants_team t ON t.id = j.team_id
-JOIN tenants_cluster c ON c.id = j.cluster_id
-JOIN tenants_gpuflavor f ON f.id = j.flavor_id
-JOIN tenants_prioritytier p ON p.id = j.priority_tier_id
-JOIN auth_user u ON u.id = j.submitted_by_id"""
-PAGE_COLUMNS = (
-    ("id", "j.id"), ("name", "j.name"), ("kind", "j.kind"), ("state", "j.state"),
-    ("state_message", "j.state_message"), ("image", "j.image"), ("workers", "j.workers"),
-    ("gpus_per_worker", "j.gpus_per_worker"), ("team__slug", "t.slug"), ("cluster__name", "c.name"),
-    ("flavor__name", "f.name"), ("priority_tier__name", "p.name"), ("submitted_by__username", "u.username"),
-    ("submitted_at", "j.submitted_at"), ("admitted_at", "j.admitted_at"), ("started_at", "j.started_at"),
-    ("finished_at", "j.finished_at"),
+# The job list page (the API's hottest read): its columns, as .values() would name them. The joins, the columns'
+# SQL and the filters' conditions all come from the models' metadata (tables, columns, foreign keys).
+PAGE_KEYS = (
+    "id", "name", "kind", "state", "state_message", "image", "workers", "gpus_per_worker", "team__slug",
+    "cluster__name", "flavor__name", "priority_tier__name", "submitted_by__username", "submitted_at", "admitted_at",
+    "started_at", "finished_at",
 )
-PAGE_KEYS = tuple(key for key, _ in PAGE_COLUMNS)
-# The API's filters (jobs.api.JobFilter's names) as conditions on the page's joins.
-PAGE_FILTERS = {
-    "team": "t.slug = %s", "state": "j.state = %s", "kind": "j.kind = %s", "user": "u.username = %s",
-    "flavor": "f.name = %s", "cluster": "c.name = %s",
-    "submitted_after": "j.submitted_at >= %s", "submitted_before": "j.submitted_at < %s",
-}
+PAGE_RELATIONS = ("team", "cluster", "flavor", "priority_tier", "submitted_by")
+JOB_ALIAS = "j"
+# SQL for the lookups JobFilter uses; a filter with any other lookup fails when the page's query is first built.
+LOOKUP_OPERATORS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
 def job_page(*, user, filters: dict, position: tuple[datetime, int] | None = None, reverse: bool = False,
@@ -75,20 +63,21 @@ def job_page(*, user, filters: dict, position: tuple[datetime, int] | None = Non
     team_ids = visible_team_ids(user=user)
     if team_ids == []:
         return []
+    page = _page_query()
     where, params = ["1 = 1"], []
     if team_ids is not None:
-        where.append(f"j.team_id IN ({sql.placeholders(team_ids)})")
+        where.append(f"{page.team_id} IN ({sql.placeholders(team_ids)})")
         params += team_ids
     for name, value in filters.items():
-        where.append(PAGE_FILTERS[name])
+        where.append(page.conditions[name])
         params.append(_sql_value(value))
     if position is not None:
-        where.append(f"(j.submitted_at, j.id) {'>' if reverse else '<'} (%s, %s)")
+        where.append(f"({page.submitted_at}, {page.id}) {'>' if reverse else '<'} (%s, %s)")
         params += [_sql_value(position[0]), position[1]]
     order = "ASC" if reverse else "DESC"
-    query = (f"SELECT {', '.join(column for _, column in PAGE_COLUMNS)} {PAGE_FROM} WHERE {' AND '.join(where)} "
-             f"ORDER BY j.submitted_at {order}, j.id {order} LIMIT %s")
-    rows = sql.fetch(query, [*params, limit], _page_fields())
+    query = (f"{page.select} WHERE {' AND '.join(where)} "
+             f"ORDER BY {page.submitted_at} {order}, {page.id} {order} LIMIT %s")
+    rows = sql.fetch(query, [*params, limit], page.fields)
     return [dict(zip(PAGE_KEYS, row, strict=True)) for row in rows]
 
 
@@ -96,15 +85,53 @@ def _sql_value(value):
     return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
 
 
+def _field_of(path: str):
+    """The model field a lookup path from Job ends on (team__slug: Team.slug), and the path's relation."""
+    relation, _, name = path.rpartition("__")
+    model = Job._meta.get_field(relation).related_model if relation else Job
+    return model._meta.get_field(name), relation
+
+
+def _column(path: str) -> str:
+    field, relation = _field_of(path)
+    if relation and relation not in PAGE_RELATIONS:
+        raise ImproperlyConfigured(f"The job page does not join {relation!r}: add it to PAGE_RELATIONS.")
+    return f'{connection.ops.quote_name(relation or JOB_ALIAS)}.{connection.ops.quote_name(field.column)}'
+
+
+@dataclass(frozen=True)
+class _PageQuery:
+    select: str  # SELECT <PAGE_KEYS' columns> FROM <Job's table> JOIN <each relation's table>
+    fields: tuple  # each column's model field (how sql.fetch converts its values)
+    conditions: dict  # JobFilter's name → "<column> <operator> %s"
+    team_id: str
+    submitted_at: str
+    id: str
+
+
 @functools.cache
-def _page_fields() -> tuple:
-    """Each column's model field, found by following its lookup from Job (team__slug: Team.slug)."""
-    fields = []
-    for key in PAGE_KEYS:
-        relation, _, name = key.rpartition("__")
-        model = Job._meta.get_field(relation).related_model if relation else Job
-        fields.append(model._meta.get_field(name))
-    return tuple(fields)
+def _page_query() -> _PageQuery:
+    quote = connection.ops.quote_name
+    joins = [f"FROM {quote(Job._meta.db_table)} {quote(JOB_ALIAS)}"]
+    for relation in PAGE_RELATIONS:  # every one is a required foreign key, so an inner join keeps every job
+        foreign_key = Job._meta.get_field(relation)
+        target = foreign_key.related_model._meta
+        joins.append(f"JOIN {quote(target.db_table)} {quote(relation)} ON {quote(relation)}.{quote(target.pk.column)}"
+                     f" = {quote(JOB_ALIAS)}.{quote(foreign_key.column)}")
+    conditions = {}
+    for name in JobFilter.base_filters:
+        path, lookup = filter_lookup(name)
+        conditions[name] = f"{_column(path)} {LOOKUP_OPERATORS[lookup]} %s"
+    return _PageQuery(
+        select=f"SELECT {', '.join(_column(key) for key in PAGE_KEYS)} {' '.join(joins)}",
+        fields=tuple(_field_of(key)[0] for key in PAGE_KEYS), conditions=conditions,
+        team_id=f"{quote(JOB_ALIAS)}.{quote(Job._meta.get_field('team').column)}",
+        submitted_at=_column("submitted_at"), id=_column("id"))
+
+
+def jobs_due(*, limit: int = 500) -> list[int]:
+    """Ids of the jobs whose objects must be created or deleted now: a lost nudge, or a retry whose time came."""
+    return list(Job.objects.filter(next_attempt_at__lte=timezone.now()).values_list("pk", flat=True)[:limit])
 
 
 def job_get(*, user, pk: int) -> Job:
@@ -116,8 +143,6 @@ def job_get(*, user, pk: int) -> Job:
 
 def job_pods(*, job: Job, tail_lines: int = 50) -> list[dict]:
     """The job's pods and the last lines of their logs, read live (KubeError when the cluster can't say)."""
-    from portal import kube
-
     client = kube.client_for_cluster(job.cluster)
     pods = client.list("v1", "Pod", namespace=job.team.namespace, label_selector=f"gpu-portal.io/job={job.pk}")
     result = []
@@ -132,8 +157,6 @@ def job_pods(*, job: Job, tail_lines: int = 50) -> list[dict]:
 
 
 def job_spec(job: Job) -> JobSpec:
-    from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
-
     queue = TeamQuotaSpec(slug=job.team.slug, namespace=job.team.namespace, quotas=(), cluster_flavors=()).queue_name
     return JobSpec(
         name=job.object_name,

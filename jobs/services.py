@@ -16,12 +16,12 @@ from django.utils import timezone
 from portal import kube
 from portal.naming import managed_selector
 from portal.reconcile import Outcome, converge, plan, record
-from tenants.choices import Role, TeamState
+from tenants.choices import Role, Scheduler, TeamState
 from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record, notify_users
 
-from . import selectors, status
+from . import selectors, status, tasks
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -87,12 +87,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
 
 
 def _nudge(job: Job) -> None:
-    def enqueue():
-        from .tasks import job_reconcile_task
-
-        job_reconcile_task.delay(job.pk)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: tasks.job_reconcile_task.delay(job.pk))
 
 
 @transaction.atomic
@@ -203,7 +198,7 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     if job.kind == JobKind.RAY:
         found = objects.get(f"RayJob/{name}")
         return None if found is None else status.ray_job(found, workloads.get(name))
-    if job.cluster.scheduler == "kueue":
+    if job.cluster.scheduler == Scheduler.KUEUE:
         found = objects.get(f"Job/{name}")
         return None if found is None else status.kueue_batch_job(found, workloads.get(name))
     found = objects.get(f"Job/{name}")
@@ -221,7 +216,7 @@ def job_status_sync(*, cluster) -> dict:
     counts = {"jobs": len(jobs), "changed": 0, "vanished": 0, "lists": 0}
     changed: list[tuple[Job, dict]] = []
     kinds = selectors.job_kinds(cluster.scheduler)
-    extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == "kueue"
+    extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == Scheduler.KUEUE
              else [("scheduling.volcano.sh/v1beta1", "PodGroup")])
     for namespace, members in by_namespace.items():
         objects, workloads, podgroups = {}, {}, {}

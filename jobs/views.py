@@ -14,28 +14,40 @@ from portal.kube import KubeError
 from quotas.selectors import team_quotas
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
+from tenants.models import GpuFlavor
 
 from . import outcome, selectors, services
 from .choices import JobKind
-from .forms import DEFAULT_COMMANDS, JobFilterForm, JobSubmitForm
+from .filters import JobFilter
+from .forms import DEFAULT_COMMANDS, JobSubmitForm
 from .manifests import job_manifests
 from .models import Job, JobTemplate
 
 LOG_DOWNLOAD_LINES = 100_000
 
 
+def _known_names(query, **known: list[str]):
+    """The query with a typed user or flavor name replaced by the known name it matches in any case ("L40S " finds
+    l40s), so the page matches names case-insensitively while the filters stay exact lookups."""
+    query = query.copy()
+    for key, names in known.items():
+        typed = query.get(key, "").strip()
+        if typed:
+            query[key] = next((name for name in names if name.lower() == typed.lower()), typed)
+    return query
+
+
 @login_required
 def job_list(request):
-    filters = JobFilterForm(request.GET or None)
-    criteria = filters.cleaned_data if filters.is_valid() else {}
-    jobs = selectors.job_list(user=request.user, state=criteria.get("state", ""), kind=criteria.get("kind", ""),
-                              username=criteria.get("user", ""), flavor=criteria.get("flavor", ""))
+    known_users = tenant_selectors.known_usernames(user=request.user)
+    known_flavors = tenant_selectors.known_flavor_names()
+    filterset = JobFilter(_known_names(request.GET, user=known_users, flavor=known_flavors) or None)
+    jobs = selectors.job_list(user=request.user, filters=filterset.values() if filterset.is_valid() else {})
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "query": query.urlencode(),
-                                                  "known_users": tenant_selectors.known_usernames(user=request.user),
-                                                  "known_flavors": tenant_selectors.known_flavor_names(),
+    return render(request, "jobs/job_list.html", {"page": page, "filters": filterset.form, "query": query.urlencode(),
+                                                  "known_users": known_users, "known_flavors": known_flavors,
                                                   "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
 
 
@@ -50,8 +62,6 @@ def job_submit(request, slug, kind):
         raise Http404("Unknown job kind")
     if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Viewers cannot submit jobs.")
-    from tenants.models import GpuFlavor
-
     flavors = GpuFlavor.objects.filter(pk__in=_submit_flavors(team)).select_related("cluster")
     templates = JobTemplate.objects.filter(team=team, kind=kind)
     initial = {"command": DEFAULT_COMMANDS[kind], "name": f"{kind}-run"}

@@ -1,4 +1,5 @@
-"""What every endpoint of /api/v1 shares: token authentication, the one error shape, pagination and throttling.
+"""What every endpoint of /api/v1 shares: the one error shape, pagination and throttling (the token
+authentication is the tenancy app's: tenants/authentication.py).
 
 Errors always look like {"error": {"code": "...", "message": "...", "fields": {"field": ["message", ...]}}},
 whether DRF, a selector (404), a role check (403) or a service's ValidationError raised them.
@@ -11,53 +12,10 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, status
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import remove_query_param
-
-from tenants.models import AccessToken
-
-# --- authentication ------------------------------------------------------------------------------------------
-
-
-class BearerTokenAuthentication(BaseAuthentication):
-    """`Authorization: Bearer gpp_…`: a personal access token acts as its user. The token never reaches a log."""
-
-    keyword = "Bearer"
-
-    def authenticate(self, request):
-        from tenants import selectors, services
-
-        header = get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
-            return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token>' with one token.")
-        try:
-            raw = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("The token is not valid.") from None
-        token = selectors.access_token_for_secret(raw)
-        if token is None:
-            raise exceptions.AuthenticationFailed("The token is not valid, has expired or was revoked.")
-        services.access_token_touch(token=token)
-        return token.user, token
-
-    def authenticate_header(self, request):
-        # Makes DRF answer a missing or bad credential with 401 (and this challenge) rather than 403.
-        return f'{self.keyword} realm="api"'
-
-
-class BearerTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "portal.api.BearerTokenAuthentication"
-    name = "tokenAuth"
-
-    def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "A personal access token (gpp_…)."}
-
 
 # --- errors --------------------------------------------------------------------------------------------------
 
@@ -278,7 +236,7 @@ class TokenRateThrottle(SimpleRateThrottle):
         return self.retry_after
 
     def get_cache_key(self, request, view):
-        if isinstance(request.auth, AccessToken):
+        if request.auth is not None:  # a personal access token (the only authentication that sets one)
             ident = f"token-{request.auth.pk}"
         elif request.user and request.user.is_authenticated:
             ident = f"user-{request.user.pk}"

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "quotas",
     "jobs",
     "billing",
+    "composition",
 ]
 
 MIDDLEWARE = [
@@ -197,8 +198,8 @@ JOB_SYNC_SECONDS = int(env("JOB_SYNC_SECONDS", "10"))
 # A reconcile nudge that never arrives (lost message, dead worker) is picked up after this lease.
 RECONCILE_LEASE_SECONDS = int(env("RECONCILE_LEASE_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE = {
-    "reconcile-due": {"task": "tenants.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
-    "reconcile-sweep": {"task": "tenants.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
+    "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
+    "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
     "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
@@ -240,7 +241,7 @@ if CACHE_URL:
     CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "gpu-portal"}}
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.api.BearerTokenAuthentication",
+        "tenants.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

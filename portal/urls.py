@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from composition import views
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

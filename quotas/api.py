@@ -14,7 +14,7 @@ from tenants import selectors as tenant_selectors
 from . import selectors, services
 from .choices import RequestState
 from .forms import QuotaRequestForm
-from .models import Quota, QuotaRequest
+from .models import MAX_UNITS, Quota, QuotaRequest
 from .serializers import (
     ApproveInputSerializer,
     ImpactSerializer,
@@ -120,8 +120,8 @@ def _amount(params, name: str, default: int) -> int:
     value = params.get(name)
     if value is None:
         return default
-    if not value.isdigit() or int(value) > 100_000:
-        raise ValidationError({name: ["A whole number between 0 and 100000."]})
+    if not value.isdigit() or int(value) > MAX_UNITS:
+        raise ValidationError({name: [f"A whole number between 0 and {MAX_UNITS}."]})
     return int(value)
 
 

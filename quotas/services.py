@@ -21,7 +21,7 @@ from tenants.services import audit_record, notify_users, team_namespaces_touch
 
 from . import selectors
 from .choices import RequestState
-from .models import Quota, QuotaRequest
+from .models import MAX_UNITS, Quota, QuotaRequest
 
 REQUEST_FIELDS = ["guaranteed", "burst", "cpu_cores", "memory_gib", "storage_gib"]
 
@@ -108,8 +108,8 @@ def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guara
     granted_g = request.guaranteed if guaranteed is None else guaranteed
     granted_b = request.burst if burst is None else burst
     for name, value in (("guaranteed", granted_g), ("burst", granted_b)):
-        if value < 0 or value > 100_000:
-            raise ValidationError({name: "Use a whole number between 0 and 100000."})
+        if value < 0 or value > MAX_UNITS:
+            raise ValidationError({name: f"Use a whole number between 0 and {MAX_UNITS}."})
     if request.team.state != TeamState.ACTIVE:
         raise ValidationError(f"The team is {request.team.get_state_display().lower()}.")
     if request.ends_at and request.ends_at <= timezone.now():

@@ -11,7 +11,8 @@ from . import kubeconfig as _kubeconfig
 from .faults import Faults
 from .kinds import Registry, resource_type_from_crd
 from .persistence import StateFile
-from .server import Api, ApiServer, Stats
+from .request import Stats
+from .server import Api, ApiServer
 from .simulator import Simulator
 from .store import DELETED, Store
 from .validation import Validator

@@ -8,7 +8,6 @@ import select
 import socket
 import threading
 import time
-from collections import Counter
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +17,7 @@ import yaml
 from . import errors
 from .errors import ApiError
 from .faults import FIELDS, Faults
+from .request import Request, Stats
 from .selectors import combine, field_selector, label_selector
 from .store import Gone, Store
 
@@ -30,63 +30,6 @@ PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-m
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _WATCH_POLL = 0.5  # how often an idle watch checks for a stopping server or a vanished client
 _DEFAULT_WATCH_TIMEOUT = 1800
-
-
-class Stats:
-    """Request counts since start or reset; `writes` comes from the store (operations that changed state)."""
-
-    def __init__(self, store: Store):
-        self._store = store
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._requests = 0
-            self._by_verb: Counter = Counter()
-            self._writes_base = self._store.writes
-
-    def count(self, verb: str) -> None:
-        with self._lock:
-            self._requests += 1
-            self._by_verb[verb] += 1
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            return {"requests": self._requests, "by_verb": dict(self._by_verb),
-                    "writes": self._store.writes - self._writes_base}
-
-
-class Request:
-    """One parsed request against a resource path."""
-
-    def __init__(self, method: str, path: str, query: dict, headers, body: bytes):
-        self.method, self.path, self.query, self.headers, self.body = method, path, query, headers, body
-        self.rt = self.version = self.namespace = self.name = self.subresource = None
-        self.group = ""
-        self.watch = self.flag("watch")
-        self.verb = ""
-
-    def param(self, name: str, default: str | None = None) -> str | None:
-        return self.query.get(name, default)
-
-    def flag(self, name: str) -> bool:
-        """A boolean query parameter as Go's ParseBool reads it (the Python client sends `True`)."""
-        return (self.query.get(name) or "").lower() in ("1", "t", "true")
-
-    @property
-    def dry_run(self) -> bool:
-        return self.query.get("dryRun") == "All"
-
-    @property
-    def field_validation(self) -> str:
-        return self.query.get("fieldValidation") or "Warn"
-
-    def json_body(self):
-        try:
-            return json.loads(self.body or b"null")
-        except ValueError as exc:
-            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
 
 class Api:

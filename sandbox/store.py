@@ -15,52 +15,26 @@ import base64
 import json
 import random
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 
 from . import errors
+from .apply import ServerSideApply
 from .errors import ApiError
 from .kinds import Registry, ResourceType
-from .patch import (
-    PatchError,
-    applied_fields,
-    deep_merge,
-    fields_v1,
-    get_path,
-    json_patch,
-    merge_patch,
-    overlaps,
-    paths_from_fields_v1,
-    remove_path,
-    strategic_merge_patch,
-)
+from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .selectors import Matcher
 from .validation import Validator
+from .values import clone, now
 
-ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+# The event types and Gone belong to the store's interface (the server and controllers import them from here).
+from .watch import ADDED, DELETED, MODIFIED, Gone, Watches  # noqa: F401
+
 _NAMESPACE_KEY = ("", "Namespace")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _IMMUTABLE_METADATA = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
                        "deletionGracePeriodSeconds", "generation")
-
-
-def clone(value):
-    """A deep copy of JSON data; several times faster than copy.deepcopy, and stored objects are only JSON."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class Gone(Exception):
-    """A watch asked for history older than the bounded per-kind event history."""
 
 
 def _spec_changed(old: dict, new: dict) -> bool:
@@ -77,7 +51,7 @@ def _without_rv(obj: dict) -> dict:
     return {**obj, "metadata": meta}
 
 
-class Store:
+class Store(ServerSideApply, Watches):
     def __init__(self, registry: Registry, validator: Validator | None = None, history: int = 1000):
         self.registry = registry
         self.validator = validator or Validator(registry=registry)
@@ -350,101 +324,6 @@ class Store:
             result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
             return self._out(rt, result, version)
 
-    def apply(self, rt: ResourceType, namespace: str | None, name: str, applied: dict, manager: str, *,
-              force: bool = False, subresource: str | None = None, version: str | None = None,
-              dry_run: bool = False, strict: bool = False, warnings: list | None = None) -> tuple[dict, bool]:
-        """Server-side apply; returns (object, created)."""
-        warnings = [] if warnings is None else warnings
-        if not isinstance(applied, dict):
-            raise errors.bad_request("the apply configuration must be an object")
-        meta = applied.get("metadata") or {}
-        if meta.get("name") and meta["name"] != name:
-            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
-                                     f"({name})")
-        status_only = subresource == "status"
-        fields = applied_fields(applied, status_only)
-        with self._lock:
-            old = self._stored(rt, namespace, name)
-            if old is None:
-                if status_only:
-                    raise errors.not_found(rt.plural, rt.group, name)
-                obj = self._prepare_create(rt, {**applied, "metadata": {**meta, "name": name}}, namespace, version)
-                obj["metadata"]["managedFields"] = [self._managed_entry(rt, version, manager, fields, subresource)]
-                created = self._create_locked(rt, obj, version, dry_run, strict, warnings)
-                return self._out(rt, created, version), True
-            if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
-                raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
-            entries = clone(old["metadata"].get("managedFields") or [])
-            owned = {e["manager"]: paths_from_fields_v1(e.get("fieldsV1") or {}) for e in entries
-                     if e.get("operation") == "Apply" and e.get("subresource", "") == (subresource or "")}
-            previous = owned.pop(manager, set())
-            self._resolve_conflicts(rt, name, old, applied, fields, owned, force)
-            section = {k: v for k, v in applied.items() if (k == "status") == status_only and k not in
-                       ("apiVersion", "kind")}
-            if not status_only:
-                section["metadata"] = {k: v for k, v in meta.items() if k not in ("name", "namespace",
-                                                                                   "resourceVersion")}
-            merged = deep_merge(clone(old), section)
-            for path in previous - fields:
-                if not any(overlaps(path, other) for paths in owned.values() for other in paths):
-                    remove_path(merged, path)
-            merged["metadata"]["managedFields"] = self._managed_entries(rt, version, entries, manager, previous,
-                                                                        fields, owned, subresource)
-            new = self._prepare_update(rt, old, merged, subresource, keep_managed=False)
-            if status_only:
-                new["metadata"]["managedFields"] = merged["metadata"]["managedFields"]
-            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings)
-            return self._out(rt, result, version), False
-
-    @staticmethod
-    def _resolve_conflicts(rt, name, old, applied, fields, owned, force) -> None:
-        causes = []
-        for other, paths in owned.items():
-            for theirs in list(paths):
-                for mine in fields:
-                    if not overlaps(mine, theirs):
-                        continue
-                    longer = mine if len(mine) >= len(theirs) else theirs
-                    if get_path(old, longer) == get_path(applied, longer):
-                        continue
-                    if force:
-                        paths.discard(theirs)
-                    else:
-                        causes.append({"reason": "FieldManagerConflict", "message": f'conflict with "{other}"',
-                                       "field": "." + ".".join(longer)})
-                    break
-        if causes:
-            listed = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
-            count = f"{len(causes)} conflict" + ("s" if len(causes) > 1 else "")
-            raise ApiError(409, "Conflict", f"Apply failed with {count}:\n{listed}", name=name, group=rt.group,
-                           kind=rt.plural, causes=causes)
-
-    @staticmethod
-    def _managed_entry(rt, version, manager, fields, subresource) -> dict:
-        entry = {"manager": manager, "operation": "Apply", "apiVersion": rt.api_version(version), "time": now(),
-                 "fieldsType": "FieldsV1", "fieldsV1": fields_v1(fields)}
-        if subresource:
-            entry["subresource"] = subresource
-        return entry
-
-    def _managed_entries(self, rt, version, entries, manager, previous, fields, owned, subresource) -> list[dict]:
-        """managedFields after an apply; unchanged entries keep their time so a no-op apply changes nothing."""
-        result = []
-        for entry in entries:
-            name, sub = entry["manager"], entry.get("subresource", "")
-            if entry.get("operation") != "Apply" or sub != (subresource or ""):
-                result.append(entry)
-            elif name == manager:
-                if fields == previous:
-                    result.append(entry)
-            elif owned.get(name):
-                if paths_from_fields_v1(entry.get("fieldsV1") or {}) != owned[name]:
-                    entry = {**entry, "fieldsV1": fields_v1(owned[name]), "time": now()}
-                result.append(entry)
-        if fields != previous and fields:
-            result.append(self._managed_entry(rt, version, manager, fields, subresource))
-        return result
-
     # Deletes ---------------------------------------------------------------------------------------------------
 
     def _remove_locked(self, rt: ResourceType, obj: dict) -> dict:
@@ -524,52 +403,6 @@ class Store:
         with self._lock:
             self._require(self.registry.by_key[("", "Pod")], namespace, pod)
             return self._logs.get((namespace, pod), "")
-
-    # Watch -----------------------------------------------------------------------------------------------------
-
-    def watch_start(self, rt: ResourceType, since: int | None, matcher: Matcher | None,
-                    namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
-        """Initial events and the resourceVersion to continue from. `since=None`: synthetic ADDED for every
-        current object (what a watch without resourceVersion gets); else the history after `since`."""
-        with self._lock:
-            if since is None:
-                slot = self._objects.get(rt.key, {})
-                pools = [slot.get(namespace, {})] if namespace else list(slot.values())
-                events = [(int(o["metadata"]["resourceVersion"]), ADDED, o) for names in pools
-                          for o in names.values() if matcher is None or matcher(o)]
-                events.sort(key=lambda e: e[0])
-                return events, self._rv
-            return self.events_since(rt, since, matcher, namespace)
-
-    def events_since(self, rt: ResourceType, since: int, matcher: Matcher | None,
-                     namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
-        """Events of this kind after `since`, and the resourceVersion they bring the watcher up to."""
-        with self._lock:
-            if since < self._floor.get(rt.key, 0):
-                raise Gone(f"too old resource version: {since} ({self._floor[rt.key] + 1})")
-            history = self._history.get(rt.key, ())
-            out = []
-            for event in reversed(history):
-                if event[0] <= since:
-                    break
-                obj = event[2]
-                if namespace and obj["metadata"].get("namespace") != namespace:
-                    continue
-                if matcher is None or matcher(obj):
-                    out.append(event)
-            out.reverse()
-            return out, self._rv
-
-    def wait_for_change(self, since: int, timeout: float) -> int:
-        """Block until the store's resourceVersion passes `since` or `timeout` elapses; returns the current one."""
-        with self._changed:
-            if self._rv <= since:
-                self._changed.wait(timeout)
-            return self._rv
-
-    def wake_watchers(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
 
     # Persistence -----------------------------------------------------------------------------------------------
 

@@ -4,21 +4,17 @@ import functools
 import hmac
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
 from portal import kube, sql
+from portal.http import is_platform_admin  # noqa: F401 - re-exported: the reads of every app use it from here
 
 from .choices import Role, TeamState
-from .manifests import TeamSpec, TierSpec, priority_class_manifest, team_access_manifests
-from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
-
-
-def is_platform_admin(user) -> bool:
-    return bool(user.is_authenticated and user.is_active and user.is_staff)
+from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, Team, TeamNamespace
+from .tokens import split_token, token_digest
 
 
 def team_list(*, user) -> QuerySet[Team]:
@@ -103,57 +99,12 @@ def team_namespaces(*, team: Team) -> QuerySet[TeamNamespace]:
     return team.namespaces.select_related("cluster").order_by("cluster__name")
 
 
-def team_spec(team: Team, memberships) -> TeamSpec:
-    editors = tuple(m.user.username for m in memberships if m.role in (Role.ADMIN, Role.MEMBER))
-    viewers = tuple(m.user.username for m in memberships if m.role == Role.VIEWER)
-    return TeamSpec(
-        slug=team.slug,
-        namespace=team.namespace,
-        idp_group=team.idp_group,
-        editors=editors,
-        viewers=viewers,
-        monitoring_namespace=settings.MONITORING_NAMESPACE,
-    )
-
-
-def team_namespace_desired(*, team_namespace: TeamNamespace, memberships=None, quotas=None,
-                           flavors=None) -> list[dict]:
-    """Every object the portal wants in the cluster for this team namespace (empty once it may be deleted).
-
-    The sweep passes prefetched memberships, quotas and the cluster's flavors; a single reconcile loads them.
-    """
-    from quotas.selectors import team_quota_objects
-
-    team, cluster = team_namespace.team, team_namespace.cluster
-    if team.state == TeamState.ARCHIVED and team.namespace_deletion_confirmed_at:
-        return []
-    if memberships is None:
-        memberships = list(team_memberships(team=team))
-    if quotas is None:
-        quotas = list(team.quotas.filter(flavor__cluster=cluster).select_related("flavor"))
-    if flavors is None:
-        flavors = list(cluster.flavors.order_by("name"))
-    objects = team_access_manifests(team_spec(team, memberships), access=team.state == TeamState.ACTIVE)
-    return objects + team_quota_objects(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
-
-
-def team_namespaces_for_reconcile(*, cluster: Cluster) -> QuerySet[TeamNamespace]:
-    """Every team namespace of a cluster with what its desired objects need, prefetched."""
-    from quotas.models import Quota
-
-    memberships = Membership.objects.select_related("user")
-    quotas = Quota.objects.filter(flavor__cluster=cluster).select_related("flavor")
-    return (
-        TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
-        .select_related("team__parent", "cluster")
-        .prefetch_related(Prefetch("team__memberships", queryset=memberships),
-                          Prefetch("team__quotas", queryset=quotas))
-        .order_by("pk")
-    )
-
-
 def cluster_list() -> QuerySet[Cluster]:
     return Cluster.objects.order_by("name")
+
+
+def active_clusters() -> QuerySet[Cluster]:
+    return cluster_list().filter(active=True)
 
 
 def cluster_get(*, name: str) -> Cluster:
@@ -181,21 +132,6 @@ def flavor_named(*, name: str, cluster: str | None = None) -> GpuFlavor:
     if len(found) > 1:
         raise ValidationError({"cluster": f"Flavors named {name!r} exist in several clusters: name the cluster."})
     return found[0]
-
-
-def tier_specs() -> list[TierSpec]:
-    return [
-        TierSpec(name=t.name, value=t.value, preemption_policy=t.preemption_policy, description=t.description)
-        for t in PriorityTier.objects.order_by("-value")
-    ]
-
-
-def cluster_desired(*, cluster: Cluster, tiers: list[TierSpec] | None = None) -> list[dict]:
-    """Cluster-wide objects shared by every team: priority classes and the scheduler's shared objects."""
-    from quotas.selectors import cluster_quota_objects
-
-    tiers = tiers if tiers is not None else tier_specs()
-    return [priority_class_manifest(t) for t in tiers] + cluster_quota_objects(cluster=cluster, tiers=tiers)
 
 
 def audit_event_list(*, user) -> QuerySet[AuditEvent]:
@@ -237,8 +173,6 @@ def access_token_for_secret(raw: str) -> AccessToken | None:
 
     Every API request makes this read, so it is one hand-written SELECT (a row per membership) rather than a
     queryset; the password hash is left unread."""
-    from .tokens import split_token, token_digest
-
     prefix = split_token(raw)
     if prefix is None:
         return None

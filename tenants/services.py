@@ -1,156 +1,41 @@
-"""Every write to tenancy data, and the reconcile of team namespaces and cluster-wide objects.
+"""Every write to tenancy data: teams and memberships here, the rest in modules named for their purpose (audit,
+mail, nudges, sso, clusters, tokens), re-exported below so that this module stays the one entry point for writes.
 
-Writes validate, save, audit and bump the generation of what the cluster must change, inside one
-transaction; the reconcile nudge is sent on commit. Reconcile itself is level-triggered: it computes the
-desired objects from rows, compares them with what the cluster holds and writes only the difference.
+Writes validate, save, audit and bump the generation of what the cluster must change, inside one transaction;
+the reconcile nudge is sent on commit (composition/ does the reconcile itself).
 """
 
 from __future__ import annotations
 
-import logging
-from collections import defaultdict
-from datetime import timedelta
-
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import F
-from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from portal import kube
-from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
-from portal.reconcile import Outcome, converge, plan, record
+from portal import desired
 
 from . import selectors
-from .choices import MembershipSource, Role, Scheduler, TeamState
-from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
-
-log = logging.getLogger(__name__)
-
-# Kinds each reconciled row owns, by (apiVersion, kind). Cluster-scoped team objects carry the team label.
-TEAM_KINDS = {
-    "common": [
-        ("v1", "Namespace"),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-        ("networking.k8s.io/v1", "NetworkPolicy"),
-        ("v1", "ResourceQuota"),
-        ("v1", "LimitRange"),
-    ],
-    Scheduler.KUEUE: [("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v1beta2", "LocalQueue")],
-    Scheduler.VOLCANO: [("scheduling.volcano.sh/v1beta1", "Queue")],
-}
-CLUSTER_KINDS = {
-    "common": [("scheduling.k8s.io/v1", "PriorityClass")],
-    Scheduler.KUEUE: [
-        ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
-        ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"),
-        ("kueue.x-k8s.io/v1beta2", "Cohort"),
-    ],
-    Scheduler.VOLCANO: [("scheduling.volcano.sh/v1beta1", "Queue")],
-}
-
-
-def team_kinds(cluster: Cluster) -> list[tuple[str, str]]:
-    return TEAM_KINDS["common"] + TEAM_KINDS[cluster.scheduler]
-
-
-def cluster_kinds(cluster: Cluster) -> list[tuple[str, str]]:
-    return CLUSTER_KINDS["common"] + CLUSTER_KINDS[cluster.scheduler]
-
-
-# --- audit ---------------------------------------------------------------------------------------------------
-
-
-def audit_record(*, actor, action: str, obj, team: Team | None = None, before=None, after=None,
-                 source_ip: str | None = None) -> AuditEvent:
-    return AuditEvent.objects.create(
-        actor=actor if actor is not None and actor.is_authenticated else None,
-        action=action,
-        object_type=obj._meta.model_name,
-        object_id=str(obj.pk),
-        object_repr=str(obj)[:200],
-        team=team,
-        before=before,
-        after=after,
-        source_ip=source_ip,
-    )
-
-
-def _snapshot(obj, fields: list[str]) -> dict:
-    data = model_to_dict(obj, fields=fields)
-    return {k: (str(v) if not isinstance(v, (str, int, float, bool, type(None), dict, list)) else v)
-            for k, v in data.items()}
-
-
-# --- notifications -------------------------------------------------------------------------------------------
-
-
-def notify_users(*, users, subject: str, body: str) -> None:
-    """Email after commit (a rolled-back decision sends nothing); the task retries a failing mail server."""
-    recipients = sorted({u.email for u in users if u is not None and u.email})
-    if not recipients:
-        return
-
-    def enqueue():
-        from .tasks import send_email_task
-
-        send_email_task.delay(subject, body, recipients)
-
-    transaction.on_commit(enqueue)
-
-
-# --- reconcile nudges ----------------------------------------------------------------------------------------
-
-
-def _lease() -> timezone.datetime:
-    return timezone.now() + timedelta(seconds=settings.RECONCILE_LEASE_SECONDS)
-
-
-def team_namespaces_touch(*, team_namespaces) -> None:
-    """The cluster must change: bump generations now, nudge a worker once the transaction commits."""
-    ids = list(team_namespaces.values_list("pk", flat=True))
-    if not ids:
-        return
-    TeamNamespace.objects.filter(pk__in=ids).update(generation=F("generation") + 1, next_attempt_at=_lease())
-
-    def enqueue():
-        from .tasks import team_namespace_reconcile_task
-
-        for pk in ids:
-            team_namespace_reconcile_task.delay(pk)
-
-    transaction.on_commit(enqueue)
-
-
-def clusters_touch(*, clusters) -> None:
-    ids = list(clusters.values_list("pk", flat=True))
-    if not ids:
-        return
-    Cluster.objects.filter(pk__in=ids).update(generation=F("generation") + 1, next_attempt_at=_lease())
-
-    def enqueue():
-        from .tasks import cluster_reconcile_task
-
-        for pk in ids:
-            cluster_reconcile_task.delay(pk)
-
-    transaction.on_commit(enqueue)
-
-
-def reconcile_retry(*, actor, row, source_ip: str | None = None) -> None:
-    """An explicit retry after a permanent error: reconcile again as if the row had changed."""
-    with transaction.atomic():
-        if isinstance(row, Cluster):
-            clusters_touch(clusters=Cluster.objects.filter(pk=row.pk))
-            team = None
-        else:
-            team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(pk=row.pk))
-            team = row.team
-        audit_record(actor=actor, action="reconcile.retry", obj=row, team=team, source_ip=source_ip)
-
-
-# --- teams ---------------------------------------------------------------------------------------------------
+from .audit import audit_record, snapshot
+from .choices import Role, TeamState
+from .clusters import (  # noqa: F401 - re-exported: services is the entry point for writes
+    CLUSTER_FIELDS,
+    FLAVOR_FIELDS,
+    admin_object_delete,
+    cluster_create,
+    cluster_update,
+    gpu_flavor_save,
+    priority_tier_save,
+)
+from .mail import notify_users  # noqa: F401
+from .models import Cluster, Membership, Team, TeamNamespace
+from .nudges import clusters_touch, lease, reconcile_retry, team_namespaces_touch  # noqa: F401
+from .sso import ROLE_RANK, idp_roles, membership_sync_from_idp, platform_admin_sync_from_idp  # noqa: F401
+from .tokens import (  # noqa: F401
+    MAX_TOKEN_DAYS,
+    TOKEN_TOUCH_SECONDS,
+    access_token_create,
+    access_token_revoke,
+    access_token_touch,
+)
 
 TEAM_FIELDS = ["slug", "name", "cost_center", "idp_group", "parent", "state"]
 
@@ -162,18 +47,13 @@ def team_create(*, actor, slug: str, name: str, cost_center: str = "", idp_group
     team.full_clean()
     team.save()
     TeamNamespace.objects.bulk_create(
-        [TeamNamespace(team=team, cluster=c, next_attempt_at=_lease()) for c in Cluster.objects.filter(active=True)]
+        [TeamNamespace(team=team, cluster=c, next_attempt_at=lease()) for c in Cluster.objects.filter(active=True)]
     )
-    audit_record(actor=actor, action="team.create", obj=team, team=team, after=_snapshot(team, TEAM_FIELDS),
+    audit_record(actor=actor, action="team.create", obj=team, team=team, after=snapshot(team, TEAM_FIELDS),
                  source_ip=source_ip)
 
-    def enqueue():
-        from .tasks import team_namespace_reconcile_task
-
-        for pk in team.namespaces.values_list("pk", flat=True):
-            team_namespace_reconcile_task.delay(pk)
-
-    transaction.on_commit(enqueue)
+    ids = list(team.namespaces.values_list("pk", flat=True))
+    transaction.on_commit(lambda: desired.reconciler().team_namespaces(ids))
     return team
 
 
@@ -181,13 +61,13 @@ def team_create(*, actor, slug: str, name: str, cost_center: str = "", idp_group
 def team_update(*, actor, team: Team, name: str, cost_center: str, idp_group: str,
                 parent: Team | None = None, source_ip: str | None = None) -> Team:
     team = Team.objects.select_for_update().get(pk=team.pk)
-    before = _snapshot(team, TEAM_FIELDS)
+    before = snapshot(team, TEAM_FIELDS)
     group_changed = team.idp_group != idp_group
     team.name, team.cost_center, team.idp_group, team.parent = name, cost_center, idp_group, parent
     team.full_clean()
     team.save()
     audit_record(actor=actor, action="team.update", obj=team, team=team, before=before,
-                 after=_snapshot(team, TEAM_FIELDS), source_ip=source_ip)
+                 after=snapshot(team, TEAM_FIELDS), source_ip=source_ip)
     if group_changed:
         team_namespaces_touch(team_namespaces=team.namespaces.all())
     return team
@@ -280,370 +160,3 @@ def membership_remove(*, actor, team: Team, user, source_ip: str | None = None) 
                  before={"user": user.username, "role": membership.role}, source_ip=source_ip)
     membership.delete()
     team_namespaces_touch(team_namespaces=team.namespaces.all())
-
-
-
-# --- single sign-on ------------------------------------------------------------------------------------------
-
-ROLE_RANK = {Role.VIEWER: 1, Role.MEMBER: 2, Role.ADMIN: 3}
-
-
-def idp_roles(*, groups: list[str]) -> dict[str, str]:
-    """Team group → role from a user's identity-provider groups: `<g>` member, `<g><admin suffix>` team admin,
-    `<g><viewer suffix>` viewer; the strongest wins when a user is in several of a team's groups."""
-    suffixes = [(settings.OIDC_ADMIN_GROUP_SUFFIX, Role.ADMIN), (settings.OIDC_VIEWER_GROUP_SUFFIX, Role.VIEWER)]
-    roles: dict[str, str] = {}
-    for group in groups:
-        candidates = [(group, Role.MEMBER)] + [(group.removesuffix(suffix), role) for suffix, role in suffixes
-                                               if suffix and group.endswith(suffix) and group != suffix]
-        for team_group, role in candidates:
-            if ROLE_RANK[role] > ROLE_RANK.get(roles.get(team_group), 0):
-                roles[team_group] = role
-    return roles
-
-
-def _clean_groups(groups) -> list[str]:
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise ValidationError({"groups": "The identity provider's groups claim must be a list of strings."})
-    return groups
-
-
-@transaction.atomic
-def membership_sync_from_idp(*, user, groups: list[str], source_ip: str | None = None) -> dict[str, list[str]]:
-    """Make the memberships single sign-on manages match the user's identity-provider groups.
-
-    Teams are matched on `Team.idp_group`. Only memberships marked as coming from the identity provider are
-    changed or removed; a membership added in the portal is left as it is, and so is an archived team.
-    The identity provider is the authority for its memberships, so the last-admin rule does not hold them back.
-    """
-    by_group = idp_roles(groups=_clean_groups(groups))
-    teams = {t.pk: t for t in Team.objects.filter(idp_group__in=list(by_group)).exclude(state=TeamState.ARCHIVED)}
-    wanted = {pk: by_group[team.idp_group] for pk, team in teams.items()}
-    current = {m.team_id: m for m in Membership.objects.select_for_update().select_related("team")
-               .filter(user=user).order_by("pk")}
-    changed: dict[str, list[str]] = {"added": [], "updated": [], "removed": []}
-    touched = []
-    for team_id, membership in current.items():
-        if membership.source != MembershipSource.IDP or team_id in wanted:
-            continue
-        audit_record(actor=user, action="membership.idp_remove", obj=membership, team=membership.team,
-                     before={"user": user.username, "role": membership.role, "source": membership.source},
-                     source_ip=source_ip)
-        membership.delete()
-        changed["removed"].append(membership.team.slug)
-        touched.append(team_id)
-    for team_id, role in sorted(wanted.items()):
-        membership = current.get(team_id)
-        if membership is not None and (membership.source != MembershipSource.IDP or membership.role == role):
-            continue
-        before = {"role": membership.role} if membership else None
-        membership = membership or Membership(team=teams[team_id], user=user, source=MembershipSource.IDP)
-        membership.role = role
-        membership.full_clean()
-        membership.save()
-        audit_record(actor=user, action="membership.idp_set", obj=membership, team=membership.team, before=before,
-                     after={"user": user.username, "role": role, "source": MembershipSource.IDP},
-                     source_ip=source_ip)
-        changed["updated" if before else "added"].append(teams[team_id].slug)
-        touched.append(team_id)
-    if touched:
-        team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(team_id__in=touched))
-    return changed
-
-
-@transaction.atomic
-def platform_admin_sync_from_idp(*, user, groups: list[str], source_ip: str | None = None) -> bool:
-    """With a platform-admin group configured, its members are platform admins and nobody else signing in is."""
-    group = settings.OIDC_PLATFORM_ADMIN_GROUP
-    if not group:
-        return user.is_staff
-    admin = group in _clean_groups(groups)
-    if user.is_staff != admin or user.is_superuser != admin:
-        audit_record(actor=user, action="user.platform_admin_grant" if admin else "user.platform_admin_revoke",
-                     obj=user, before={"is_staff": user.is_staff, "is_superuser": user.is_superuser},
-                     after={"is_staff": admin, "is_superuser": admin}, source_ip=source_ip)
-        user.is_staff = user.is_superuser = admin
-        user.save(update_fields=["is_staff", "is_superuser"])
-    return admin
-
-# --- clusters, flavors, tiers --------------------------------------------------------------------------------
-
-CLUSTER_FIELDS = ["name", "display_name", "connection", "server", "context", "scheduler", "prometheus_url",
-                  "cohort", "overcommit", "active"]
-
-
-@transaction.atomic
-def cluster_create(*, actor, source_ip: str | None = None, **fields) -> Cluster:
-    cluster = Cluster(**fields)
-    cluster.full_clean()
-    cluster.save()
-    teams = Team.objects.exclude(state=TeamState.ARCHIVED)
-    TeamNamespace.objects.bulk_create([TeamNamespace(team=t, cluster=cluster, next_attempt_at=_lease())
-                                       for t in teams])
-    audit_record(actor=actor, action="cluster.create", obj=cluster, after=_snapshot(cluster, CLUSTER_FIELDS),
-                 source_ip=source_ip)
-    clusters_touch(clusters=Cluster.objects.filter(pk=cluster.pk))
-    team_namespaces_touch(team_namespaces=cluster.team_namespaces.all())
-    return cluster
-
-
-@transaction.atomic
-def cluster_update(*, actor, cluster: Cluster, source_ip: str | None = None, **fields) -> Cluster:
-    cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
-    before = _snapshot(cluster, CLUSTER_FIELDS)
-    for name, value in fields.items():
-        setattr(cluster, name, value)
-    cluster.full_clean()
-    cluster.save()
-    audit_record(actor=actor, action="cluster.update", obj=cluster, before=before,
-                 after=_snapshot(cluster, CLUSTER_FIELDS), source_ip=source_ip)
-    clusters_touch(clusters=Cluster.objects.filter(pk=cluster.pk))
-    team_namespaces_touch(team_namespaces=cluster.team_namespaces.all())
-    return cluster
-
-
-FLAVOR_FIELDS = ["cluster", "name", "resource_name", "gpu_model", "node_labels", "node_taints", "tolerations",
-                 "capacity", "gpus_per_node", "memory_gb", "gpu_fraction", "sharing"]
-
-
-@transaction.atomic
-def gpu_flavor_save(*, actor, flavor: GpuFlavor, source_ip: str | None = None) -> GpuFlavor:
-    before = _snapshot(GpuFlavor.objects.get(pk=flavor.pk), FLAVOR_FIELDS) if flavor.pk else None
-    flavor.full_clean()
-    flavor.save()
-    audit_record(actor=actor, action="flavor.save", obj=flavor, before=before,
-                 after=_snapshot(flavor, FLAVOR_FIELDS), source_ip=source_ip)
-    clusters_touch(clusters=Cluster.objects.filter(pk=flavor.cluster_id))
-    return flavor
-
-
-@transaction.atomic
-def priority_tier_save(*, actor, tier: PriorityTier, source_ip: str | None = None) -> PriorityTier:
-    if tier.is_default:
-        PriorityTier.objects.exclude(pk=tier.pk).filter(is_default=True).update(is_default=False)
-    tier.full_clean()
-    tier.save()
-    audit_record(actor=actor, action="tier.save", obj=tier,
-                 after=_snapshot(tier, ["name", "value", "preemption_policy", "is_default"]), source_ip=source_ip)
-    clusters_touch(clusters=Cluster.objects.filter(active=True))
-    return tier
-
-
-
-@transaction.atomic
-def admin_object_delete(*, actor, obj, source_ip: str | None = None) -> None:
-    """A delete made in the Django admin: audited with the actor and what the row held, like every other change.
-
-    Cluster-wide objects built from a flavor or a tier are re-reconciled; a deleted team's objects are pruned by
-    the sweep (they carry the team label and no row wants them any more).
-    """
-    before = _snapshot(obj, [f.name for f in obj._meta.concrete_fields])
-    team = obj.team if isinstance(obj, TeamNamespace) else None
-    audit_record(actor=actor, action=f"{obj._meta.model_name}.delete", obj=obj, team=team, before=before,
-                 source_ip=source_ip)
-    affected = (Cluster.objects.filter(pk=obj.cluster_id) if isinstance(obj, GpuFlavor)
-                else Cluster.objects.filter(active=True) if isinstance(obj, PriorityTier) else Cluster.objects.none())
-    obj.delete()
-    clusters_touch(clusters=affected)
-
-# --- reconcile -----------------------------------------------------------------------------------------------
-
-
-def _team_actual(client: kube.ClusterClient, row: TeamNamespace) -> list[dict]:
-    selector = team_selector(row.team.slug)
-    found = []
-    for api_version, kind in team_kinds(row.cluster):
-        namespaced = kube.KINDS[(api_version, kind)].namespaced
-        found += client.list(api_version, kind, namespace=row.team.namespace if namespaced else None,
-                             label_selector=selector)
-    return found
-
-
-def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | None = None,
-                             row: TeamNamespace | None = None) -> Outcome:
-    """Make the cluster hold exactly what this team namespace wants. Safe to run any number of times."""
-    if row is None:
-        row = TeamNamespace.objects.select_related("team", "cluster").filter(pk=team_namespace_id).first()
-        if row is None:
-            return Outcome(statuses=[], writes=0)
-    if not row.cluster.active:  # an inactive cluster is left alone: no reads, no writes, no pruning
-        return Outcome(statuses=row.objects_status, writes=0)
-    generation = row.generation
-    desired = selectors.team_namespace_desired(team_namespace=row)
-    client = kube.client_for_cluster(row.cluster)
-    try:
-        if actual is None:
-            actual = _team_actual(client, row)
-    except kube.KubeError as exc:
-        return record(row, generation, Outcome(statuses=row.objects_status, writes=0, error=exc))
-    _record_usage(row, actual)
-    outcome = record(row, generation, converge(client, plan(desired, actual)))
-    if outcome.error is None and not desired and row.deleted_at is None:
-        TeamNamespace.objects.filter(pk=row.pk).update(deleted_at=timezone.now())
-    return outcome
-
-
-def _record_usage(row: TeamNamespace, actual: list[dict]) -> None:
-    """GPU units in use, from the team ResourceQuota's status (the API server's quota controller keeps it)."""
-    usage = {}
-    for obj in actual:
-        if obj["kind"] == "ResourceQuota":
-            for key, value in ((obj.get("status") or {}).get("used") or {}).items():
-                if key.startswith("requests.") and "/" in key:
-                    usage[key.removeprefix("requests.")] = int(float(value))
-    if usage != row.usage:
-        row.usage = usage
-        TeamNamespace.objects.filter(pk=row.pk).update(usage=usage)
-
-
-def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> Outcome:
-    cluster = Cluster.objects.filter(pk=cluster_id, active=True).first()
-    if cluster is None:
-        return Outcome(statuses=[], writes=0)
-    generation = cluster.generation
-    desired = selectors.cluster_desired(cluster=cluster)
-    client = kube.client_for_cluster(cluster)
-    try:
-        if actual is None:
-            actual = _cluster_actual(client, cluster)
-    except kube.KubeError as exc:
-        return record(cluster, generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-    return record(cluster, generation, converge(client, plan(desired, actual)))
-
-
-def reconcile_due(*, limit: int = 200) -> int:
-    """Rows whose retry time (or nudge lease) has come: a change not yet applied, or a transient failure.
-
-    Converged rows and permanently rejected ones have no next attempt, so they are not picked up here.
-    """
-    now = timezone.now()
-    done = 0
-    for cluster in Cluster.objects.filter(next_attempt_at__lte=now, active=True).order_by("next_attempt_at")[:limit]:
-        cluster_reconcile(cluster_id=cluster.pk)
-        done += 1
-    rows = (TeamNamespace.objects.filter(next_attempt_at__lte=now, cluster__active=True)
-            .select_related("team", "cluster")
-            .order_by("next_attempt_at")[:limit])
-    for row in rows:
-        team_namespace_reconcile(team_namespace_id=row.pk, row=row)
-        done += 1
-    return done
-
-
-def reconcile_sweep() -> dict:
-    """Compare every cluster with the database in bulk; repair drift and prune what is no longer wanted.
-
-    One list per kind per cluster, whatever the number of teams; a cluster that already matches gets no write.
-    """
-    totals = {"clusters": 0, "rows": 0, "repaired": 0, "writes": 0, "errors": 0}
-    tiers = selectors.tier_specs()
-    for cluster in Cluster.objects.filter(active=True):
-        totals["clusters"] += 1
-        client = kube.client_for_cluster(cluster)
-        try:
-            cluster_actual = _cluster_actual(client, cluster)
-            by_team = _managed_team_objects(client, cluster)
-        except kube.KubeError as exc:
-            totals["errors"] += 1
-            record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-            continue
-        if cluster.observed_generation < cluster.generation or not plan(
-            selectors.cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
-        ).empty:
-            outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
-            totals["repaired"] += 1
-            totals["writes"] += outcome.writes
-        rows = selectors.team_namespaces_for_reconcile(cluster=cluster)
-        flavors = list(cluster.flavors.order_by("name"))
-        known = set()
-        for row in rows:
-            totals["rows"] += 1
-            known.add(row.team.slug)
-            actual = by_team.get(row.team.slug, [])
-            _record_usage(row, actual)
-            desired = selectors.team_namespace_desired(team_namespace=row, memberships=row.team.memberships.all(),
-                                                       quotas=row.team.quotas.all(), flavors=flavors)
-            if row.observed_generation >= row.generation and plan(desired, actual).empty:
-                continue
-            outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
-            totals["repaired"] += 1
-            totals["writes"] += outcome.writes
-            totals["errors"] += outcome.error is not None
-        totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
-    return totals
-
-
-def _cluster_actual(client: kube.ClusterClient, cluster: Cluster) -> list[dict]:
-    return [obj for api_version, kind in cluster_kinds(cluster)
-            for obj in client.list(api_version, kind, label_selector=cluster_scope_selector())]
-
-
-def _managed_team_objects(client: kube.ClusterClient, cluster: Cluster) -> dict[str, list[dict]]:
-    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{TEAM_LABEL}"
-    by_team: dict[str, list[dict]] = defaultdict(list)
-    for api_version, kind in team_kinds(cluster):
-        for obj in client.list(api_version, kind, label_selector=selector):
-            by_team[obj["metadata"]["labels"][TEAM_LABEL]].append(obj)
-    return by_team
-
-
-def _prune_orphans(client: kube.ClusterClient, orphans: dict[str, list[dict]]) -> int:
-    """Objects labelled for a team the database no longer has (e.g. removed by hand in the admin)."""
-    writes = 0
-    for slug, objects in orphans.items():
-        outcome = converge(client, plan([], objects))
-        writes += outcome.writes
-        if outcome.error:
-            log.warning("pruning objects of removed team %s failed: %s", slug, outcome.error)
-    return writes
-
-
-# --- personal access tokens ----------------------------------------------------------------------------------
-
-MAX_TOKEN_DAYS = 366
-
-
-@transaction.atomic
-def access_token_create(*, actor, name: str, expires_in_days: int | None = None,
-                        source_ip: str | None = None) -> tuple[AccessToken, str]:
-    """A new token for the actor; returns the row and the token itself, which is shown once and never stored."""
-    from .tokens import new_token, token_digest
-
-    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
-        raise ValidationError({"expires_in_days": f"Between 1 and {MAX_TOKEN_DAYS} days, or none for no expiry."})
-    prefix, raw = new_token()
-    now = timezone.now()
-    token = AccessToken(user=actor, name=name.strip(), prefix=prefix, digest=token_digest(raw), created_at=now,
-                        expires_at=now + timedelta(days=expires_in_days) if expires_in_days else None)
-    token.full_clean()
-    token.save()
-    audit_record(actor=actor, action="token.create", obj=token,
-                 after={"name": token.name, "prefix": prefix,
-                        "expires_at": token.expires_at.isoformat() if token.expires_at else None},
-                 source_ip=source_ip)
-    return token, raw
-
-
-@transaction.atomic
-def access_token_revoke(*, actor, token: AccessToken, source_ip: str | None = None) -> AccessToken:
-    token = AccessToken.objects.select_for_update().get(pk=token.pk)
-    if token.user_id != actor.pk:
-        raise PermissionDenied("Only the token's owner can revoke it.")
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
-        audit_record(actor=actor, action="token.revoke", obj=token, after={"prefix": token.prefix},
-                     source_ip=source_ip)
-    return token
-
-
-TOKEN_TOUCH_SECONDS = 60
-
-
-def access_token_touch(*, token: AccessToken) -> None:
-    """Record use at most once a minute, so reading through the API does not write on every request."""
-    now = timezone.now()
-    if token.last_used_at and (now - token.last_used_at).total_seconds() < TOKEN_TOUCH_SECONDS:
-        return
-    AccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    token.last_used_at = now

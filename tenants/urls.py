@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import cluster_views, views
+from . import console_views, views
 
 app_name = "tenants"
 
@@ -19,19 +19,19 @@ urlpatterns = [
          name="object-detail"),
     path("teams/<slug:slug>/clusters/<str:cluster_name>/objects/" + OBJECT + "live/", views.object_live,
          name="object-live"),
-    path("console/clusters/", views.console_cluster_list, name="cluster-list"),
-    path("console/clusters/new/", cluster_views.console_cluster_create, name="cluster-create"),
-    path("console/clusters/<str:name>/", views.console_cluster_detail, name="cluster-detail"),
-    path("console/clusters/<str:name>/retry/", views.console_cluster_retry, name="cluster-retry"),
-    path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT, views.console_cluster_object_detail,
+    path("console/clusters/", console_views.console_cluster_list, name="cluster-list"),
+    path("console/clusters/new/", console_views.console_cluster_create, name="cluster-create"),
+    path("console/clusters/<str:name>/", console_views.console_cluster_detail, name="cluster-detail"),
+    path("console/clusters/<str:name>/retry/", console_views.console_cluster_retry, name="cluster-retry"),
+    path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT, console_views.console_cluster_object_detail,
          name="cluster-object-detail"),
-    path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT + "live/", views.console_cluster_object_live,
+    path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT + "live/", console_views.console_cluster_object_live,
          name="cluster-object-live"),
-    path("console/teams/", views.console_team_list, name="team-list"),
-    path("console/teams/<slug:slug>/state/", views.console_team_set_state, name="team-set-state"),
-    path("console/teams/<slug:slug>/delete-namespaces/", views.console_team_delete_namespaces,
+    path("console/teams/", console_views.console_team_list, name="team-list"),
+    path("console/teams/<slug:slug>/state/", console_views.console_team_set_state, name="team-set-state"),
+    path("console/teams/<slug:slug>/delete-namespaces/", console_views.console_team_delete_namespaces,
          name="team-delete-namespaces"),
-    path("console/audit/", views.console_audit_list, name="audit-list"),
+    path("console/audit/", console_views.console_audit_list, name="audit-list"),
     path("tokens/", views.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
 ]

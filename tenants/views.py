@@ -7,83 +7,35 @@ service's ValidationError back on the form, and never answer bad input with a 50
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
-from django.db.models import Count, Sum
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from portal.desired import team_namespace_desired
+
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal import yamltext
 from portal.http import add_service_errors, platform_admin_required, source_ip
-from portal.kube import KubeError
 
 from . import selectors, services
-from .choices import SyncState, TeamState
-from .filters import AuditEventFilter
+from .choices import SyncState
 from .forms import (
     AccessTokenForm,
     MemberAddForm,
     MemberRemoveForm,
     MemberRoleForm,
-    NamespaceDeletionForm,
-    TeamCreateForm,
-    TeamStateForm,
 )
-
-CORE_GROUP = "core"  # stands for the empty API group of v1 objects in URLs
-AUDIT_PAGE_SIZE = 50
-
-
-# --- apiVersion in URLs ----------------------------------------------------------------------------------------
-
-
-def api_version_parts(api_version: str) -> tuple[str, str]:
-    """'rbac.authorization.k8s.io/v1' → ('rbac.authorization.k8s.io', 'v1'); 'v1' → ('core', 'v1')."""
-    group, _, version = api_version.rpartition("/")
-    return group or CORE_GROUP, version
-
-
-def api_version_from_parts(group: str, version: str) -> str:
-    return version if group == CORE_GROUP else f"{group}/{version}"
-
-
-def _object_rows(statuses: list[dict], url_for) -> list[dict]:
-    return [{**status, "url": url_for(status)} for status in statuses]
-
-
-def _pending(desired: list[dict]) -> list[dict]:
-    """Desired objects not yet reported by a reconcile, shaped like objects_status entries."""
-    return [{"apiVersion": o["apiVersion"], "kind": o["kind"], "namespace": o["metadata"].get("namespace", ""),
-             "name": o["metadata"]["name"], "state": "pending", "message": ""} for o in desired]
-
-
-def _find(desired: list[dict], api_version: str, kind: str, name: str) -> dict:
-    for obj in desired:
-        if obj["apiVersion"] == api_version and obj["kind"] == kind and obj["metadata"]["name"] == name:
-            return obj
-    raise Http404("Not one of the objects the portal manages here")
-
-
-def _to_yaml(obj: dict) -> str:
-    return yamltext.dump(obj, default_flow_style=False)
-
-
-def _live_yaml(cluster, obj: dict) -> dict:
-    """The live object as YAML, or why there is none; a cluster that cannot be read is a message, not a 500."""
-    meta = obj["metadata"]
-    try:
-        live = selectors.live_object(cluster=cluster, api_version=obj["apiVersion"], kind=obj["kind"],
-                                     name=meta["name"], namespace=meta.get("namespace"))
-    except KubeError as exc:
-        return {"error": str(exc)}
-    if live is None:
-        return {"absent": True}
-    live.get("metadata", {}).pop("managedFields", None)
-    return {"yaml": _to_yaml(live)}
-
+from .objects import (
+    api_version_from_parts,
+    api_version_parts,
+    find_object,
+    live_response,
+    object_rows,
+    object_status,
+    pending,
+    to_yaml,
+)
 
 # --- dashboard and team page ---------------------------------------------------------------------------------
 
@@ -100,15 +52,15 @@ def dashboard(request):
 def _team_namespace_rows(team, memberships) -> list[dict]:
     rows = []
     for row in selectors.team_namespaces(team=team):
-        statuses = row.objects_status or _pending(
-            selectors.team_namespace_desired(team_namespace=row, memberships=memberships))
+        statuses = row.objects_status or pending(
+            team_namespace_desired(team_namespace=row, memberships=memberships))
 
         def url_for(status, cluster_name=row.cluster.name):
             group, version = api_version_parts(status["apiVersion"])
             return reverse("tenants:object-detail", args=[team.slug, cluster_name, group, version,
                                                           status["kind"], status["name"]])
 
-        rows.append({"row": row, "objects": _object_rows(statuses, url_for)})
+        rows.append({"row": row, "objects": object_rows(statuses, url_for)})
     return rows
 
 
@@ -226,17 +178,8 @@ def namespace_retry(request, slug, cluster_name):
 
 def _team_object(request, slug, cluster_name, group, version, kind, name):
     team, row = _team_namespace(request, slug, cluster_name)
-    obj = _find(selectors.team_namespace_desired(team_namespace=row), api_version_from_parts(group, version),
-                kind, name)
+    obj = find_object(team_namespace_desired(team_namespace=row), api_version_from_parts(group, version), kind, name)
     return team, row, obj
-
-
-def _object_status(row, obj) -> dict:
-    meta = obj["metadata"]
-    for status in row.objects_status:
-        if (status["apiVersion"], status["kind"], status["name"]) == (obj["apiVersion"], obj["kind"], meta["name"]):
-            return status
-    return {"state": "pending", "message": ""}
 
 
 @login_required
@@ -244,8 +187,8 @@ def _object_status(row, obj) -> dict:
 def object_detail(request, slug, cluster_name, group, version, kind, name):
     team, row, obj = _team_object(request, slug, cluster_name, group, version, kind, name)
     return render(request, "tenants/object_detail.html", {
-        "team": team, "cluster": row.cluster, "obj": obj, "desired_yaml": _to_yaml(obj),
-        "status": _object_status(row, obj),
+        "team": team, "cluster": row.cluster, "obj": obj, "desired_yaml": to_yaml(obj),
+        "status": object_status(row, obj),
         "live_url": reverse("tenants:object-live", args=[slug, cluster_name, group, version, kind, name]),
         "back_url": reverse("tenants:team-detail", args=[team.slug]),
     })
@@ -255,162 +198,8 @@ def object_detail(request, slug, cluster_name, group, version, kind, name):
 @require_GET
 def object_live(request, slug, cluster_name, group, version, kind, name):
     team, row, obj = _team_object(request, slug, cluster_name, group, version, kind, name)
-    return _live_response(request, row.cluster, obj, back_url=reverse(
+    return live_response(request, row.cluster, obj, back_url=reverse(
         "tenants:object-detail", args=[slug, cluster_name, group, version, kind, name]))
-
-
-def _live_response(request, cluster, obj, *, back_url):
-    template = "tenants/_live_object.html" if request.htmx else "tenants/object_live.html"
-    return render(request, template, {"cluster": cluster, "obj": obj, "live": _live_yaml(cluster, obj),
-                                      "back_url": back_url})
-
-
-# --- console: clusters ---------------------------------------------------------------------------------------
-
-
-@platform_admin_required
-@require_GET
-def console_cluster_list(request):
-    clusters = selectors.cluster_list().annotate(flavor_count=Count("flavors"), total_capacity=Sum("flavors__capacity"))
-    return render(request, "tenants/console/cluster_list.html", {"clusters": clusters})
-
-
-@platform_admin_required
-@require_GET
-def console_cluster_detail(request, name):
-    cluster = selectors.cluster_get(name=name)
-    statuses = cluster.objects_status or _pending(selectors.cluster_desired(cluster=cluster))
-
-    def url_for(status):
-        group, version = api_version_parts(status["apiVersion"])
-        return reverse("tenants:cluster-object-detail", args=[cluster.name, group, version, status["kind"],
-                                                              status["name"]])
-
-    return render(request, "tenants/console/cluster_detail.html", {
-        "cluster": cluster,
-        "flavors": selectors.flavor_list(cluster=cluster).order_by("name"),
-        "objects": _object_rows(statuses, url_for),
-    })
-
-
-@platform_admin_required
-@require_POST
-def console_cluster_retry(request, name):
-    cluster = selectors.cluster_get(name=name)
-    services.reconcile_retry(actor=request.user, row=cluster, source_ip=source_ip(request))
-    messages.success(request, f"Reconcile of the cluster-wide objects of {cluster.name} queued.")
-    return redirect("tenants:cluster-detail", name=cluster.name)
-
-
-def _cluster_object(name, group, version, kind, object_name):
-    cluster = selectors.cluster_get(name=name)
-    obj = _find(selectors.cluster_desired(cluster=cluster), api_version_from_parts(group, version), kind,
-                object_name)
-    return cluster, obj
-
-
-@platform_admin_required
-@require_GET
-def console_cluster_object_detail(request, name, group, version, kind, object_name):
-    cluster, obj = _cluster_object(name, group, version, kind, object_name)
-    return render(request, "tenants/object_detail.html", {
-        "cluster": cluster, "obj": obj, "desired_yaml": _to_yaml(obj), "status": _object_status(cluster, obj),
-        "live_url": reverse("tenants:cluster-object-live", args=[name, group, version, kind, object_name]),
-        "back_url": reverse("tenants:cluster-detail", args=[cluster.name]),
-    })
-
-
-@platform_admin_required
-@require_GET
-def console_cluster_object_live(request, name, group, version, kind, object_name):
-    cluster, obj = _cluster_object(name, group, version, kind, object_name)
-    return _live_response(request, cluster, obj, back_url=reverse(
-        "tenants:cluster-object-detail", args=[name, group, version, kind, object_name]))
-
-
-# --- console: teams ------------------------------------------------------------------------------------------
-
-
-def _console_teams_page(request, *, create_form=None, confirm_for=None, status=200):
-    teams = selectors.dashboard_teams(user=request.user).select_related("parent")
-    rows = [{"team": team,
-             "confirm_form": confirm_for[1] if confirm_for and confirm_for[0] == team.pk
-             else NamespaceDeletionForm(auto_id=f"id_t{team.pk}_%s")}
-            for team in teams]
-    return render(request, "tenants/console/team_list.html", {
-        "rows": rows,
-        "create_form": create_form or TeamCreateForm(parents=selectors.team_list(user=request.user)),
-        "states": TeamState,
-    }, status=status)
-
-
-@platform_admin_required
-def console_team_list(request):
-    if request.method != "POST":
-        return _console_teams_page(request)
-    form = TeamCreateForm(request.POST, parents=selectors.team_list(user=request.user))
-    if form.is_valid():
-        try:
-            team = services.team_create(actor=request.user, source_ip=source_ip(request), **form.cleaned_data)
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Team {team.name} created; its namespaces are being set up.")
-            return redirect("tenants:team-list")
-    return _console_teams_page(request, create_form=form)
-
-
-@platform_admin_required
-@require_POST
-def console_team_set_state(request, slug):
-    team = selectors.team_get(user=request.user, slug=slug)
-    form = TeamStateForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"{team.name}: choose active, suspended or archived.")
-        return redirect("tenants:team-list")
-    try:
-        team = services.team_set_state(actor=request.user, team=team, state=form.cleaned_data["state"],
-                                       source_ip=source_ip(request))
-    except ValidationError as exc:
-        messages.error(request, f"{team.name}: {' '.join(exc.messages)}")
-    else:
-        messages.success(request, f"{team.name} is now {team.get_state_display().lower()}.")
-    return redirect("tenants:team-list")
-
-
-@platform_admin_required
-@require_POST
-def console_team_delete_namespaces(request, slug):
-    team = selectors.team_get(user=request.user, slug=slug)
-    form = NamespaceDeletionForm(request.POST, auto_id=f"id_t{team.pk}_%s")
-    if form.is_valid():
-        try:
-            services.team_confirm_namespace_deletion(actor=request.user, team=team,
-                                                     confirmation=form.cleaned_data["confirmation"],
-                                                     source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"The namespaces of {team.name} are being deleted.")
-            return redirect("tenants:team-list")
-    return _console_teams_page(request, confirm_for=(team.pk, form))
-
-
-# --- console: audit log --------------------------------------------------------------------------------------
-
-
-@platform_admin_required
-@require_GET
-def console_audit_list(request):
-    events = selectors.audit_event_list(user=request.user)
-    event_filter = AuditEventFilter(request.GET or None, queryset=events, request=request,
-                                    teams=selectors.team_list(user=request.user))
-    page = Paginator(event_filter.qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render(request, "tenants/console/audit_list.html", {
-        "filter": event_filter, "page": page, "query": query.urlencode(),
-    })
 
 
 # --- personal access tokens ----------------------------------------------------------------------------------

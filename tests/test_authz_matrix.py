@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from jobs.choices import JobState
 from jobs.models import Job, JobTemplate
-from tenants.selectors import cluster_desired
+from portal.desired import cluster_desired
 from tenants.services import access_token_create
 from tests.api.world import World, build_world, token_for
 from tests.factories import UserFactory

@@ -112,7 +112,7 @@ def test_worker_reconciles_an_approval_into_the_standalone_sandbox_and_survives_
     assert _wait_for(lambda: state() == SyncState.RETRYING), f"worker never reported the 503 (state {state()})"
     assert "ServiceUnavailable" in row.sync_message
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=row.next_attempt_at.replace(year=2000))
-    from tenants.tasks import reconcile_due_task
+    from composition.tasks import reconcile_due_task
 
     reconcile_due_task.delay()
     assert _wait_for(lambda: state() == SyncState.APPLIED), f"did not converge (state {state()})"

@@ -72,7 +72,7 @@ def test_bad_input_is_a_clear_error(usage, args, message):
 
 def test_the_demo_prices_every_flavor_once_with_a_rate_change_and_a_mig_default():
     from billing.models import RateCard
-    from tenants.management.commands.seed_demo import FLAVORS, Command
+    from composition.management.commands.seed_demo import FLAVORS, Command
     from tenants.models import GpuFlavor
     from tests.factories import ClusterFactory, PlatformAdminFactory
 

@@ -1,8 +1,8 @@
 import pytest
 
+from composition import reconcile
 from portal import kube
 from quotas import services as quota_services
-from tenants import services as tenant_services
 from tenants.choices import Role
 from tenants.models import TeamNamespace
 from tests.factories import (
@@ -47,9 +47,9 @@ def step(sb, seconds: float) -> None:
 
 
 def reconcile_cluster(cluster) -> None:
-    tenant_services.cluster_reconcile(cluster_id=cluster.pk)
+    reconcile.cluster_reconcile(cluster_id=cluster.pk)
     for row in TeamNamespace.objects.filter(cluster=cluster):
-        tenant_services.team_namespace_reconcile(team_namespace_id=row.pk)
+        reconcile.team_namespace_reconcile(team_namespace_id=row.pk)
 
 
 def build_world(url: str, scheduler: str, *, guaranteed: int = 8, burst: int = 8) -> dict:

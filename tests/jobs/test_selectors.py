@@ -1,5 +1,6 @@
-"""job_page, the job list's hand-written SELECT, against the queryset it stands in for: the API's filters applied
-by django-filter to job_list, for every kind of user and a table of filters, walked page by page both ways."""
+"""job_page, the job list's hand-written SELECT, and job_list with filters (the jobs page), against the queryset
+they stand in for: the one filter set (jobs.filters.JobFilter) applied by django-filter to job_list, for every
+kind of user and a table of filters, walked page by page both ways."""
 
 import itertools
 from datetime import timedelta
@@ -7,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.api import JobFilter
+from jobs.filters import JobFilter
 from jobs.models import Job
-from jobs.selectors import PAGE_KEYS, job_list, job_page
+from jobs.selectors import PAGE_KEYS, job_list, job_page, jobs_due
 from tests.factories import (
     ClusterFactory,
     GpuFlavorFactory,
@@ -94,6 +95,7 @@ def test_job_page_reads_what_the_filtered_job_list_holds(jobs_world, who, data):
     if who == "platform admin" and not data:
         assert len(expected) == 36  # the world holds the jobs the other cases pick from
     assert job_page(user=user, filters=filters, limit=1000) == expected
+    assert list(job_list(user=user, filters=filters).values(*PAGE_KEYS)) == expected  # the page's ORM read
     assert _walk(user, filters, size=5, reverse=False) == expected
     # Going back: the rows before a position, nearest first; walked from the oldest end, the list reversed.
     assert _walk(user, filters, size=4, reverse=True) == expected[::-1]
@@ -107,3 +109,13 @@ def test_a_user_in_no_team_costs_no_page_query(jobs_world, django_assert_num_que
     user = jobs_world["in no team"]
     with django_assert_num_queries(1):  # the memberships; there is nothing to read after that
         assert job_page(user=user, filters={}) == []
+
+
+def test_jobs_due_are_those_whose_next_attempt_has_come(jobs_world):
+    now = timezone.now()
+    jobs = list(Job.objects.order_by("pk")[:3])
+    for job, at in zip(jobs, [now - timedelta(seconds=1), now + timedelta(minutes=5), None], strict=True):
+        Job.objects.filter(pk=job.pk).update(next_attempt_at=at)
+    assert jobs_due() == [jobs[0].pk]
+    Job.objects.filter(pk=jobs[1].pk).update(next_attempt_at=now - timedelta(minutes=1))
+    assert sorted(jobs_due()) == [jobs[0].pk, jobs[1].pk] and jobs_due(limit=1) in ([jobs[0].pk], [jobs[1].pk])

@@ -83,11 +83,11 @@ def objects(cluster, namespace="nlp"):
 
 
 def reconcile_team(world):
-    from tenants import services as tenant_services
+    from composition import reconcile
     from tenants.models import TeamNamespace
 
     for row in TeamNamespace.objects.all():
-        tenant_services.team_namespace_reconcile(team_namespace_id=row.pk)
+        reconcile.team_namespace_reconcile(team_namespace_id=row.pk)
 
 
 @pytest.mark.parametrize("world", ["kueue", "volcano"], indirect=True)

@@ -13,9 +13,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from composition import reconcile
 from jobs import selectors as job_selectors
 from jobs import services as job_services
 from portal import kube
+from portal.desired import team_namespace_desired
 from tenants import manifests as tenant_manifests
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
@@ -149,7 +151,7 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
     applied, viewed = set(), set()
     for scheduler in Scheduler.values:
         cluster = type("C", (), {"scheduler": scheduler})()
-        viewed |= set(tenant_services.team_kinds(cluster)) | set(tenant_services.cluster_kinds(cluster))
+        viewed |= set(reconcile.team_kinds(cluster)) | set(reconcile.cluster_kinds(cluster))
         applied |= viewed | set(job_selectors.job_kinds(scheduler))
     needed = set()
     for key, kind in kube.KINDS.items():
@@ -219,13 +221,13 @@ def test_a_full_run_against_a_cluster_needs_nothing_the_role_does_not_grant(obje
             step(sb, clock)
             job_services.job_status_sync(cluster=world["cluster"])
         job_selectors.job_pods(job=jobs[0])
-        for obj in tenant_selectors.team_namespace_desired(
+        for obj in team_namespace_desired(
                 team_namespace=TeamNamespace.objects.get(team=world["team"])):
             tenant_selectors.live_object(cluster=world["cluster"], api_version=obj["apiVersion"], kind=obj["kind"],
                                          name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
         with run_on_commit():
             job_services.job_cancel(actor=world["member"], job=jobs[1])
-        tenant_services.reconcile_sweep()
+        reconcile.reconcile_sweep()
         admin = PlatformAdminFactory()
         with run_on_commit():
             tenant_services.team_set_state(actor=admin, team=world["team"], state=TeamState.ARCHIVED)

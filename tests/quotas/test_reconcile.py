@@ -5,10 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from composition import reconcile
 from portal import kube
 from quotas import services
 from quotas.models import Quota
-from tenants import services as tenant_services
 from tenants.choices import Role, SyncState, TeamState
 from tenants.models import TeamNamespace
 from tests.factories import (
@@ -46,9 +46,9 @@ def grant(team, flavor, guaranteed, burst, **extra):
 
 
 def reconcile_all(cluster):
-    tenant_services.cluster_reconcile(cluster_id=cluster.pk)
+    reconcile.cluster_reconcile(cluster_id=cluster.pk)
     for row in TeamNamespace.objects.filter(cluster=cluster):
-        tenant_services.team_namespace_reconcile(team_namespace_id=row.pk)
+        reconcile.team_namespace_reconcile(team_namespace_id=row.pk)
 
 
 def get(cluster, api_version, kind, name, namespace=None):

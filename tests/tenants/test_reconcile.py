@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from composition import reconcile as orchestration
 from portal import kube
 from tenants import services
 from tenants.choices import Role, SyncState, TeamState
@@ -44,7 +45,7 @@ def names(cluster, api_version, kind, namespace="nlp"):
 
 
 def reconcile(row):
-    outcome = services.team_namespace_reconcile(team_namespace_id=row.pk)
+    outcome = orchestration.team_namespace_reconcile(team_namespace_id=row.pk)
     row.refresh_from_db()
     return outcome
 
@@ -76,13 +77,13 @@ def test_sweep_repairs_drift_then_is_write_free(row, cluster, sandbox):
     edited["subjects"] = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory"}]
     api.apply({k: edited[k] for k in ("apiVersion", "kind", "metadata", "roleRef", "subjects")},
               field_manager="kubectl")
-    totals = services.reconcile_sweep()
+    totals = orchestration.reconcile_sweep()
     assert totals["repaired"] >= 1 and totals["errors"] == 0
     assert "default-deny-all" in names(cluster, "networking.k8s.io/v1", "NetworkPolicy")
     subjects = api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "gpu-portal-edit", "nlp")["subjects"]
     assert [s["name"] for s in subjects] == ["oidc-nlp", "dave"]
     sandbox.reset_stats()
-    assert services.reconcile_sweep()["writes"] == 0
+    assert orchestration.reconcile_sweep()["writes"] == 0
     assert sandbox.stats()["writes"] == 0
 
 
@@ -121,12 +122,12 @@ def test_server_errors_retry_with_backoff_and_converge(row, sandbox, settings):
     assert 0 < first_delay <= settings.RECONCILE_BACKOFF_BASE_SECONDS
     assert "ServiceUnavailable" in row.sync_message
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    assert services.reconcile_due() == 1
+    assert orchestration.reconcile_due() == 1
     row.refresh_from_db()
     assert row.attempts == 2 and row.sync_state == SyncState.RETRYING
     assert (row.next_attempt_at - timezone.now()).total_seconds() > first_delay * 0.9 or row.attempts == 2
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    services.reconcile_due()
+    orchestration.reconcile_due()
     row.refresh_from_db()
     assert row.sync_state == SyncState.APPLIED and row.attempts == 0 and row.next_attempt_at is None
 
@@ -150,11 +151,11 @@ def test_a_rejection_is_recorded_and_not_retried_blindly(row, sandbox):
     assert "cannot bind ClusterRole edit" in row.sync_message
     failed = [s for s in row.objects_status if s["state"] == "failed"]
     assert [s["kind"] for s in failed] == ["RoleBinding"]
-    assert services.reconcile_due() == 0
+    assert orchestration.reconcile_due() == 0
     sandbox.faults.clear()
     services.reconcile_retry(actor=PlatformAdminFactory(), row=row)
     TeamNamespace.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now())
-    services.reconcile_due()
+    orchestration.reconcile_due()
     row.refresh_from_db()
     assert row.sync_state == SyncState.APPLIED
 
@@ -175,7 +176,7 @@ def test_cluster_objects_follow_the_priority_tiers(cluster, sandbox, run_on_comm
     cluster.refresh_from_db()
     assert cluster.sync_state == SyncState.APPLIED
     sandbox.reset_stats()
-    services.cluster_reconcile(cluster_id=cluster.pk)
+    orchestration.cluster_reconcile(cluster_id=cluster.pk)
     assert sandbox.stats()["writes"] == 0
 
 

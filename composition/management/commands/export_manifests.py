@@ -2,8 +2,10 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from composition.selectors import prefetched_inputs, team_namespaces_for_reconcile
 from portal import yamltext
-from tenants import selectors
+from portal.desired import cluster_desired, team_namespace_desired
+from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
 
 
@@ -23,15 +25,14 @@ class Command(BaseCommand):
         if team and not TeamNamespace.objects.filter(team__slug=team).exists():
             raise CommandError(f"No team {team!r} with a namespace in any cluster.")
         documents = []
-        tiers = selectors.tier_specs()
+        tiers = tier_specs()
         for each in clusters:
             if not team:
-                documents += selectors.cluster_desired(cluster=each, tiers=tiers)
-            rows = selectors.team_namespaces_for_reconcile(cluster=each)
+                documents += cluster_desired(cluster=each, tiers=tiers)
+            rows = team_namespaces_for_reconcile(cluster=each)
+            flavors = list(each.flavors.order_by("name"))
             if team:
                 rows = rows.filter(team__slug=team)
             for row in rows:
-                documents += selectors.team_namespace_desired(
-                    team_namespace=row, memberships=row.team.memberships.all()
-                )
+                documents += team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
         self.stdout.write(yamltext.dump_all(documents, explicit_start=True), ending="")

@@ -8,7 +8,7 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from tenants.selectors import cluster_list, cluster_reachable
+from tenants.selectors import active_clusters, cluster_reachable
 
 
 @never_cache
@@ -44,7 +44,7 @@ def _broker() -> tuple[bool, str]:
 def readyz(request):
     """Ready: the database answers, the broker (when configured) answers, and each active cluster is reachable."""
     checks = {"database": _database(), "broker": _broker()}
-    clusters = [c for c in cluster_list() if c.active] if checks["database"][0] else []
+    clusters = list(active_clusters()) if checks["database"][0] else []
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(clusters)))) as pool:
         for cluster, result in zip(clusters, pool.map(cluster_reachable, clusters), strict=True):
             checks[f"cluster:{cluster.name}"] = result

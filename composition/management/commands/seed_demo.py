@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing import metrics
+from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.management.commands.seed_usage import history as usage_history
 from billing.models import RateCard
@@ -24,7 +25,7 @@ from jobs.models import Job
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
-from tenants.choices import Role
+from tenants.choices import Role, Scheduler
 from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team
 
 DEMO_PASSWORD = "demo-gpu-portal"
@@ -51,8 +52,8 @@ class _IdleJobSource:
         return usage
 
 CLUSTERS = [
-    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": "kueue", "cohort": "gpu-east"},
-    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": "volcano", "cohort": "root"},
+    {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": Scheduler.KUEUE, "cohort": "gpu-east"},
+    {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": Scheduler.VOLCANO, "cohort": "root"},
 ]
 FLAVORS = {
     "gpu-east": [
@@ -225,8 +226,6 @@ class Command(BaseCommand):
         self.stdout.write(f"  {job.cluster.name:<9} {job.team.slug}/{job.name}: idle for the last {len(hours)} hours")
 
     def _seed_budgets(self):
-        from billing import selectors as billing_selectors
-
         admin = get_user_model().objects.get(username="admin")
         month = billing_selectors.current_month()
         for slug, share in BUDGET_SHARE.items():

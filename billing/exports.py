@@ -1,0 +1,83 @@
+"""A statement as FinOps FOCUS CSV rows or as JSON, for `billing_statement`, the pages and the API."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime
+
+from .statements import Statement
+
+# --- exports -------------------------------------------------------------------------------------------------
+
+# Column names after the FinOps FOCUS specification; portal-specific columns carry its `x_` prefix.
+FOCUS_COLUMNS = [
+    "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory",
+    "ChargeDescription", "SubAccountId", "SubAccountName", "RegionName", "ResourceId", "ResourceName",
+    "ResourceType", "SkuId", "ConsumedQuantity", "ConsumedUnit", "PricingQuantity", "PricingUnit", "ListUnitPrice",
+    "BilledCost", "EffectiveCost", "BillingCurrency", "Tags", "x_CostCenter", "x_Department", "x_UsedGpuHours",
+    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState",
+]
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def focus_rows(statement: Statement) -> list[dict]:
+    """One row per statement line (a flavor over one rate period); BilledCost of the rows sums to the total."""
+    team = statement.team
+    department = team.parent.name if team.parent_id else ""
+    rows = []
+    for line in statement.lines:
+        flavor = line.flavor
+        rows.append({
+            "BillingPeriodStart": _iso(statement.start), "BillingPeriodEnd": _iso(statement.end),
+            "ChargePeriodStart": _iso(line.charge_start), "ChargePeriodEnd": _iso(line.charge_end),
+            "ChargeCategory": "Usage",
+            "ChargeDescription": f"{flavor.name} GPU allocation in {flavor.cluster.name}",
+            "SubAccountId": team.slug, "SubAccountName": team.name, "RegionName": flavor.cluster.name,
+            "ResourceId": f"{flavor.cluster.name}/{team.namespace}/{flavor.name}", "ResourceName": flavor.name,
+            "ResourceType": "GPU", "SkuId": flavor.resource_name,
+            "ConsumedQuantity": str(line.allocated_gpu_hours), "ConsumedUnit": "GPU-Hours",
+            "PricingQuantity": str(line.allocated_gpu_hours), "PricingUnit": "GPU-Hours",
+            "ListUnitPrice": "" if line.unit_price is None else str(line.unit_price),
+            "BilledCost": str(line.cost), "EffectiveCost": str(line.cost), "BillingCurrency": line.currency,
+            "Tags": json.dumps({"cost-center": team.cost_center, "department": department}, sort_keys=True),
+            "x_CostCenter": team.cost_center, "x_Department": department,
+            "x_UsedGpuHours": str(line.used_gpu_hours),
+            "x_Efficiency": "" if line.efficiency is None else str(line.efficiency),
+            "x_IdleCost": str(line.idle_cost), "x_PriceFrom": line.price_from, "x_StatementState": statement.state,
+        })
+    return rows
+
+
+def statement_json(statement: Statement) -> dict:
+    team = statement.team
+    return {
+        "team": team.slug, "team_name": team.name, "cost_center": team.cost_center,
+        "department": team.parent.name if team.parent_id else None,
+        "month": f"{statement.month:%Y-%m}", "state": statement.state, "currency": statement.currency,
+        "billing_period": {"start": _iso(statement.start), "end": _iso(statement.end)},
+        "lines": [{
+            "cluster": line.flavor.cluster.name, "flavor": line.flavor.name, "resource": line.flavor.resource_name,
+            "charge_period": {"start": _iso(line.charge_start), "end": _iso(line.charge_end)},
+            "unit_price": None if line.unit_price is None else str(line.unit_price), "price_from": line.price_from,
+            "allocated_gpu_hours": str(line.allocated_gpu_hours), "used_gpu_hours": str(line.used_gpu_hours),
+            "efficiency": None if line.efficiency is None else str(line.efficiency),
+            "cost": str(line.cost), "idle_cost": str(line.idle_cost),
+        } for line in statement.lines],
+        "totals": {"allocated_gpu_hours": str(statement.allocated_gpu_hours),
+                   "used_gpu_hours": str(statement.used_gpu_hours), "cost": str(statement.total_cost),
+                   "idle_cost": str(statement.total_idle_cost),
+                   "unpriced_gpu_hours": str(statement.unpriced_gpu_hours)},
+        "missing_hours": [{"cluster": m.cluster, "start": _iso(m.start), "end": _iso(m.end), "state": m.state,
+                           "message": m.message} for m in statement.missing],
+    }
+
+
+def write_focus_csv(statements: list[Statement], stream) -> None:
+    writer = csv.DictWriter(stream, fieldnames=FOCUS_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for statement in statements:
+        writer.writerows(focus_rows(statement))

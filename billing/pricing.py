@@ -1,0 +1,186 @@
+"""Money, months and hours, and prices: which rate is in force for which flavor when, and the one aggregate query
+that sums usage per rate period.
+
+Usage rows are summed by the database in one pass per call, grouped by one boolean per price change inside the
+range, so every hour is priced at the rate in force then. Prices multiply the period sums in Decimal, exactly.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.core.exceptions import ValidationError
+from django.db.models import BooleanField, ExpressionWrapper, Q, Sum
+from django.utils import timezone
+
+from tenants.models import GpuFlavor
+
+from .models import RateCard
+
+CENT = Decimal("0.01")
+GPU_HOURS_PLACES = Decimal("0.000001")
+ZERO = Decimal(0)
+HOUR = timedelta(hours=1)
+MONTH_RE = re.compile(r"^(\d{4})-(\d{2})$")
+UNPRICED = -1  # the period index of hours no rate card covers
+
+
+def money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+# --- months and hours ----------------------------------------------------------------------------------------
+
+
+def parse_month(value: str) -> date:
+    """'2026-11' → date(2026, 11, 1); anything else is a ValidationError that says what is expected."""
+    match = MONTH_RE.match((value or "").strip())
+    if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 2000:
+        raise ValidationError(f"'{value}' is not a month: use YYYY-MM, e.g. 2026-11.")
+    return date(int(match[1]), int(match[2]), 1)
+
+
+def current_month(now: datetime | None = None) -> date:
+    now = now or timezone.now()
+    return date(now.year, now.month, 1)
+
+
+def month_bounds(month: date) -> tuple[datetime, datetime]:
+    """The month as [start, end) in UTC."""
+    start = datetime(month.year, month.month, 1, tzinfo=UTC)
+    days = calendar.monthrange(month.year, month.month)[1]
+    return start, start + timedelta(days=days)
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def hours_between(start: datetime, end: datetime) -> int:
+    return max(0, int((end - start) / HOUR))
+
+
+# --- rates ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PricePeriod:
+    """The price of one unit-hour of a flavor over [start, end); `parent` names the flavor it derives from."""
+
+    flavor_id: int
+    start: datetime
+    end: datetime
+    price: Decimal
+    currency: str
+    parent: str = ""
+
+
+def parent_flavor(flavor: GpuFlavor, cluster_flavors: list[GpuFlavor]) -> GpuFlavor | None:
+    """The whole GPU a fractional flavor (a MIG slice) is cut from: a whole-GPU flavor of the same cluster with the
+    same GPU model, or the cluster's only whole-GPU flavor; None when that is ambiguous or absent."""
+    if flavor.gpu_fraction >= 1:
+        return None
+    whole = [f for f in cluster_flavors
+             if f.cluster_id == flavor.cluster_id and f.gpu_fraction >= 1 and f.resource_name == "nvidia.com/gpu"]
+    same_model = [f for f in whole if flavor.gpu_model and f.gpu_model == flavor.gpu_model]
+    if len(same_model) == 1:
+        return same_model[0]
+    return whole[0] if len(whole) == 1 else None
+
+
+def _subtract(start: datetime, end: datetime, taken: list[tuple[datetime, datetime]]):
+    """[start, end) minus the (sorted, disjoint) taken intervals."""
+    cursor = start
+    for t_start, t_end in taken:
+        if t_end <= cursor or t_start >= end:
+            continue
+        if t_start > cursor:
+            yield cursor, t_start
+        cursor = max(cursor, t_end)
+    if cursor < end:
+        yield cursor, end
+
+
+def price_periods(*, start: datetime, end: datetime, flavors: list[GpuFlavor] | None = None) -> list[PricePeriod]:
+    """Every priced period of [start, end), clipped to it: explicit rate cards first; a MIG slice without its own
+    card for some hours gets its parent GPU's rate × its fraction for those hours."""
+    flavors = list(GpuFlavor.objects.order_by("pk")) if flavors is None else flavors
+    cards = RateCard.objects.filter(effective_from__lt=end).filter(
+        Q(effective_to__isnull=True) | Q(effective_to__gt=start)).order_by("flavor_id", "effective_from")
+    explicit = defaultdict(list)
+    for card in cards:
+        explicit[card.flavor_id].append(PricePeriod(
+            flavor_id=card.flavor_id, start=max(card.effective_from, start),
+            end=min(card.effective_to or end, end), price=card.price_per_gpu_hour, currency=card.currency))
+    periods = [p for flavor in flavors for p in explicit.get(flavor.pk, [])]
+    for flavor in flavors:
+        parent = parent_flavor(flavor, flavors)
+        if parent is None:
+            continue
+        taken = [(p.start, p.end) for p in explicit.get(flavor.pk, [])]
+        for p in explicit.get(parent.pk, []):
+            periods += [PricePeriod(flavor_id=flavor.pk, start=s, end=e, price=p.price * flavor.gpu_fraction,
+                                    currency=p.currency, parent=parent.name)
+                        for s, e in _subtract(p.start, p.end, taken)]
+    return sorted(periods, key=lambda p: (p.flavor_id, p.start))
+
+
+def rate_cards(*, flavor: GpuFlavor | None = None):
+    cards = RateCard.objects.select_related("flavor__cluster")
+    return (cards.filter(flavor=flavor) if flavor else cards).order_by("flavor__cluster__name", "flavor__name",
+                                                                         "-effective_from")
+
+
+def rate_in_force(*, flavor: GpuFlavor, at: datetime) -> PricePeriod | None:
+    periods = price_periods(start=floor_hour(at), end=floor_hour(at) + HOUR,
+                            flavors=list(GpuFlavor.objects.filter(cluster_id=flavor.cluster_id)))
+    return next((p for p in periods if p.flavor_id == flavor.pk), None)
+
+
+# --- the aggregate -------------------------------------------------------------------------------------------
+
+
+def segments(*, start: datetime, end: datetime, periods: list[PricePeriod]) -> list[tuple[datetime, datetime]]:
+    """[start, end) cut at every period boundary of any flavor: within one segment each flavor has one price."""
+    cuts = sorted({start, end} | {p.start for p in periods} | {p.end for p in periods})
+    cuts = [c for c in cuts if start <= c <= end]
+    return list(zip(cuts, cuts[1:], strict=False))
+
+
+def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
+               periods: list[PricePeriod]) -> list[dict]:
+    """One aggregate query over usage `rows`: allocated and used GPU-hours per `by` group and rate period.
+
+    Rows are grouped by `by` plus one boolean per price change inside the range ("at or after the change"), so the
+    database sums each segment in a single pass. Booleans keep the planner's group estimate right (it hashes);
+    grouping by a CASE over the periods made it guess badly and sort to disk.
+    """
+    segs = segments(start=start, end=end, periods=periods)
+    flags = {f"after_{k}": ExpressionWrapper(Q(hour__gte=s_start), output_field=BooleanField())
+             for k, (s_start, _) in enumerate(segs[1:], start=1)}
+    period_of = {}  # (flavor_id, segment) → index into periods
+    for i, p in enumerate(periods):
+        for k, (s_start, s_end) in enumerate(segs):
+            if p.start <= s_start and s_end <= p.end:
+                period_of[(p.flavor_id, k)] = i
+    merged: dict[tuple, dict] = {}
+    query = (rows.filter(hour__gte=start, hour__lt=end).annotate(**flags).values(*by, *flags)
+             .annotate(allocated=Sum("allocated_gpu_hours"), used=Sum("used_gpu_hours")).order_by())
+    for row in query:
+        segment = sum(1 for flag in flags if row[flag])  # the segments are in order, so the flags count them
+        group = tuple(row[f] for f in by)
+        period = period_of.get((row["flavor_id"], segment), UNPRICED)
+        entry = merged.get(group + (period,))
+        if entry is None:
+            entry = merged[group + (period,)] = {**dict(zip(by, group, strict=True)), "period": period,
+                                                 "allocated": ZERO, "used": ZERO}
+        entry["allocated"] += row["allocated"] or ZERO
+        entry["used"] += row["used"] or ZERO
+    return list(merged.values())
+
+

@@ -1,0 +1,249 @@
+"""Statements: a team's month as lines per flavor and rate period, with allocated and used GPU-hours, cost and
+idle cost; roll-ups per team, cost centre and department; the hours the collection has not got yet.
+
+Each line is rounded to the cent once, and totals are the sums of the rounded lines, so a statement always adds up.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.utils import timezone
+
+from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
+from tenants.selectors import team_list
+
+from .choices import HourState, StatementState
+from .models import CollectedHour, UsageHour
+from .pricing import (
+    GPU_HOURS_PLACES,
+    HOUR,
+    UNPRICED,
+    ZERO,
+    PricePeriod,
+    floor_hour,
+    hours_between,
+    money,
+    month_bounds,
+    price_periods,
+    usage_sums,
+)
+
+# --- statements ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StatementLine:
+    """One flavor over one rate period of the month (most months: one line per flavor)."""
+
+    flavor: GpuFlavor
+    charge_start: datetime
+    charge_end: datetime
+    unit_price: Decimal | None
+    currency: str
+    price_from: str  # "" for the flavor's own rate card, else the parent flavor's name
+    allocated_gpu_hours: Decimal
+    used_gpu_hours: Decimal
+    cost: Decimal  # allocation cost, rounded once
+    idle_cost: Decimal  # the part of `cost` nobody used: cost − used × price, so the two always add up
+
+    @property
+    def efficiency(self) -> Decimal | None:
+        if not self.allocated_gpu_hours:
+            return None
+        return (self.used_gpu_hours / self.allocated_gpu_hours).quantize(Decimal("0.0001"))
+
+    @property
+    def idle_gpu_hours(self) -> Decimal:
+        return self.allocated_gpu_hours - self.used_gpu_hours
+
+    @property
+    def priced(self) -> bool:
+        return self.unit_price is not None
+
+
+@dataclass
+class MissingHours:
+    cluster: str
+    start: datetime
+    end: datetime
+    state: str  # "missing" (never collected) or an HourState
+    message: str = ""
+
+    @property
+    def hours(self) -> int:
+        return hours_between(self.start, self.end)
+
+
+@dataclass
+class Statement:
+    team: Team
+    month: date
+    start: datetime
+    end: datetime
+    state: str
+    currency: str
+    lines: list[StatementLine] = field(default_factory=list)
+    missing: list[MissingHours] = field(default_factory=list)
+
+    @property
+    def total_cost(self) -> Decimal:
+        return sum((line.cost for line in self.lines), ZERO)
+
+    @property
+    def total_idle_cost(self) -> Decimal:
+        return sum((line.idle_cost for line in self.lines), ZERO)
+
+    @property
+    def allocated_gpu_hours(self) -> Decimal:
+        return sum((line.allocated_gpu_hours for line in self.lines), ZERO)
+
+    @property
+    def used_gpu_hours(self) -> Decimal:
+        return sum((line.used_gpu_hours for line in self.lines), ZERO)
+
+    @property
+    def efficiency(self) -> Decimal | None:
+        allocated = self.allocated_gpu_hours
+        return (self.used_gpu_hours / allocated).quantize(Decimal("0.0001")) if allocated else None
+
+    @property
+    def unpriced_gpu_hours(self) -> Decimal:
+        return sum((line.allocated_gpu_hours for line in self.lines if not line.priced), ZERO)
+
+    @property
+    def missing_hour_count(self) -> int:
+        """Hours in which at least one of the team's clusters is not collected."""
+        return len({m.start + i * HOUR for m in self.missing for i in range(m.hours)})
+
+    @property
+    def is_final(self) -> bool:
+        return self.state == StatementState.FINAL
+
+    @property
+    def state_label(self) -> str:
+        return StatementState(self.state).label
+
+
+def statement_state(month: date, now: datetime | None = None) -> str:
+    return StatementState.FINAL if (now or timezone.now()) >= month_bounds(month)[1] else StatementState.DRAFT
+
+
+def _gpu_hours(value) -> Decimal:
+    # Sums keep the column's six places whatever the database returns (SQLite hands back floats).
+    return Decimal(value or 0).quantize(GPU_HOURS_PLACES)
+
+
+def _line(flavor, sums: dict, period: PricePeriod | None, start, end) -> StatementLine:
+    allocated, used = _gpu_hours(sums["allocated"]), _gpu_hours(sums["used"])
+    if period is None:
+        return StatementLine(flavor=flavor, charge_start=start, charge_end=end, unit_price=None,
+                             currency=settings.BILLING_CURRENCY, price_from="", allocated_gpu_hours=allocated,
+                             used_gpu_hours=used, cost=ZERO, idle_cost=ZERO)
+    cost = money(allocated * period.price)
+    return StatementLine(flavor=flavor, charge_start=period.start, charge_end=period.end, unit_price=period.price,
+                         currency=period.currency, price_from=period.parent, allocated_gpu_hours=allocated,
+                         used_gpu_hours=used, cost=cost,
+                         idle_cost=cost - money(used * period.price))
+
+
+def statements_for(*, teams, month: date, now: datetime | None = None,
+                   with_missing: bool = True) -> dict[int, Statement]:
+    """The month's statement of each of `teams` (a queryset or list), from one aggregate query."""
+    start, end = month_bounds(month)
+    teams = list(teams)
+    flavors = {f.pk: f for f in GpuFlavor.objects.select_related("cluster").order_by("pk")}
+    periods = price_periods(start=start, end=end, flavors=list(flavors.values()))
+    state = statement_state(month, now)
+    statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=state,
+                                  currency=settings.BILLING_CURRENCY) for t in teams}
+    # Testing every row against a long list of teams costs more than summing every team and dropping the others.
+    rows = UsageHour.objects.filter(team__in=[t.pk for t in teams]) if len(teams) <= 50 else UsageHour.objects.all()
+    for sums in usage_sums(rows, by=("team_id", "flavor_id"), start=start, end=end, periods=periods):
+        if sums["team_id"] not in statements:
+            continue
+        period = periods[sums["period"]] if sums["period"] != UNPRICED else None
+        statements[sums["team_id"]].lines.append(_line(flavors[sums["flavor_id"]], sums, period, start, end))
+    for statement in statements.values():
+        statement.lines.sort(key=lambda line: (line.flavor.cluster.name, line.flavor.name, line.charge_start))
+    if with_missing:
+        # Each team sees the gaps of the clusters it has a namespace in.
+        team_clusters = defaultdict(set)
+        for team_id, cluster_id in TeamNamespace.objects.filter(team__in=teams).values_list("team_id", "cluster_id"):
+            team_clusters[team_id].add(cluster_id)
+        clusters = list(Cluster.objects.filter(pk__in={c for ids in team_clusters.values() for c in ids}))
+        missing = missing_hours(clusters=clusters, start=start, end=min(end, floor_hour(now or timezone.now())))
+        names = {c.pk: c.name for c in clusters}
+        for statement in statements.values():
+            mine = {names[c] for c in team_clusters[statement.team.pk]}
+            statement.missing = [m for m in missing if m.cluster in mine]
+    return statements
+
+
+def team_statement(*, team: Team, month: date, now: datetime | None = None) -> Statement:
+    return statements_for(teams=[team], month=month, now=now)[team.pk]
+
+
+@dataclass
+class RollupRow:
+    key: str
+    teams: int = 0
+    allocated_gpu_hours: Decimal = ZERO
+    used_gpu_hours: Decimal = ZERO
+    cost: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+
+
+def rollups(statements: list[Statement]) -> dict[str, list[RollupRow]]:
+    """Cost per cost centre and per department (a team's parent; a team without one is its own department).
+    Sums of the statements' rounded totals, so every roll-up adds up to the statements it covers."""
+    result = {}
+    for name, key_of in (("cost_center", lambda t: t.cost_center or "(none)"),
+                         ("department", lambda t: t.parent.name if t.parent_id else t.name)):
+        rows: dict[str, RollupRow] = {}
+        for statement in statements:
+            row = rows.setdefault(key_of(statement.team), RollupRow(key=key_of(statement.team)))
+            row.teams += 1
+            row.allocated_gpu_hours += statement.allocated_gpu_hours
+            row.used_gpu_hours += statement.used_gpu_hours
+            row.cost += statement.total_cost
+            row.idle_cost += statement.total_idle_cost
+        result[name] = sorted(rows.values(), key=lambda r: (-r.cost, r.key))
+    return result
+
+
+def all_statements(*, user, month: date, now: datetime | None = None) -> list[Statement]:
+    """Every team the user may see (platform admins: all), teams archived since included."""
+    teams = team_list(user=user).select_related("parent")
+    return sorted(statements_for(teams=teams, month=month, now=now).values(), key=lambda s: s.team.slug)
+
+
+# --- the collection ledger -----------------------------------------------------------------------------------
+
+
+def missing_hours(*, clusters: list[Cluster], start: datetime, end: datetime) -> list[MissingHours]:
+    """Hours of [start, end) not collected for each cluster, as runs of consecutive hours with the same state."""
+    if end <= start or not clusters:
+        return []
+    known = {(c, h): (s, m) for c, h, s, m in CollectedHour.objects.filter(
+        cluster__in=clusters, hour__gte=start, hour__lt=end).values_list("cluster_id", "hour", "state", "message")}
+    runs: list[MissingHours] = []
+    for cluster in sorted(clusters, key=lambda c: c.name):
+        hour = start
+        while hour < end:
+            state, message = known.get((cluster.pk, hour), ("missing", ""))
+            if state != HourState.COLLECTED:
+                last = runs[-1] if runs else None
+                if last and last.cluster == cluster.name and last.end == hour and last.state == state:
+                    last.end = hour + HOUR
+                else:
+                    runs.append(MissingHours(cluster=cluster.name, start=hour, end=hour + HOUR, state=state,
+                                             message=message))
+            hour += HOUR
+    return runs
+
+

@@ -1,0 +1,183 @@
+"""Reconcile of team namespaces and cluster-wide objects against the state every app contributes.
+
+Level-triggered: the desired objects come from portal.desired (each app's contribution), are compared with what
+the cluster holds, and only the difference is written. A single row is reconciled when a write nudges it; the
+due sweep retries rows whose backoff has run out; the full sweep lists every kind once per cluster to repair
+drift and prune what no row wants.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from django.utils import timezone
+
+from portal import desired as registry
+from portal import kube
+from portal.desired import cluster_desired, team_namespace_desired
+from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
+from portal.reconcile import Outcome, converge, plan, record
+from tenants.desired import tier_specs
+from tenants.models import Cluster, TeamNamespace
+
+from .selectors import prefetched_inputs, team_namespaces_for_reconcile
+
+log = logging.getLogger(__name__)
+
+
+def team_kinds(cluster: Cluster) -> list[tuple[str, str]]:
+    return registry.team_kinds(cluster.scheduler)
+
+
+def cluster_kinds(cluster: Cluster) -> list[tuple[str, str]]:
+    return registry.cluster_kinds(cluster.scheduler)
+
+
+
+def _team_actual(client: kube.ClusterClient, row: TeamNamespace) -> list[dict]:
+    selector = team_selector(row.team.slug)
+    found = []
+    for api_version, kind in team_kinds(row.cluster):
+        namespaced = kube.KINDS[(api_version, kind)].namespaced
+        found += client.list(api_version, kind, namespace=row.team.namespace if namespaced else None,
+                             label_selector=selector)
+    return found
+
+
+def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | None = None,
+                             row: TeamNamespace | None = None) -> Outcome:
+    """Make the cluster hold exactly what this team namespace wants. Safe to run any number of times."""
+    if row is None:
+        row = TeamNamespace.objects.select_related("team", "cluster").filter(pk=team_namespace_id).first()
+        if row is None:
+            return Outcome(statuses=[], writes=0)
+    if not row.cluster.active:  # an inactive cluster is left alone: no reads, no writes, no pruning
+        return Outcome(statuses=row.objects_status, writes=0)
+    generation = row.generation
+    desired = team_namespace_desired(team_namespace=row)
+    client = kube.client_for_cluster(row.cluster)
+    try:
+        if actual is None:
+            actual = _team_actual(client, row)
+    except kube.KubeError as exc:
+        return record(row, generation, Outcome(statuses=row.objects_status, writes=0, error=exc))
+    _record_usage(row, actual)
+    outcome = record(row, generation, converge(client, plan(desired, actual)))
+    if outcome.error is None and not desired and row.deleted_at is None:
+        TeamNamespace.objects.filter(pk=row.pk).update(deleted_at=timezone.now())
+    return outcome
+
+
+def _record_usage(row: TeamNamespace, actual: list[dict]) -> None:
+    """GPU units in use, from the team ResourceQuota's status (the API server's quota controller keeps it)."""
+    usage = {}
+    for obj in actual:
+        if obj["kind"] == "ResourceQuota":
+            for key, value in ((obj.get("status") or {}).get("used") or {}).items():
+                if key.startswith("requests.") and "/" in key:
+                    usage[key.removeprefix("requests.")] = int(float(value))
+    if usage != row.usage:
+        row.usage = usage
+        TeamNamespace.objects.filter(pk=row.pk).update(usage=usage)
+
+
+def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> Outcome:
+    cluster = Cluster.objects.filter(pk=cluster_id, active=True).first()
+    if cluster is None:
+        return Outcome(statuses=[], writes=0)
+    generation = cluster.generation
+    desired = cluster_desired(cluster=cluster, tiers=tier_specs())
+    client = kube.client_for_cluster(cluster)
+    try:
+        if actual is None:
+            actual = _cluster_actual(client, cluster)
+    except kube.KubeError as exc:
+        return record(cluster, generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
+    return record(cluster, generation, converge(client, plan(desired, actual)))
+
+
+def reconcile_due(*, limit: int = 200) -> int:
+    """Rows whose retry time (or nudge lease) has come: a change not yet applied, or a transient failure.
+
+    Converged rows and permanently rejected ones have no next attempt, so they are not picked up here.
+    """
+    now = timezone.now()
+    done = 0
+    for cluster in Cluster.objects.filter(next_attempt_at__lte=now, active=True).order_by("next_attempt_at")[:limit]:
+        cluster_reconcile(cluster_id=cluster.pk)
+        done += 1
+    rows = (TeamNamespace.objects.filter(next_attempt_at__lte=now, cluster__active=True)
+            .select_related("team", "cluster")
+            .order_by("next_attempt_at")[:limit])
+    for row in rows:
+        team_namespace_reconcile(team_namespace_id=row.pk, row=row)
+        done += 1
+    return done
+
+
+def reconcile_sweep() -> dict:
+    """Compare every cluster with the database in bulk; repair drift and prune what is no longer wanted.
+
+    One list per kind per cluster, whatever the number of teams; a cluster that already matches gets no write.
+    """
+    totals = {"clusters": 0, "rows": 0, "repaired": 0, "writes": 0, "errors": 0}
+    tiers = tier_specs()
+    for cluster in Cluster.objects.filter(active=True):
+        totals["clusters"] += 1
+        client = kube.client_for_cluster(cluster)
+        try:
+            cluster_actual = _cluster_actual(client, cluster)
+            by_team = _managed_team_objects(client, cluster)
+        except kube.KubeError as exc:
+            totals["errors"] += 1
+            record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
+            continue
+        if cluster.observed_generation < cluster.generation or not plan(
+            cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
+        ).empty:
+            outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
+            totals["repaired"] += 1
+            totals["writes"] += outcome.writes
+        rows = team_namespaces_for_reconcile(cluster=cluster)
+        flavors = list(cluster.flavors.order_by("name"))
+        known = set()
+        for row in rows:
+            totals["rows"] += 1
+            known.add(row.team.slug)
+            actual = by_team.get(row.team.slug, [])
+            _record_usage(row, actual)
+            desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
+            if row.observed_generation >= row.generation and plan(desired, actual).empty:
+                continue
+            outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
+            totals["repaired"] += 1
+            totals["writes"] += outcome.writes
+            totals["errors"] += outcome.error is not None
+        totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
+    return totals
+
+
+def _cluster_actual(client: kube.ClusterClient, cluster: Cluster) -> list[dict]:
+    return [obj for api_version, kind in cluster_kinds(cluster)
+            for obj in client.list(api_version, kind, label_selector=cluster_scope_selector())]
+
+
+def _managed_team_objects(client: kube.ClusterClient, cluster: Cluster) -> dict[str, list[dict]]:
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{TEAM_LABEL}"
+    by_team: dict[str, list[dict]] = defaultdict(list)
+    for api_version, kind in team_kinds(cluster):
+        for obj in client.list(api_version, kind, label_selector=selector):
+            by_team[obj["metadata"]["labels"][TEAM_LABEL]].append(obj)
+    return by_team
+
+
+def _prune_orphans(client: kube.ClusterClient, orphans: dict[str, list[dict]]) -> int:
+    """Objects labelled for a team the database no longer has (e.g. removed by hand in the admin)."""
+    writes = 0
+    for slug, objects in orphans.items():
+        outcome = converge(client, plan([], objects))
+        writes += outcome.writes
+        if outcome.error:
+            log.warning("pruning objects of removed team %s failed: %s", slug, outcome.error)
+    return writes

@@ -1,0 +1,42 @@
+"""API authentication by personal access token (`Authorization: Bearer gpp_…`)."""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+
+from . import selectors
+from .tokens import access_token_touch
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer gpp_…`: a personal access token acts as its user. The token never reaches a log."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token>' with one token.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("The token is not valid.") from None
+        token = selectors.access_token_for_secret(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed("The token is not valid, has expired or was revoked.")
+        access_token_touch(token=token)
+        return token.user, token
+
+    def authenticate_header(self, request):
+        # Makes DRF answer a missing or bad credential with 401 (and this challenge) rather than 403.
+        return f'{self.keyword} realm="api"'
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.authentication.BearerTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A personal access token (gpp_…)."}

@@ -1,0 +1,14 @@
+"""E-mail notifications, sent by a task once the deciding transaction has committed."""
+
+from django.db import transaction
+
+from .tasks import send_email_task
+
+
+def notify_users(*, users, subject: str, body: str) -> None:
+    """Email after commit (a rolled-back decision sends nothing); the task retries a failing mail server."""
+    recipients = sorted({u.email for u in users if u is not None and u.email})
+    if not recipients:
+        return
+
+    transaction.on_commit(lambda: send_email_task.delay(subject, body, recipients))

@@ -1,0 +1,179 @@
+"""Imports run one way, and modules stay small enough to read.
+
+The layers, from the ground up: the sandbox (a Kubernetes API emulator that knows nothing of the portal), the
+portal's infrastructure (gateway, reconcile engine, naming, HTTP/API base, the desired-state registry), then the
+apps in the order they build on each other, and the composition layer on top, which reconciles what every app
+contributes. An import from a lower layer to a higher one fails here, wherever it is written (a function-local
+import included), and so does any cycle between apps. The project's wiring (settings, URL conf, Celery and WSGI
+entry points) sits in the portal package but belongs to the top: it names every app by nature.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ["sandbox", "portal", "tenants", "quotas", "jobs", "billing", "composition"]
+NOT_APPS = {"tests", "bench", "client", "deploy", "tools"}
+WIRING = {"portal/settings.py", "portal/urls.py", "portal/api_urls.py", "portal/celery.py", "portal/wsgi.py",
+          "portal/asgi.py"}
+MAX_LINES = 450
+# Modules still over the limit, each with the size it may not grow beyond until it is split.
+KNOWN_LONG = {"sandbox/simulator.py": 1102}
+
+
+def packages(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir()
+                  if (p / "__init__.py").is_file() and p.name not in NOT_APPS and not p.name.startswith("."))
+
+
+def modules(root: Path, app: str):
+    for path in sorted((root / app).rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if "migrations" in parts or "__pycache__" in parts:
+            continue
+        yield path
+
+
+def imported_apps(source: str, apps: set[str]) -> set[str]:
+    """Every app an import names, at module level or inside a function, class or conditional."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found |= {name.split(".")[0] for name in names} & apps
+    return found
+
+
+def import_graph(root: Path, apps: list[str]) -> dict[str, dict[str, set[str]]]:
+    """app → imported app → the files that import it (wiring left out)."""
+    graph: dict[str, dict[str, set[str]]] = {app: {} for app in apps}
+    for app in apps:
+        for path in modules(root, app):
+            name = path.relative_to(root).as_posix()
+            if name in WIRING:
+                continue
+            for other in imported_apps(path.read_text(), set(apps)) - {app}:
+                graph[app].setdefault(other, set()).add(name)
+    return graph
+
+
+def upward_imports(graph, layers: list[str]) -> list[str]:
+    rank = {app: i for i, app in enumerate(layers)}
+    return [f"{app} imports {other} (higher): {', '.join(sorted(files))}"
+            for app, targets in graph.items() for other, files in sorted(targets.items())
+            if rank[other] > rank[app]]
+
+
+def cycles(graph) -> list[list[str]]:
+    """Strongly connected components of more than one app (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def long_modules(root: Path, apps: list[str], known: dict[str, int]) -> list[str]:
+    too_long = []
+    for app in apps:
+        for path in modules(root, app):
+            name = path.relative_to(root).as_posix()
+            lines = path.read_text().count("\n")
+            if lines > known.get(name, MAX_LINES):
+                too_long.append(f"{name} ({lines} lines)")
+    return too_long
+
+
+def test_every_app_has_a_layer():
+    assert set(packages(ROOT)) == set(LAYERS), "place a new top-level package in LAYERS (and in the README)"
+
+
+def test_imports_run_from_higher_layers_to_lower_ones_only():
+    assert upward_imports(import_graph(ROOT, LAYERS), LAYERS) == []
+
+
+def test_no_import_cycle_between_apps():
+    assert cycles(import_graph(ROOT, LAYERS)) == []
+
+
+def test_modules_stay_short():
+    assert long_modules(ROOT, LAYERS, KNOWN_LONG) == []
+
+
+def test_known_long_modules_still_exist_and_are_long():
+    # An entry left behind after its module was split would silently allow the next one to grow.
+    for name in KNOWN_LONG:
+        path = ROOT / name
+        assert path.is_file() and path.read_text().count("\n") > MAX_LINES, f"remove {name} from KNOWN_LONG"
+
+
+def test_the_layers_appear_in_this_order_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    line = next((line for line in readme.splitlines() if line.startswith("Layers, from the ground up:")), None)
+    assert line is not None, "the README states the layer order"
+    assert [name.strip("` .") for name in line.split(":", 1)[1].split(" < ")] == LAYERS
+
+
+# --- the checks themselves catch what they are for ---------------------------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path):
+    def write(files: dict[str, str]) -> Path:
+        for name, text in files.items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return tmp_path
+
+    return write
+
+
+def test_a_function_local_import_upward_is_caught(project):
+    root = project({"low/__init__.py": "", "high/__init__.py": "",
+                    "low/views.py": "def f():\n    from high.models import Thing\n    return Thing\n",
+                    "high/models.py": "import low.views\n"})
+    graph = import_graph(root, ["low", "high"])
+    assert upward_imports(graph, ["low", "high"]) == ["low imports high (higher): low/views.py"]
+    assert cycles(graph) == [["high", "low"]]
+
+
+def test_imports_downward_and_within_an_app_pass(project):
+    root = project({"low/__init__.py": "from . import views\n", "low/views.py": "import json\n",
+                    "high/__init__.py": "", "high/services.py": "from low import views\nfrom .x import y\n"})
+    graph = import_graph(root, ["low", "high"])
+    assert upward_imports(graph, ["low", "high"]) == [] and cycles(graph) == []
+
+
+def test_a_long_module_is_caught(project):
+    root = project({"app/__init__.py": "", "app/big.py": "x = 1\n" * (MAX_LINES + 1), "app/ok.py": "x = 1\n"})
+    assert long_modules(root, ["app"], {}) == [f"app/big.py ({MAX_LINES + 1} lines)"]
+    assert long_modules(root, ["app"], {"app/big.py": MAX_LINES + 1}) == []
