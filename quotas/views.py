@@ -20,14 +20,7 @@ from .forms import ApproveForm, GpuFlavorForm, PriorityTierForm, QuotaRequestFor
 def team_quota(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
     role = tenant_selectors.team_role(user=request.user, team=team)
-    quotas = list(selectors.team_quotas(team=team))
-    usage = {(ns.cluster_id): ns.usage for ns in tenant_selectors.team_namespaces(team=team)}
-    rows = []
-    for quota in quotas:
-        in_use = (usage.get(quota.flavor.cluster_id) or {}).get(quota.flavor.resource_name, 0)
-        limit = max(quota.limit, 1)
-        rows.append({"quota": quota, "in_use": in_use, "guaranteed_pct": round(100 * quota.guaranteed / limit),
-                     "use_pct": min(100, round(100 * in_use / limit))})
+    rows = selectors.team_held_quotas(team=team)
     return render(request, "quotas/team_quota.html", {
         "team": team,
         "rows": rows,
