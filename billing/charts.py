@@ -19,7 +19,8 @@ from django.utils.safestring import mark_safe
 # No width: the chart takes its card's width (autosize) and follows it on resize (responsive).
 LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 40}, "height": 320, "autosize": True,
           "template": "plotly_white", "legend": {"orientation": "h", "y": -0.2}}
-CONFIG = {"displaylogo": False, "responsive": True}
+# No mode bar: plotly.js styles each one with an inline <style> element, which the Content-Security-Policy refuses.
+CONFIG = {"displaylogo": False, "displayModeBar": False, "responsive": True}
 # The same escapes as Django's json_script: the JSON cannot close its <script> element or open a comment.
 _JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 
@@ -36,7 +37,7 @@ def figure_json(figure: go.Figure) -> str:
 
 def figure_html(figure: go.Figure, *, div_id: str) -> str:
     """The chart's <div> and its figure as a JSON data block, without plotly.js (the page loads it once)."""
-    return format_html('<div id="{}" class="chart" role="img" aria-label="{}"></div>'
+    return format_html('<div id="{}" class="chart plotly-chart" role="img" aria-label="{}"></div>'
                        '<script type="application/json" data-chart-for="{}">{}</script>',
                        div_id, _title(figure), div_id, mark_safe(figure_json(figure)))  # escaped for <script>
 

@@ -178,8 +178,7 @@ def flavor_edit(request, pk=None):
         else:
             messages.success(request, f"Flavor {saved.name} saved.")
             return redirect("quotas:capacity")
-    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect},
-                  status=400 if form.errors else 200)
+    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect})
 
 
 @platform_admin_required

@@ -68,7 +68,7 @@ def test_heatmap_is_team_by_day_with_gaps_left_blank():
 
 def test_figure_html_is_a_div_and_a_json_block_without_script_or_fixed_width():
     html = charts.figure_html(charts.utilisation_heatmap([]), div_id="heat")
-    assert html.startswith('<div id="heat" class="chart"') and len(html) < 20_000
+    assert html.startswith('<div id="heat" class="chart plotly-chart"') and len(html) < 20_000
     assert "Plotly.newPlot" not in html  # no inline script: static/js/charts.js draws it
     block = re.search(r'<script type="application/json" data-chart-for="heat">(.*)</script>', html, re.S).group(1)
     spec = json.loads(block)
