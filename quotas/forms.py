@@ -76,7 +76,7 @@ class GpuFlavorForm(forms.ModelForm):
     class Meta:
         model = GpuFlavor
         fields = ["cluster", "name", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
-                  "gpu_fraction", "sharing", "node_labels", "node_taints", "tolerations"]
+                  "gpu_fraction", "sharing", "mig_slices_per_gpu", "node_labels", "node_taints", "tolerations"]
         labels = {"resource_name": "Resource name", "gpu_model": "GPU model", "capacity": "Capacity (units)",
                   "gpus_per_node": "GPUs per node", "memory_gb": "Memory per GPU (GB)",
                   "gpu_fraction": "Fraction of a full GPU per unit", "node_labels": "Node labels (JSON)",
