@@ -1,33 +1,50 @@
 """Pure Plotly figure builders: selector output in, a figure out. They never query and never read Prometheus.
 
-Pages embed `figure_html(...)`; plotly.js itself is served from static files, so charts work offline.
+Pages embed `figure_html(...)`: an empty <div> and the figure as a JSON data block that static/js/charts.js draws,
+sized by its card (no inline script, so the Content-Security-Policy needs no exception). plotly.js itself is served
+from static files, so charts work offline.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import plotly.graph_objects as go
+import plotly.io as pio
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
-LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 40}, "height": 320, "template": "plotly_white",
-          "legend": {"orientation": "h", "y": -0.2}}
+# No width: the chart takes its card's width (autosize) and follows it on resize (responsive).
+LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 40}, "height": 320, "autosize": True,
+          "template": "plotly_white", "legend": {"orientation": "h", "y": -0.2}}
 # No mode bar: plotly.js styles each one with an inline <style> element, which the Content-Security-Policy refuses.
 CONFIG = {"displaylogo": False, "displayModeBar": False, "responsive": True}
+# The same escapes as Django's json_script: the JSON cannot close its <script> element or open a comment.
+_JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 
 
 def _f(value) -> float:
     return float(value or 0)
 
 
+def figure_json(figure: go.Figure) -> str:
+    """The figure and its config as JSON (data, layout, config), for static/js/charts.js."""
+    spec = {**figure.to_plotly_json(), "config": CONFIG}
+    return pio.to_json(spec, validate=False).translate(_JSON_ESCAPES)
+
+
 def figure_html(figure: go.Figure, *, div_id: str) -> str:
-    """The figure as a <div> carrying its JSON: static/js/charts.js draws it with plotly.js (the page loads both
-    once), so pages need no inline script and the Content-Security-Policy can forbid them."""
-    return format_html('<div id="{}" class="plotly-chart" data-figure="{}" data-config="{}"></div>', div_id,
-                       figure.to_json(), json.dumps(CONFIG))
+    """The chart's <div> and its figure as a JSON data block, without plotly.js (the page loads it once)."""
+    return format_html('<div id="{}" class="chart plotly-chart" role="img" aria-label="{}"></div>'
+                       '<script type="application/json" data-chart-for="{}">{}</script>',
+                       div_id, _title(figure), div_id, mark_safe(figure_json(figure)))  # escaped for <script>
+
+
+def _title(figure: go.Figure) -> str:
+    title = figure.layout.title.text
+    return f"Chart: {title}" if title else "Chart"
 
 
 def usage_by_flavor_figure(rows: list[dict]) -> go.Figure:

@@ -2,7 +2,6 @@
 pods' log tail. Submission goes through the same service as the form, so the same feasibility checks apply."""
 
 
-import yaml
 from django_filters.utils import translate_validation
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
@@ -10,6 +9,7 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal import yamltext
 from portal.api import KeysetPagination, valid_input
 from portal.http import source_ip
 from portal.kube import KubeError
@@ -133,7 +133,7 @@ class JobYamlView(APIView):
     def get(self, request, pk):
         job = selectors.job_get(user=request.user, pk=pk)
         objects = selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job))
-        return Response({"yaml": yaml.safe_dump_all(objects, sort_keys=False)})
+        return Response({"yaml": yamltext.dump_all(objects)})
 
 
 class JobWhyWaitingView(APIView):

@@ -34,10 +34,14 @@ class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
 
 class JobFilter(django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", help_text="A team's slug")
-    state = django_filters.ChoiceFilter(choices=JobState.choices, empty_label="any state")
-    kind = django_filters.ChoiceFilter(choices=JobKind.choices, empty_label="any kind")
-    user = django_filters.CharFilter(field_name="submitted_by__username", help_text="The submitter's username")
-    flavor = django_filters.CharFilter(field_name="flavor__name")
+    state = django_filters.ChoiceFilter(choices=JobState.choices, empty_label="any state", label="State")
+    kind = django_filters.ChoiceFilter(choices=JobKind.choices, empty_label="any kind", label="Kind")
+    # The page offers the known names (datalists named by `list`) and matches them in any case (jobs.views).
+    user = django_filters.CharFilter(field_name="submitted_by__username", help_text="The submitter's username",
+                                     label="Submitted by", widget=forms.TextInput(attrs={
+                                         "list": "known-users", "placeholder": "anyone", "autocomplete": "off"}))
+    flavor = django_filters.CharFilter(field_name="flavor__name", label="Flavor", widget=forms.TextInput(attrs={
+        "list": "known-flavors", "placeholder": "any flavor", "autocomplete": "off"}))
     cluster = django_filters.CharFilter(field_name="cluster__name")
     submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")

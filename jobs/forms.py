@@ -22,19 +22,30 @@ class JobSubmitForm(forms.Form):
     command = forms.CharField(max_length=8000, help_text="Split into arguments like a shell would, but never run "
                                                           "through a shell: quote arguments that contain spaces.")
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="KEY=value per line")
-    workers = forms.IntegerField(min_value=1, max_value=MAX_WORKERS, initial=1)
-    gpus_per_worker = forms.IntegerField(min_value=1, max_value=64, initial=1)
-    cpu_per_worker = forms.IntegerField(min_value=1, max_value=512, initial=8)
+    workers = forms.IntegerField(min_value=1, max_value=MAX_WORKERS, initial=1, label="Workers")
+    gpus_per_worker = forms.IntegerField(min_value=1, max_value=64, initial=1, label="GPUs per worker")
+    cpu_per_worker = forms.IntegerField(min_value=1, max_value=512, initial=8, label="CPU cores per worker")
     memory_gib_per_worker = forms.IntegerField(min_value=1, max_value=4096, initial=64, label="Memory per worker (GiB)")
-    priority_tier = forms.ModelChoiceField(queryset=PriorityTier.objects.all())
-    max_runtime_minutes = forms.IntegerField(min_value=1, max_value=30 * 24 * 60, initial=24 * 60)
+    priority_tier = forms.ModelChoiceField(queryset=PriorityTier.objects.all(), label="Priority tier")
+    max_runtime_minutes = forms.IntegerField(min_value=1, max_value=30 * 24 * 60, initial=24 * 60,
+                                             label="Maximum run time (minutes)")
     notify = forms.BooleanField(required=False, initial=True, label="Email me when it ends or is preempted")
     save_as_template = forms.CharField(required=False, max_length=100, label="Save as template (name)")
 
-    def __init__(self, *args, flavors=None, **kwargs):
+    def __init__(self, *args, flavors=None, room=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["flavor"].queryset = flavors if flavors is not None else GpuFlavor.objects.none()
-        self.fields["flavor"].label_from_instance = lambda f: f"{f.cluster.name} · {f.name} ({f.resource_name})"
+        room = room or {}
+
+        def label(flavor):
+            text = f"{flavor.cluster.name} · {flavor.name} ({flavor.resource_name})"
+            if flavor.pk in room:
+                limit, held = room[flavor.pk]
+                text += f": {max(0, limit - held)} of {limit} free for the team now"
+            return text
+
+        self.fields["flavor"].label_from_instance = label
+        self.fields["flavor"].help_text = "Free: the team's limit (guaranteed + burst) less what its running jobs hold"
         default_tier = PriorityTier.objects.filter(is_default=True).first()
         if default_tier and not self.initial.get("priority_tier"):
             self.initial["priority_tier"] = default_tier.pk

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
@@ -141,7 +141,7 @@ def job_get(*, user, pk: int) -> Job:
     return job
 
 
-def job_pods(*, job: Job) -> list[dict]:
+def job_pods(*, job: Job, tail_lines: int = 50) -> list[dict]:
     """The job's pods and the last lines of their logs, read live (KubeError when the cluster can't say)."""
     client = kube.client_for_cluster(job.cluster)
     pods = client.list("v1", "Pod", namespace=job.team.namespace, label_selector=f"gpu-portal.io/job={job.pk}")
@@ -149,7 +149,7 @@ def job_pods(*, job: Job) -> list[dict]:
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"])[:16]:
         name = pod["metadata"]["name"]
         try:
-            log = client.pod_log(job.team.namespace, name, tail_lines=50)
+            log = client.pod_log(job.team.namespace, name, tail_lines=tail_lines)
         except kube.KubeError as exc:
             log = f"(log unavailable: {exc})"
         result.append({"name": name, "phase": (pod.get("status") or {}).get("phase", "Unknown"), "log": log})
@@ -206,6 +206,14 @@ def active_jobs(*, cluster) -> QuerySet[Job]:
             .select_related("team", "cluster").only(*SYNC_FIELDS))
 
 
+def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:
+    """Per flavor the team holds: (its limit, the GPUs its admitted and running jobs hold now)."""
+    held = dict(Job.objects.filter(team=team, state__in=[JobState.ADMITTED, JobState.RUNNING])
+                .values("flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
+                .values_list("flavor_id", "gpus"))
+    return {q.flavor_id: (q.limit, held.get(q.flavor_id) or 0) for q in Quota.objects.filter(team=team)}
+
+
 def team_flavor_quota(*, team, flavor) -> Quota | None:
     return Quota.objects.filter(team=team, flavor=flavor).first()
 
@@ -227,7 +235,8 @@ def why_waiting(*, job: Job) -> str:
     running = (Job.objects.filter(team=job.team, flavor=job.flavor,
                                   state__in=[JobState.ADMITTED, JobState.RUNNING]))
     in_use = sum(j.workers * j.gpus_per_worker for j in running.only("workers", "gpus_per_worker"))
+    count = running.count()
     held = f"{quota.guaranteed} guaranteed + {quota.burst} burst" if quota else "no quota"
     sentence = (f"Waiting for {job.total_gpus} {job.flavor.resource_name} of flavor {job.flavor.name}: "
-                f"team quota {held}, {in_use} in use by {running.count()} jobs")
+                f"team quota {held}, {in_use} in use by {count} job{'' if count == 1 else 's'}")
     return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."

@@ -31,8 +31,9 @@ from .models import Job, JobTemplate
 log = logging.getLogger(__name__)
 
 
-def _feasibility(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | None, workers: int,
-                 gpus_per_worker: int) -> None:
+def job_check_feasible(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | None, workers: int,
+                       gpus_per_worker: int) -> None:
+    """Refuse, with the numbers, a job that could never start (submit and preview both ask this)."""
     errors = {}
     if tier is None:
         errors["priority_tier"] = "Choose one of the platform's priority tiers."
@@ -77,7 +78,8 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
     if kind == JobKind.RAY and not job.command:
         raise ValidationError({"command": "A Ray job needs an entrypoint command."})
     job.full_clean(exclude=["priority_tier"] if priority_tier is None else None)
-    _feasibility(team=team, flavor=flavor, tier=priority_tier, workers=workers, gpus_per_worker=gpus_per_worker)
+    job_check_feasible(team=team, flavor=flavor, tier=priority_tier, workers=workers,
+                       gpus_per_worker=gpus_per_worker)
     job.save()
     audit_record(actor=actor, action="job.submit", obj=job, team=team,
                  after={"kind": kind, "workers": workers, "gpus_per_worker": gpus_per_worker,

@@ -8,6 +8,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/pods/", views.job_pods, name="job-pods"),
+    path("jobs/<int:pk>/logs.txt", views.job_logs_download, name="job-logs-download"),
     path("jobs/<int:pk>/<str:action>/", views.job_action, name="job-action"),
     path("teams/<slug:slug>/jobs/new/<str:kind>/", views.job_submit, name="job-submit"),
     path("teams/<slug:slug>/job-templates/<int:pk>/delete/", views.template_delete, name="template-delete"),

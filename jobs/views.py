@@ -1,12 +1,14 @@
-import yaml
+import shlex
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
+from portal import yamltext
 from portal.http import add_service_errors, source_ip
 from portal.kube import KubeError
 from quotas.selectors import team_quotas
@@ -14,23 +16,39 @@ from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 from tenants.models import GpuFlavor
 
-from . import selectors, services
+from . import outcome, selectors, services
 from .choices import JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
 from .manifests import job_manifests
 from .models import Job, JobTemplate
 
+LOG_DOWNLOAD_LINES = 100_000
+
+
+def _known_names(query, **known: list[str]):
+    """The query with a typed user or flavor name replaced by the known name it matches in any case ("L40S " finds
+    l40s), so the page matches names case-insensitively while the filters stay exact lookups."""
+    query = query.copy()
+    for key, names in known.items():
+        typed = query.get(key, "").strip()
+        if typed:
+            query[key] = next((name for name in names if name.lower() == typed.lower()), typed)
+    return query
+
 
 @login_required
 def job_list(request):
-    filterset = JobFilter(request.GET or None)
+    known_users = tenant_selectors.known_usernames(user=request.user)
+    known_flavors = tenant_selectors.known_flavor_names()
+    filterset = JobFilter(_known_names(request.GET, user=known_users, flavor=known_flavors) or None)
     jobs = selectors.job_list(user=request.user, filters=filterset.values() if filterset.is_valid() else {})
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "jobs/job_list.html", {"page": page, "filters": filterset.form, "query": query.urlencode(),
-                                                  "teams": tenant_selectors.team_list(user=request.user)})
+                                                  "known_users": known_users, "known_flavors": known_flavors,
+                                                  "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
 
 
 def _submit_flavors(team):
@@ -52,12 +70,19 @@ def job_submit(request, slug, kind):
         template = templates.filter(pk=int(chosen)).first()
         if template:
             initial.update(template.values)
-    form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial)
+    form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
+                         room=selectors.team_flavor_room(team=team))
     preview = None
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()
         if "preview" in request.POST:
-            preview = _preview(team, kind, fields)
+            try:  # the same check Submit makes: a job that could never start says so before its YAML
+                services.job_check_feasible(team=team, flavor=fields["flavor"], tier=fields["priority_tier"],
+                                            workers=fields["workers"], gpus_per_worker=fields["gpus_per_worker"])
+            except ValidationError as exc:
+                add_service_errors(form, exc)
+            else:
+                preview = _preview(team, kind, fields)
         else:
             try:
                 job = services.job_submit(actor=request.user, team=team, kind=kind, source_ip=source_ip(request),
@@ -72,14 +97,15 @@ def job_submit(request, slug, kind):
                 messages.success(request, f"Job {job.name} submitted.")
                 return redirect("jobs:job-detail", pk=job.pk)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
-                                                  "form": form, "preview": preview, "templates": templates})
+                                                  "form": form, "preview": preview, "templates": templates},
+                  status=400 if form.errors else 200)
 
 
 def _preview(team, kind, fields) -> str:
     """Exactly what would be applied, with a placeholder for the id the job gets when it is saved."""
     job = Job(team=team, cluster=fields["flavor"].cluster, kind=kind, **fields)
     job.pk = 0
-    return yaml.safe_dump_all(job_manifests(selectors.job_spec(job)), sort_keys=False)
+    return yamltext.dump_all(job_manifests(selectors.job_spec(job)))
 
 
 def _status_context(request, job: Job) -> dict:
@@ -89,6 +115,7 @@ def _status_context(request, job: Job) -> dict:
         "why": selectors.why_waiting(job=job),
         "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
         "can_act": role in (Role.ADMIN, Role.MEMBER),
+        "outcome": outcome.explain(job.state, job.state_message),
     }
 
 
@@ -100,7 +127,8 @@ def job_detail(request, pk):
         return render(request, "jobs/_status.html", _status_context(request, job))
     manifests = selectors.job_desired(job=job) or job_manifests(selectors.job_spec(job))
     return render(request, "jobs/job_detail.html", {**_status_context(request, job),
-                                                    "manifests": yaml.safe_dump_all(manifests, sort_keys=False)})
+                                                    "command": shlex.join([*job.command, *job.args]),
+                                                    "manifests": yamltext.dump_all(manifests)})
 
 
 @login_required
@@ -111,6 +139,22 @@ def job_pods(request, pk):
     except KubeError as exc:
         pods, error = [], str(exc)
     return render(request, "jobs/_pods.html", {"job": job, "pods": pods, "error": error})
+
+
+@login_required
+@require_GET
+def job_logs_download(request, pk):
+    """Every pod's log as one text file (up to LOG_DOWNLOAD_LINES lines a pod), for reading beyond the page's tail."""
+    job = selectors.job_get(user=request.user, pk=pk)
+    try:
+        pods = selectors.job_pods(job=job, tail_lines=LOG_DOWNLOAD_LINES)
+    except KubeError as exc:
+        return HttpResponse(f"The cluster {job.cluster.name} could not be read: {exc}\n", status=503,
+                            content_type="text/plain; charset=utf-8")
+    text = "".join(f"==> {pod['name']} ({pod['phase']}) <==\n{pod['log'].rstrip(chr(10))}\n" for pod in pods)
+    response = HttpResponse(text or "No pods.\n", content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{job.object_name}-logs.txt"'
+    return response
 
 
 @require_POST

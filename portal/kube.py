@@ -264,9 +264,10 @@ class ClusterClient:
             raise
         return True
 
-    def pod_log(self, namespace: str, name: str, *, tail_lines: int = 50) -> str:
-        data = self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
-                             query=[("tailLines", str(tail_lines))], accept="text/plain")
+    def pod_log(self, namespace: str, name: str, *, tail_lines: int | None = 50) -> str:
+        """The pod's log: its last `tail_lines` lines, or all of it with None (the download)."""
+        query = [("tailLines", str(tail_lines))] if tail_lines is not None else []
+        data = self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query=query, accept="text/plain")
         return data.decode(errors="replace")
 
     def reachable(self) -> tuple[bool, str]:

@@ -310,7 +310,8 @@ def _changes(row, generation: int, condition: dict, **fields) -> dict:
 
 def _success_changes(row, generation: int, outcome: Outcome, *, newer: bool) -> dict:
     applied = sum(1 for s in outcome.statuses if s["state"] == "applied")
-    condition = _condition("True", "Applied", f"{applied} objects applied", row.ready_condition)
+    message = f"{applied} object{'' if applied == 1 else 's'} applied"
+    condition = _condition("True", "Applied", message, row.ready_condition)
     # A change committed while we worked keeps the row due, so a lost nudge cannot strand it.
     fields = {"attempts": 0, "next_attempt_at": timezone.now() if newer else None,
               "objects_status": outcome.statuses}

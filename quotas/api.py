@@ -68,14 +68,19 @@ class QuotaRequestListView(generics.ListAPIView):
     def post(self, request):
         data = valid_input(QuotaRequestInputSerializer, request)
         team = tenant_selectors.team_get(user=request.user, slug=data["team"])
+        if "flavor" in data:
+            flavor_id = tenant_selectors.flavor_named(name=data["flavor"], cluster=data.get("cluster")).pk
+            flavor_field = "flavor"
+        else:
+            flavor_id, flavor_field = data["flavor_id"], "flavor_id"
         form = QuotaRequestForm(data={
-            "flavor": data["flavor_id"], "guaranteed": data["guaranteed_units"], "burst": data["burst_units"],
+            "flavor": flavor_id, "guaranteed": data["guaranteed_units"], "burst": data["burst_units"],
             "cpu_cores": data.get("cpu_cores"), "memory_gib": data.get("memory_gib"),
             "storage_gib": data["storage_gib"], "ends_at": data.get("ends_at"),
             "justification": data["justification"],
         }, flavors=selectors.requestable_flavors(team=team))
         if not form.is_valid():
-            renamed = {"flavor": "flavor_id", "guaranteed": "guaranteed_units", "burst": "burst_units"}
+            renamed = {"flavor": flavor_field, "guaranteed": "guaranteed_units", "burst": "burst_units"}
             raise ValidationError({renamed.get(k, k): v for k, v in form.errors.items()})
         created = services.quota_request_create(actor=request.user, team=team, source_ip=source_ip(request),
                                                 **form.cleaned_data)

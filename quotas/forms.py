@@ -7,24 +7,33 @@ from tenants.models import GpuFlavor, PriorityTier
 
 
 class QuotaRequestForm(forms.Form):
-    flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.none(), help_text="Cluster and GPU flavor")
-    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, help_text="Units reserved for the team")
-    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, initial=0,
+    flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.none(), label="Cluster and GPU flavor")
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units (new total)",
+                                    help_text="Units reserved for the team: the total it should hold, not an addition")
+    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, initial=0, label="Burst units (new total)",
                                help_text="Units the team may borrow from idle capacity")
-    cpu_cores = forms.IntegerField(min_value=0, max_value=MAX_CPU_CORES, required=False,
+    cpu_cores = forms.IntegerField(min_value=0, max_value=MAX_CPU_CORES, required=False, label="CPU cores",
                                    help_text="Defaults to 8 cores per guaranteed GPU")
-    memory_gib = forms.IntegerField(min_value=0, max_value=MAX_MEMORY_GIB, required=False,
+    memory_gib = forms.IntegerField(min_value=0, max_value=MAX_MEMORY_GIB, required=False, label="Memory (GiB)",
                                     help_text="Defaults to 64 GiB per guaranteed GPU")
-    storage_gib = forms.IntegerField(min_value=0, max_value=MAX_STORAGE_GIB, required=False, initial=0)
+    storage_gib = forms.IntegerField(min_value=0, max_value=MAX_STORAGE_GIB, required=False, initial=0,
+                                     label="Storage (GiB)")
     ends_at = forms.DateTimeField(required=False, label="Ends at (UTC, optional)",
                                   widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
                                   help_text="For a time-boxed grant: it reverts automatically then")
     justification = forms.CharField(min_length=10, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
 
-    def __init__(self, *args, flavors=None, **kwargs):
+    def __init__(self, *args, flavors=None, held=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["flavor"].queryset = flavors if flavors is not None else GpuFlavor.objects.none()
-        self.fields["flavor"].label_from_instance = lambda f: f"{f.cluster.name} · {f.name} ({f.resource_name})"
+        held = held or {}
+
+        def label(flavor):
+            text = f"{flavor.cluster.name} · {flavor.name} ({flavor.resource_name})"
+            quota = held.get(flavor.pk)
+            return f"{text}: holds {quota.guaranteed} + {quota.burst}" if quota else f"{text}: holds none"
+
+        self.fields["flavor"].label_from_instance = label
 
     def clean_ends_at(self):
         ends_at = self.cleaned_data.get("ends_at")
@@ -46,14 +55,21 @@ class QuotaRequestForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS)
-    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS)
-    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units")
+    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Burst units")
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                           label="Note to the team (optional)")
+
+    def amounts(self, *, default: tuple[int, int]) -> tuple[int, int]:
+        """The typed guaranteed and burst, each where it is a valid number (the default's where it is not)."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        return data.get("guaranteed", default[0]), data.get("burst", default[1])
 
 
 class RejectForm(forms.Form):
     note = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                           help_text="The team sees this")
+                           label="Reason for rejecting", help_text="The team sees this")
 
 
 class GpuFlavorForm(forms.ModelForm):
@@ -61,9 +77,17 @@ class GpuFlavorForm(forms.ModelForm):
         model = GpuFlavor
         fields = ["cluster", "name", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
                   "gpu_fraction", "sharing", "mig_slices_per_gpu", "node_labels", "node_taints", "tolerations"]
+        labels = {"resource_name": "Resource name", "gpu_model": "GPU model", "capacity": "Capacity (units)",
+                  "gpus_per_node": "GPUs per node", "memory_gb": "Memory per GPU (GB)",
+                  "gpu_fraction": "Fraction of a full GPU per unit", "node_labels": "Node labels (JSON)",
+                  "node_taints": "Node taints (JSON)", "tolerations": "Tolerations (JSON)"}
+        help_texts = {"capacity": "Units of this flavor the cluster has: the scheduler's nominal quota for it. "
+                                  "Teams' guarantees may add up to capacity × the cluster's overcommit."}
 
 
 class PriorityTierForm(forms.ModelForm):
     class Meta:
         model = PriorityTier
         fields = ["name", "value", "preemption_policy", "description", "is_default"]
+        labels = {"value": "Priority value", "preemption_policy": "Preemption policy",
+                  "is_default": "Default tier for new jobs"}

@@ -190,6 +190,39 @@ def capacity_overview(*, cluster: Cluster | None = None) -> list[FlavorUsage]:
     ]
 
 
+@dataclass
+class CapacityEffect:
+    """What changing a flavor's capacity would mean for the guarantees and the borrowing built on it."""
+
+    usage: FlavorUsage
+    capacity: int
+
+    @property
+    def allowed(self) -> int:
+        return floor(self.capacity * self.usage.flavor.cluster.overcommit)
+
+    @property
+    def headroom(self) -> int:
+        return self.allowed - self.usage.guaranteed
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, -self.headroom)
+
+    @property
+    def borrowable(self) -> int:
+        return max(0, self.capacity - self.usage.guaranteed)
+
+    @property
+    def changed(self) -> bool:
+        return self.capacity != self.usage.flavor.capacity
+
+
+def capacity_effect(*, flavor: GpuFlavor, capacity: int | None = None) -> CapacityEffect:
+    usage = next(u for u in capacity_overview(cluster=flavor.cluster) if u.flavor.pk == flavor.pk)
+    return CapacityEffect(usage=usage, capacity=flavor.capacity if capacity is None else capacity)
+
+
 def in_use(*, flavor: GpuFlavor, scheduler: str, quota_status: dict) -> int:
     """Units of a flavor a team uses now, as its cluster reports: Kueue counts per flavor (ClusterQueue
     `flavorsUsage`); otherwise the ResourceQuota's `used` per resource, else Volcano's Queue `allocated`."""
@@ -317,6 +350,14 @@ def impact(*, flavor: GpuFlavor, team: Team, guaranteed: int, burst: int, quotas
         team_share_after=round(100 * guaranteed / after, 1) if after else 0.0,
         shrinking=shrinking,
     )
+
+
+def pending_request_for(*, team: Team, flavor: GpuFlavor) -> QuotaRequest | None:
+    return QuotaRequest.objects.filter(team=team, flavor=flavor, state=RequestState.PENDING).order_by("pk").first()
+
+
+def pending_request_count() -> int:
+    return QuotaRequest.objects.filter(state=RequestState.PENDING).count()
 
 
 def pending_with_impact(*, user) -> list[tuple[QuotaRequest, Impact]]:

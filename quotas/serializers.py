@@ -54,7 +54,13 @@ class QuotaRequestSerializer(serializers.Serializer):
 
 class QuotaRequestInputSerializer(serializers.Serializer):
     team = serializers.SlugField(max_length=63)
-    flavor_id = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    flavor = serializers.CharField(max_length=63, required=False,
+                                   help_text="The GPU flavor's name, as job submission takes it.")
+    cluster = serializers.CharField(max_length=63, required=False,
+                                    help_text="The cluster's name, when flavors of that name exist in several.")
+    flavor_id = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False,
+                                         help_text="The flavor's id: still accepted, for clients written before "
+                                                   "`flavor`. Give one of the two.")
     guaranteed_units = serializers.IntegerField(min_value=0, max_value=MAX_UNITS)
     burst_units = serializers.IntegerField(min_value=0, max_value=MAX_UNITS, default=0)
     cpu_cores = serializers.IntegerField(min_value=0, max_value=MAX_CPU_CORES, required=False,
@@ -65,6 +71,11 @@ class QuotaRequestInputSerializer(serializers.Serializer):
     ends_at = serializers.DateTimeField(required=False, allow_null=True,
                                         help_text="For a time-boxed grant: when it reverts (ISO 8601).")
     justification = serializers.CharField(min_length=10, max_length=2000)
+
+    def validate(self, attrs):
+        if ("flavor" in attrs) == ("flavor_id" in attrs):
+            raise serializers.ValidationError({"flavor": ["Give the flavor's name (or, as before, flavor_id)."]})
+        return attrs
 
 
 class ApproveInputSerializer(serializers.Serializer):

@@ -45,6 +45,12 @@ def quota_request_create(*, actor, team: Team, flavor: GpuFlavor, guaranteed: in
         raise Conflict(f"The team is {team.get_state_display().lower()}; it cannot request quota.")
     if not selectors.requestable_flavors(team=team).filter(pk=flavor.pk).exists():
         raise ValidationError({"flavor": "This flavor is not offered in a cluster where the team has a namespace."})
+    waiting = selectors.pending_request_for(team=team, flavor=flavor)
+    if waiting is not None:
+        # One open question per flavor: a second would be decided against numbers the first one changes.
+        raise ValidationError({"flavor": f"Request #{waiting.pk} for {flavor.name} in {flavor.cluster.name} is still "
+                                         "pending: withdraw it, or wait for the platform team's decision, before "
+                                         "asking again."})
     request = QuotaRequest(team=team, flavor=flavor, guaranteed=guaranteed, burst=burst, cpu_cores=cpu_cores,
                            memory_gib=memory_gib, storage_gib=storage_gib, justification=justification,
                            ends_at=ends_at, requested_by=actor, renewal_of=renewal_of)

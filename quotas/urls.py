@@ -10,9 +10,11 @@ urlpatterns = [
     path("quota/requests/", views.request_list, name="request-list"),
     path("quota/requests/<int:pk>/withdraw/", views.request_withdraw, name="request-withdraw"),
     path("console/approvals/", views.approval_list, name="approval-list"),
+    path("console/approvals/<int:pk>/impact/", views.request_impact, name="request-impact"),
     path("console/approvals/<int:pk>/<str:decision>/", views.request_decide, name="request-decide"),
     path("console/capacity/", views.capacity, name="capacity"),
     path("console/flavors/new/", views.flavor_edit, name="flavor-create"),
     path("console/flavors/<int:pk>/", views.flavor_edit, name="flavor-edit"),
+    path("console/flavors/<int:pk>/effect/", views.flavor_effect, name="flavor-effect"),
     path("console/tiers/", views.tier_list, name="tier-list"),
 ]

@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from portal.http import add_service_errors, platform_admin_required, source_ip
 from tenants import selectors as tenant_selectors
@@ -42,7 +42,9 @@ def request_create(request, slug):
             initial = {"flavor": previous.flavor_id, "guaranteed": previous.guaranteed, "burst": previous.burst,
                        "cpu_cores": previous.cpu_cores, "memory_gib": previous.memory_gib,
                        "justification": f"Renewal of #{previous.pk}: {previous.justification}"}
-    form = QuotaRequestForm(request.POST or None, flavors=flavors, initial=initial)
+    quotas = list(selectors.team_quotas(team=team))
+    form = QuotaRequestForm(request.POST or None, flavors=flavors, initial=initial,
+                            held={q.flavor_id: q for q in quotas})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -53,7 +55,10 @@ def request_create(request, slug):
         else:
             messages.success(request, f"Request #{created.pk} sent to the platform team.")
             return redirect("quotas:team-quota", slug=team.slug)
-    return render(request, "quotas/request_form.html", {"team": team, "form": form}, status=200)
+    pending = selectors.team_requests(team=team).filter(state=RequestState.PENDING)
+    return render(request, "quotas/request_form.html", {"team": team, "form": form, "quotas": quotas,
+                                                        "pending": pending},
+                  status=400 if form.errors else 200)
 
 
 @require_POST
@@ -74,15 +79,41 @@ def request_list(request):
                   {"requests": selectors.request_list(user=request.user).filter(requested_by=request.user)[:200]})
 
 
-@platform_admin_required
-def approval_list(request):
-    pending = selectors.pending_with_impact(user=request.user)
-    items = [{"request": r, "impact": i,
-              "approve": ApproveForm(initial={"guaranteed": r.guaranteed, "burst": r.burst}, prefix=f"a{r.pk}"),
-              "reject": RejectForm(prefix=f"r{r.pk}")} for r, i in pending]
+def _edited_impact(quota_request, form: ApproveForm):
+    """The impact of the amounts the admin typed, as far as they are numbers; the request's own otherwise."""
+    guaranteed, burst = form.amounts(default=(quota_request.guaranteed, quota_request.burst))
+    return selectors.impact(flavor=quota_request.flavor, team=quota_request.team, guaranteed=guaranteed, burst=burst)
+
+
+def _approval_page(request, *, bound_pk=None, bound_form=None, status=200):
+    """The queue; the request just decided in error keeps its form as typed, with the errors beside the fields."""
+    items = []
+    for r, i in selectors.pending_with_impact(user=request.user):
+        approve = ApproveForm(initial={"guaranteed": r.guaranteed, "burst": r.burst}, prefix=f"a{r.pk}")
+        reject = RejectForm(prefix=f"r{r.pk}")
+        if r.pk == bound_pk and isinstance(bound_form, ApproveForm):
+            approve = bound_form
+            i = _edited_impact(r, approve)
+        elif r.pk == bound_pk:
+            reject = bound_form
+        items.append({"request": r, "impact": i, "approve": approve, "reject": reject})
     decided = selectors.request_list(user=request.user).exclude(state=RequestState.PENDING).order_by(
         "-decided_at")[:20]
-    return render(request, "quotas/approval_list.html", {"items": items, "decided": decided})
+    return render(request, "quotas/approval_list.html", {"items": items, "decided": decided}, status=status)
+
+
+@platform_admin_required
+def approval_list(request):
+    return _approval_page(request)
+
+
+@platform_admin_required
+@require_GET
+def request_impact(request, pk):
+    """The impact table for the amounts being typed into a request's approve form (HTMX, as the admin types)."""
+    quota_request = get_object_or_404(selectors.request_list(user=request.user, state=RequestState.PENDING), pk=pk)
+    effect = _edited_impact(quota_request, ApproveForm(request.GET, prefix=f"a{pk}"))
+    return render(request, "quotas/_impact.html", {"r": quota_request, "i": effect})
 
 
 @require_POST
@@ -93,21 +124,24 @@ def request_decide(request, pk, decision):
     quota_request = get_object_or_404(selectors.request_list(user=request.user), pk=pk)
     form_class, prefix = (ApproveForm, f"a{pk}") if decision == "approve" else (RejectForm, f"r{pk}")
     form = form_class(request.POST, prefix=prefix)
-    if not form.is_valid():
-        messages.error(request, f"#{pk}: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
-        return redirect("quotas:approval-list")
-    try:
-        if decision == "approve":
-            services.quota_request_approve(actor=request.user, request=quota_request, source_ip=source_ip(request),
-                                           **form.cleaned_data)
-            messages.success(request, f"Request #{pk} approved; the cluster is being updated.")
+    if form.is_valid():
+        try:
+            if decision == "approve":
+                services.quota_request_approve(actor=request.user, request=quota_request,
+                                               source_ip=source_ip(request), **form.cleaned_data)
+                messages.success(request, f"Request #{pk} approved; the cluster is being updated.")
+            else:
+                services.quota_request_reject(actor=request.user, request=quota_request,
+                                              source_ip=source_ip(request), **form.cleaned_data)
+                messages.success(request, f"Request #{pk} rejected.")
+        except ValidationError as exc:
+            add_service_errors(form, exc)
         else:
-            services.quota_request_reject(actor=request.user, request=quota_request, source_ip=source_ip(request),
-                                          **form.cleaned_data)
-            messages.success(request, f"Request #{pk} rejected.")
-    except ValidationError as exc:
-        messages.error(request, f"#{pk}: " + " ".join(exc.messages))
-    return redirect("quotas:approval-list")
+            return redirect("quotas:approval-list")
+    if quota_request.state != RequestState.PENDING:
+        messages.error(request, f"Request #{pk} is already {quota_request.get_state_display().lower()}.")
+        return redirect("quotas:approval-list")
+    return _approval_page(request, bound_pk=pk, bound_form=form, status=400)
 
 
 @platform_admin_required
@@ -116,9 +150,24 @@ def capacity(request):
     return render(request, "quotas/capacity.html", {"overview": overview})
 
 
+def _typed_capacity(raw) -> int | None:
+    return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+
+@platform_admin_required
+@require_GET
+def flavor_effect(request, pk):
+    """The effect of the capacity being typed into a flavor's form (HTMX, as the admin types)."""
+    flavor = get_object_or_404(GpuFlavor.objects.select_related("cluster"), pk=pk)
+    effect = selectors.capacity_effect(flavor=flavor, capacity=_typed_capacity(request.GET.get("capacity")))
+    return render(request, "quotas/_capacity_effect.html", {"effect": effect})
+
+
 @platform_admin_required
 def flavor_edit(request, pk=None):
     flavor = get_object_or_404(GpuFlavor, pk=pk) if pk else None
+    effect = selectors.capacity_effect(flavor=flavor, capacity=_typed_capacity(request.POST.get("capacity"))) \
+        if flavor else None
     form = GpuFlavorForm(request.POST or None, instance=flavor)
     if request.method == "POST" and form.is_valid():
         try:
@@ -129,7 +178,7 @@ def flavor_edit(request, pk=None):
         else:
             messages.success(request, f"Flavor {saved.name} saved.")
             return redirect("quotas:capacity")
-    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor})
+    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect})
 
 
 @platform_admin_required

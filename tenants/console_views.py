@@ -17,12 +17,37 @@ from . import objects, selectors, services
 from .choices import TeamState
 from .desired import tier_specs
 from .filters import AuditEventFilter
-from .forms import NamespaceDeletionForm, TeamCreateForm, TeamStateForm
+from .forms import ClusterForm, NamespaceDeletionForm, TeamCreateForm, TeamStateForm
+from .models import Cluster
 
 AUDIT_PAGE_SIZE = 50
 
 
 # --- console: clusters ---------------------------------------------------------------------------------------
+
+
+@platform_admin_required
+def console_cluster_create(request):
+    """GET: the form. POST with `test`: try the connection and show the answer, keeping what was typed. POST: save
+    it (namespaces for every team follow through reconcile) and open its page."""
+    form = ClusterForm(request.POST or None)
+    probe = None
+    if request.method == "POST" and form.is_valid():
+        if "test" in request.POST:
+            ok, detail = selectors.cluster_reachable(Cluster(**form.connection_fields()))
+            probe = {"ok": ok, "detail": detail}
+        else:
+            try:
+                cluster = services.cluster_create(actor=request.user, source_ip=source_ip(request),
+                                                  **form.connection_fields())
+            except ValidationError as exc:
+                add_service_errors(form, exc)
+            else:
+                messages.success(request, f"Cluster {cluster.name} registered; its objects and the teams' "
+                                          "namespaces are being applied.")
+                return redirect("tenants:cluster-detail", name=cluster.name)
+    return render(request, "tenants/console/cluster_form.html", {"form": form, "probe": probe},
+                  status=400 if form.errors else 200)
 
 
 @platform_admin_required

@@ -2,7 +2,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from .choices import Role, TeamState
-from .models import Team
+from .models import Cluster, Team
 
 
 class TeamCreateForm(forms.ModelForm):
@@ -60,3 +60,37 @@ class AccessTokenForm(forms.Form):
         choices=[("7", "in 7 days"), ("30", "in 30 days"), ("90", "in 90 days"), ("366", "in a year"),
                  ("", "never")],
     )
+
+
+class ClusterForm(forms.ModelForm):
+    """What a platform admin decides when registering a cluster; internal state (generation, sync) stays hidden."""
+
+    server = forms.URLField(required=False, assume_scheme="https", label="API server URL (sandbox)",
+                            help_text="API server URL of a sandbox cluster.")
+    prometheus_url = forms.URLField(required=False, assume_scheme="https", label="Prometheus URL")
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "display_name", "scheduler", "connection", "server", "context", "cohort", "overcommit",
+                  "prometheus_url"]
+        labels = {"display_name": "Display name", "server": "API server URL (sandbox)",
+                  "context": "Kubeconfig context", "cohort": "Kueue cohort / Volcano parent queue",
+                  "overcommit": "Overcommit ratio", "prometheus_url": "Prometheus URL"}
+        help_texts = {"name": "Lowercase letters, digits and '-': it names the cluster in URLs, jobs and the API.",
+                      "connection": "How the portal reaches the API server. Test it before saving."}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["name"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+
+    def clean(self):
+        data = super().clean()
+        connection = data.get("connection")
+        if connection == "sandbox" and not data.get("server"):
+            self.add_error("server", "A sandbox cluster needs its API server URL.")
+        if connection == "kubeconfig" and not data.get("context"):
+            self.add_error("context", "Name the kubeconfig context to use.")
+        return data
+
+    def connection_fields(self) -> dict:
+        return {k: self.cleaned_data[k] for k in self.Meta.fields}

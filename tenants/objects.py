@@ -1,10 +1,10 @@
 """How pages show a Kubernetes object the portal manages: its apiVersion in URLs, status rows, and YAML (the
 desired object, or the live one read from the cluster)."""
 
-import yaml
 from django.http import Http404
 from django.shortcuts import render
 
+from portal import yamltext
 from portal.kube import KubeError
 
 from . import selectors
@@ -40,7 +40,7 @@ def find_object(desired: list[dict], api_version: str, kind: str, name: str) -> 
 
 
 def to_yaml(obj: dict) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return yamltext.dump(obj, default_flow_style=False)
 
 
 def live_yaml(cluster, obj: dict) -> dict:

@@ -5,6 +5,7 @@ import hmac
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
@@ -60,6 +61,26 @@ def team_role(*, user, team: Team) -> str | None:
     return membership.role if membership else None
 
 
+def known_usernames(*, user) -> list[str]:
+    """The members of the user's teams (every member, for platform admins), for choosing whom to filter by."""
+    memberships = Membership.objects.all()
+    if not is_platform_admin(user):
+        memberships = memberships.filter(team__in=team_list(user=user))
+    return list(memberships.order_by("user__username").values_list("user__username", flat=True).distinct())
+
+
+def known_flavor_names() -> list[str]:
+    return list(GpuFlavor.objects.order_by("name").values_list("name", flat=True).distinct())
+
+
+def submit_team_list(*, user) -> QuerySet[Team]:
+    """The active teams the user may submit jobs for (members and team admins; platform admins act as admins)."""
+    teams = team_list(user=user).filter(state=TeamState.ACTIVE)
+    if not is_platform_admin(user):
+        teams = teams.filter(memberships__user=user, memberships__role__in=(Role.ADMIN, Role.MEMBER))
+    return teams
+
+
 def can_manage_members(*, user, team: Team) -> bool:
     return team_role(user=user, team=team) == Role.ADMIN and team.state != TeamState.ARCHIVED
 
@@ -96,6 +117,21 @@ def cluster_get(*, name: str) -> Cluster:
 def flavor_list(*, cluster: Cluster | None = None) -> QuerySet[GpuFlavor]:
     flavors = GpuFlavor.objects.select_related("cluster")
     return flavors.filter(cluster=cluster) if cluster else flavors
+
+
+def flavor_named(*, name: str, cluster: str | None = None) -> GpuFlavor:
+    """A flavor by its name (and its cluster's, when several clusters have one of that name), as the API takes it;
+    a ValidationError names the field that is wrong."""
+    flavors = GpuFlavor.objects.select_related("cluster").filter(name=name)
+    if cluster:
+        flavors = flavors.filter(cluster__name=cluster)
+    found = list(flavors[:2])
+    if not found:
+        raise ValidationError({"flavor": f"There is no flavor named {name!r}" + (f" in {cluster}." if cluster
+                                                                                  else ".")})
+    if len(found) > 1:
+        raise ValidationError({"cluster": f"Flavors named {name!r} exist in several clusters: name the cluster."})
+    return found[0]
 
 
 def audit_event_list(*, user) -> QuerySet[AuditEvent]:

@@ -20,6 +20,7 @@ urlpatterns = [
     path("teams/<slug:slug>/clusters/<str:cluster_name>/objects/" + OBJECT + "live/", views.object_live,
          name="object-live"),
     path("console/clusters/", console_views.console_cluster_list, name="cluster-list"),
+    path("console/clusters/new/", console_views.console_cluster_create, name="cluster-create"),
     path("console/clusters/<str:name>/", console_views.console_cluster_detail, name="cluster-detail"),
     path("console/clusters/<str:name>/retry/", console_views.console_cluster_retry, name="cluster-retry"),
     path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT, console_views.console_cluster_object_detail,

@@ -46,7 +46,7 @@ def test_admin_sees_namespace_then_member_requests_and_admin_approves(browser, l
     page = browser.new_page()
     login(page, base, "erin")
     page.goto(f"{base}/teams/nlp/quota/request/")
-    page.select_option("select[name=flavor]", label="gpu-east · h100 (nvidia.com/gpu)")
+    page.select_option("select[name=flavor]", label="gpu-east · h100 (nvidia.com/gpu): holds none")
     page.fill("input[name=guaranteed]", "8")
     page.fill("input[name=burst]", "4")
     page.fill("textarea[name=justification]", "Fine-tuning the summariser for two weeks")

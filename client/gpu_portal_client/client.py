@@ -99,9 +99,12 @@ class Portal:
         """What the team holds per flavor: guaranteed_units, burst_units, limit_units, in_use_units, …"""
         return list(self.pages(f"teams/{team or self.default_team()}/quotas/"))
 
-    def request_quota(self, *, flavor_id: int, guaranteed_units: int, justification: str, team: str | None = None,
-                      **options) -> dict:
-        return self.post("quota-requests/", {"team": team or self.default_team(), "flavor_id": flavor_id,
+    def request_quota(self, *, guaranteed_units: int, justification: str, flavor: str | None = None,
+                      flavor_id: int | None = None, team: str | None = None, **options) -> dict:
+        """Ask for a new total of one flavor, named as `submit` names it (`cluster=` when several clusters have it);
+        `flavor_id` is still accepted."""
+        which = {"flavor": flavor} if flavor is not None else {"flavor_id": flavor_id}
+        return self.post("quota-requests/", {"team": team or self.default_team(), **which,
                                              "guaranteed_units": guaranteed_units, "justification": justification,
                                              **options})
 

@@ -1,17 +1,38 @@
-// Draws every chart a page carries as data (billing/charts.py figure_html) with plotly.js, loaded before this file.
-// Kept out of the pages so the Content-Security-Policy can refuse inline scripts.
+// Draws every chart on the page from its JSON data block (billing/charts.py figure_html), sized by its card:
+// Plotly's responsive config follows the window, and a ResizeObserver follows the card itself (a grid reflow,
+// a sidebar) so a chart is never wider than the box it sits in.
 (function () {
   "use strict";
-  function draw() {
-    document.querySelectorAll(".plotly-chart[data-figure]").forEach(function (element) {
-      var figure = JSON.parse(element.dataset.figure);
-      var config = JSON.parse(element.dataset.config || "{}");
-      window.Plotly.newPlot(element, figure.data, figure.layout, config);
-    });
+
+  function draw(block) {
+    var target = document.getElementById(block.getAttribute("data-chart-for"));
+    if (!target || target.getAttribute("data-drawn")) { return; }
+    var spec = JSON.parse(block.textContent);
+    var layout = spec.layout || {};
+    delete layout.width;
+    layout.autosize = true;
+    target.setAttribute("data-drawn", "1");
+    window.Plotly.newPlot(target, spec.data || [], layout, spec.config || { responsive: true });
+    if (window.ResizeObserver) {
+      var last = target.clientWidth;
+      new ResizeObserver(function () {
+        if (target.clientWidth !== last) {
+          last = target.clientWidth;
+          window.Plotly.Plots.resize(target);
+        }
+      }).observe(target);
+    }
   }
+
+  function drawAll(root) {
+    if (!window.Plotly) { return; }
+    (root || document).querySelectorAll("script[data-chart-for]").forEach(draw);
+  }
+
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", draw);
+    document.addEventListener("DOMContentLoaded", function () { drawAll(); });
   } else {
-    draw();
+    drawAll();
   }
+  document.addEventListener("htmx:afterSettle", function (event) { drawAll(event.target); });
 })();

@@ -120,9 +120,13 @@ def test_team_quotas_with_usage(world, api_as):
 
 def test_member_requests_quota_with_the_forms_defaults(world, api_as):
     ends = (timezone.now() + timedelta(days=10)).replace(microsecond=0)
-    response = api_as(world.member).post(f"{V1}/quota-requests/", {
-        "team": "nlp", "flavor_id": world.flavor.pk, "guaranteed_units": 2, "burst_units": 1,
-        "ends_at": ends.isoformat(), "justification": "Evaluation sweep this month"}, format="json")
+    ask = {"team": "nlp", "flavor": "h100", "guaranteed_units": 2, "burst_units": 1, "ends_at": ends.isoformat(),
+           "justification": "Evaluation sweep this month"}
+    # The team already waits on a decision for h100: a second question about it is refused, naming the first.
+    refused = error(api_as(world.member).post(f"{V1}/quota-requests/", ask, format="json"), 400)
+    assert f"Request #{world.quota_request.pk} for h100 in east is still pending" in refused["fields"]["flavor"][0]
+    api_as(world.member).post(f"{V1}/quota-requests/{world.quota_request.pk}/withdraw/")
+    response = api_as(world.member).post(f"{V1}/quota-requests/", ask, format="json")
     assert response.status_code == 201, response.content
     body = response.json()
     assert (body["state"], body["cpu_cores"], body["memory_gib"], body["requested_by"]) == ("pending", 16, 128, "erin")
@@ -134,12 +138,17 @@ def test_member_requests_quota_with_the_forms_defaults(world, api_as):
     ({"guaranteed_units": "many"}, "guaranteed_units"),
     ({"justification": "short"}, "justification"),
     ({"flavor_id": 999999}, "flavor_id"),
+    ({"flavor": "b200"}, "flavor"),
+    ({"flavor": "h100", "flavor_id": 1}, "flavor"),  # one or the other
     ({"ends_at": "2001-01-01T00:00:00Z"}, "ends_at"),
     ({"guaranteed_units": 60, "burst_units": 10}, "non_field_errors"),  # more than the flavor could ever give
 ])
 def test_bad_quota_requests_name_the_field(world, api_as, body, field):
+    world.quota_request.delete()  # no pending request in the way: each case fails on its own field
     payload = {"team": "nlp", "flavor_id": world.flavor.pk, "guaranteed_units": 2,
                "justification": "Evaluation sweep this month", **body}
+    if "flavor" in body and "flavor_id" not in body:
+        payload.pop("flavor_id")
     assert field in error(api_as(world.member).post(f"{V1}/quota-requests/", payload, format="json"), 400)["fields"]
 
 

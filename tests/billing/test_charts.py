@@ -1,5 +1,7 @@
 """The figure builders are pure: rows in, traces out (compared whole where it matters)."""
 
+import json
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -64,7 +66,19 @@ def test_heatmap_is_team_by_day_with_gaps_left_blank():
     assert [list(row) for row in heatmap.z] == [[None, 0.0], [12.3, 90.0]]
 
 
-def test_figure_html_carries_the_figure_as_data_with_no_script():
+def test_figure_html_is_a_div_and_a_json_block_without_script_or_fixed_width():
     html = charts.figure_html(charts.utilisation_heatmap([]), div_id="heat")
-    assert 'id="heat"' in html and 'class="plotly-chart"' in html and len(html) < 20_000
-    assert "<script" not in html and "data-figure=" in html and "&quot;heatmap&quot;" in html
+    assert html.startswith('<div id="heat" class="chart plotly-chart"') and len(html) < 20_000
+    assert "Plotly.newPlot" not in html  # no inline script: static/js/charts.js draws it
+    block = re.search(r'<script type="application/json" data-chart-for="heat">(.*)</script>', html, re.S).group(1)
+    spec = json.loads(block)
+    assert spec["config"]["responsive"] is True and spec["layout"]["autosize"] is True
+    assert "width" not in spec["layout"]
+
+
+def test_figure_json_cannot_close_its_script_element():
+    figure = charts.cost_by_group_figure([RollupRow(key="</script><b>&", cost=Decimal(1), idle_cost=Decimal(0))],
+                                         title="t", currency="USD")
+    text = charts.figure_json(figure)
+    assert "</script>" not in text and "<" not in text and "&" not in text
+    assert json.loads(text)["data"][0]["y"] == ["</script><b>&"]

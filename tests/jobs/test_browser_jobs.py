@@ -12,6 +12,12 @@ from tests.jobs.conftest import build_world
 from tests.test_browser import login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# The job's state and its "why waiting" sentence (or null), read together once the state is on the page.
+READ_STATUS = """() => {
+  const state = document.querySelector("#job-state");
+  const why = document.querySelector("#why-waiting");
+  return state ? [state.textContent.trim(), why ? why.textContent.trim() : null] : null;
+}"""
 
 
 @pytest.fixture
@@ -54,11 +60,13 @@ def test_submit_a_pytorch_job_and_watch_it_run(browser, live_server, ticking_san
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
         services.job_status_sync(cluster=world["cluster"])  # what the beat schedule does every few seconds
-        state = page.inner_text("#job-state")
+        # One read of both in the page's own turn: the status block swaps itself every 2 s, so counting an element
+        # and then reading it could straddle a swap.
+        state, waiting = page.wait_for_function(READ_STATUS).json_value()
         if not seen or seen[-1] != state:
             seen.append(state)
-        if state == "Queued" and page.locator("#why-waiting").count():
-            why = page.inner_text("#why-waiting")
+        if state == "Queued" and waiting:
+            why = waiting
         if state == "Succeeded":
             break
         page.wait_for_timeout(300)

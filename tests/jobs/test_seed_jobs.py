@@ -1,12 +1,19 @@
 """The demo: seed_demo (with seed_jobs at its end) against two simulating sandboxes leaves a job in every state on
-each cluster, and a second run changes nothing."""
+each cluster and something to see for every feature (an idle job, a budget alert, an object the API server
+rejected, a rejected request, a preempted job, a waiting job with its reason), and a second run changes nothing."""
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from billing.models import BudgetAlert
+from billing.selectors import idle_jobs
 from jobs.choices import JobState
 from jobs.models import Job
+from jobs.selectors import why_waiting
 from portal import kube
+from quotas.choices import RequestState
+from quotas.models import QuotaRequest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,6 +26,15 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
         states = {(job.cluster.name, job.state) for job in Job.objects.select_related("cluster")}
         for cluster in ("gpu-east", "gpu-west"):
             assert {state for name, state in states if name == cluster} == set(JobState.values), cluster
+        admin = get_user_model().objects.get(username="admin")
+        assert [idle.job.name for idle in idle_jobs(user=admin)] == ["llama-finetune"]
+        assert BudgetAlert.objects.filter(budget__team__slug="nlp").exists()
+        rejected = Job.objects.get(name="ranker-untrusted")
+        assert rejected.sync_state == "rejected" and "not an allowed registry" in rejected.sync_message
+        assert QuotaRequest.objects.filter(state=RequestState.REJECTED).exclude(decision_note="").exists()
+        assert Job.objects.filter(state=JobState.PREEMPTED).exclude(state_message="").exists()
+        waiting = Job.objects.filter(state=JobState.QUEUED).first()
+        assert waiting is not None and why_waiting(job=waiting).startswith("Waiting for")
         count = Job.objects.count()
         call_command("seed_demo", kueue_url=east.url, volcano_url=west.url, wait=5)
         assert Job.objects.count() == count

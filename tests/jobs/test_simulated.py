@@ -66,7 +66,7 @@ def test_a_queued_job_says_why_in_the_schedulers_words(simulating_sandbox, run_o
     assert words in rows[second.pk].state_message
     sentence = selectors.why_waiting(job=rows[second.pk])
     assert sentence.startswith("Waiting for 8 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 0 burst, "
-                               "8 in use by 1 jobs. Scheduler: ")
+                               "8 in use by 1 job. Scheduler: ")
     assert words in sentence
 
 

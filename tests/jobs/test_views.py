@@ -83,3 +83,18 @@ def test_the_pods_part_polls_the_cluster_only_while_the_job_is_active(world, sta
     text = world["client"].get(f"/jobs/{job.pk}/pods/").content.decode()
     assert "The cluster could not be read" in text  # the factory's cluster answers nowhere: shown, not hidden
     assert ('hx-trigger="every 10s"' in text) is polls
+
+
+def test_the_filters_are_labelled_offer_known_names_and_ignore_case(world):
+    add_jobs(world, 2)
+    other = GpuFlavorFactory(cluster=world["cluster"], name="l40s")
+    Job.objects.filter(name="run-1").update(flavor=other)
+    page = world["client"].get("/jobs/").content.decode()
+    for label in ("State", "Kind", "Submitted by", "Flavor"):
+        assert f">{label}</label>" in page
+    assert '<option value="h100"></option>' in page and '<option value="l40s"></option>' in page
+    assert f'<option value="{world["member"].username}"></option>' in page
+    only = world["client"].get("/jobs/", {"flavor": " L40S ", "user": world["member"].username.upper()})
+    text = only.content.decode()
+    assert ">run-1<" in text and ">run-0<" not in text
+    assert 'value="l40s"' in text  # the known name it matched

@@ -117,14 +117,15 @@ from tenants.services import access_token_create
 from tests.factories import (ClusterFactory, GpuFlavorFactory, MembershipFactory, TeamFactory, TeamNamespaceFactory,
                              UserFactory)
 cluster = ClusterFactory(name="east")
-flavor = GpuFlavorFactory(cluster=cluster, name="h100", capacity=64)
+# A flavor per write: a team has one pending request per flavor, so every write asks about another one.
+flavors = [GpuFlavorFactory(cluster=cluster, name=f"h100-{n}", capacity=64).pk for n in range(30)]
 team = TeamFactory(slug="nlp")
 TeamNamespaceFactory(team=team, cluster=cluster)
 tokens = []
 for name in ("ada", "bob"):
     user = MembershipFactory(team=team, user=UserFactory(username=name), role=Role.MEMBER).user
     tokens.append(access_token_create(actor=user, name="race")[1])
-print(json.dumps({"flavor": flavor.pk, "tokens": tokens}))
+print(json.dumps({"flavors": flavors, "tokens": tokens}))
 """
 
 
@@ -132,21 +133,22 @@ def test_runserver_on_sqlite_lets_two_writers_race_without_a_500(tmp_path):
     env = _env(f"sqlite:///{tmp_path / 'portal.sqlite3'}", tmp_path)
     _manage(env, "migrate", "--noinput")
     world = json.loads(_manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
-    body = {"team": "nlp", "flavor_id": world["flavor"], "guaranteed_units": 1,
-            "justification": "Racing another writer for the lock"}
+    flavors = iter(world["flavors"])
+    body = {"team": "nlp", "guaranteed_units": 1, "justification": "Racing another writer for the lock"}
     statuses = []
     with runserver(env) as base:
         sessions = [requests.Session() for _ in world["tokens"]]
         for session, token in zip(sessions, world["tokens"], strict=True):
             session.headers["Authorization"] = f"Bearer {token}"
 
-        def write(session, start):
+        def write(session, start, flavor):
             start.wait()
-            statuses.append(session.post(f"{base}/api/v1/quota-requests/", json=body, timeout=60).status_code)
+            statuses.append(session.post(f"{base}/api/v1/quota-requests/", json={**body, "flavor_id": flavor},
+                                         timeout=60).status_code)
 
         for _ in range(15):
             start = threading.Barrier(2)
-            threads = [threading.Thread(target=write, args=(s, start)) for s in sessions]
+            threads = [threading.Thread(target=write, args=(s, start, next(flavors))) for s in sessions]
             for t in threads:
                 t.start()
             for t in threads:

@@ -8,6 +8,7 @@ import urllib.request
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.core.management import call_command
@@ -15,9 +16,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from billing import metrics
 from billing import selectors as billing_selectors
 from billing import services as billing_services
+from billing.management.commands.seed_usage import history as usage_history
 from billing.models import RateCard
+from jobs.choices import JobState
+from jobs.models import Job
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
@@ -25,6 +30,27 @@ from tenants.choices import Role, Scheduler
 from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team
 
 DEMO_PASSWORD = "demo-gpu-portal"
+IDLE_JOB = "llama-finetune"  # a running demo job shown as holding its GPUs idle
+IDLE_UTILISATION = 0.02
+
+
+class _IdleJobSource:
+    """The demo's usage source, plus one job whose GPUs were held but barely used in every hour asked about."""
+
+    def __init__(self, base: metrics.MetricsSource, job: Job):
+        self.base, self.job = base, job
+
+    def hour_usage(self, hour):
+        usage = self.base.hour_usage(hour)
+        held = float(self.job.total_gpus)
+        row = metrics.Usage(allocated_gpu_hours=held, used_gpu_hours=held * IDLE_UTILISATION,
+                            memory_gib_hours=held * float(self.job.flavor.memory_gb) * 0.2, energy_kwh=held * 0.1)
+        namespace = self.job.team.namespace
+        usage.namespace_usage((namespace, metrics.ksm_resource(self.job.flavor.resource_name),
+                               self.job.flavor.gpu_model)).add(row)
+        usage.job_usage((namespace, str(self.job.pk))).add(
+            metrics.Usage(allocated_gpu_hours=held, used_gpu_hours=held * IDLE_UTILISATION))
+        return usage
 
 CLUSTERS = [
     {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": Scheduler.KUEUE, "cohort": "gpu-east"},
@@ -99,6 +125,9 @@ ASKS = [
     ("erin", "nlp", "gpu-west", "l40s", 4, 4, None, "Inference benchmarks for the summarisation service"),
     ("ivan", "recsys", "gpu-east", "a100-mig-3g", 4, 0, 30, "Feature-store embedding refresh this month"),
 ]
+# (requester, team, cluster, flavor, guaranteed, justification, the platform team's reason): a rejected request.
+REJECTED = ("frank", "vision", "gpu-east", "h100", 16, "Train the detector on H100s instead of MIG slices",
+            "The 3g.40gb slices fit this model; ask again when a run needs more than 40 GB per GPU.")
 
 
 def _wait_for(url: str, seconds: float) -> None:
@@ -134,6 +163,7 @@ class Command(BaseCommand):
         self._seed(kueue_url, volcano_url)
         call_command("seed_jobs", stdout=self.stdout, stderr=self.stderr)  # jobs in every state, after the commit
         call_command("seed_usage", stdout=self.stdout, stderr=self.stderr)  # 30 days of synthetic usage
+        self._seed_idle_job()
         self._seed_budgets()
 
     @transaction.atomic
@@ -193,6 +223,19 @@ class Command(BaseCommand):
                 billing_services.rate_card_set(actor=admin, flavor=flavor, price=RATE_CHANGE[1],
                                                effective_from=hour - timedelta(days=7))
 
+    def _seed_idle_job(self):
+        """One running job has held its GPUs idle for the whole idle window, so the idle-GPU tables have a row."""
+        job = Job.objects.filter(name=IDLE_JOB, state=JobState.RUNNING).select_related("cluster", "flavor",
+                                                                                        "team").first()
+        if job is None:
+            return
+        last = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+        hours = [last - timedelta(hours=back) for back in reversed(range(settings.IDLE_GPU_WINDOW_HOURS))]
+        runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2)
+        source = _IdleJobSource(metrics.SandboxSource(lambda: runs), job)
+        billing_services.usage_collect_hours(cluster=job.cluster, hours=hours, source=source)
+        self.stdout.write(f"  {job.cluster.name:<9} {job.team.slug}/{job.name}: idle for the last {len(hours)} hours")
+
     def _seed_budgets(self):
         admin = get_user_model().objects.get(username="admin")
         month = billing_selectors.current_month()
@@ -217,6 +260,13 @@ class Command(BaseCommand):
                     actor=admin, team=team, flavor=flavor_row, guaranteed=guaranteed, burst=burst, cpu_cores=cpu,
                     memory_gib=memory, justification="Initial allocation for the demo")
                 quota_services.quota_request_approve(actor=admin, request=request, note="Initial allocation")
+        username, slug, cluster, flavor, guaranteed, why, reason = REJECTED
+        team = Team.objects.get(slug=slug)
+        if not QuotaRequest.objects.filter(team=team, justification=why).exists():
+            request = quota_services.quota_request_create(
+                actor=users.get(username=username), team=team, guaranteed=guaranteed, burst=0, justification=why,
+                flavor=GpuFlavor.objects.get(cluster__name=cluster, name=flavor))
+            quota_services.quota_request_reject(actor=admin, request=request, note=reason)
         for username, slug, cluster, flavor, guaranteed, burst, days, why in ASKS:
             team = Team.objects.get(slug=slug)
             flavor_row = GpuFlavor.objects.get(cluster__name=cluster, name=flavor)

@@ -54,7 +54,11 @@ JOBS = [
     # Volcano: ml-research is at its deserved share, so it may not reclaim, and its gang cannot be placed.
     ("gpu-west", "ml-research", "alice", "eval-urgent", "batch", "a100", 1, 8, "urgent", LONG, "queued"),
     ("gpu-west", "vision", "frank", "yolo-export", "batch", "l40s", 1, 1, "standard", LONG, "pending"),
+    ("gpu-west", "recsys", "heidi", "ranker-untrusted", "batch", "a100", 1, 1, "standard", LONG, "rejected"),
 ]
+# The API server refuses the rejected demo job for good (a 4xx is recorded and shown, not retried).
+REJECTION = {"status": 422, "reason": "Invalid", "message": 'admission webhook "images.policy.example.com" denied '
+             "the request: registry.example.com/recsys is not an allowed registry for namespace recsys"}
 # Where the demo ends up once everything above has happened.
 FINAL = {"nightly-benchmark": "preempted", "hparam-search": "preempted", "debug-shell": "cancelled",
          "scratch": "cancelled"}
@@ -104,6 +108,9 @@ class Command(BaseCommand):
                 _call(f"{cluster.server}/_sandbox/faults", "POST", {
                     "verb": "apply", "resource": "jobs", "namespace": team.namespace, "status": 503,
                     "reason": "ServiceUnavailable", "message": "the API server is restarting", "count": 1})
+            if wait_for == "rejected":
+                _call(f"{cluster.server}/_sandbox/faults", "POST", {
+                    "verb": "apply", "resource": "jobs", "namespace": team.namespace, "count": 1, **REJECTION})
             job = services.job_submit(
                 actor=users.get(username=username), team=team,
                 flavor=GpuFlavor.objects.get(cluster=cluster, name=flavor), kind=kind, name=name,
@@ -111,17 +118,31 @@ class Command(BaseCommand):
                 gpus_per_worker=gpus, cpu_per_worker=4, memory_gib_per_worker=32,
                 priority_tier=PriorityTier.objects.get(name=tier), notify=False)
             job.refresh_from_db()
-            if wait_for != "pending":
+            if wait_for not in ("pending", "rejected"):
                 _call(f"{cluster.server}/_sandbox/jobs/{team.namespace}/{job.object_name}", "POST", plan)
             if wait_for == "cancel":
                 self._wait(cluster, job, "queued", "running", timeout=timeout)
                 services.job_cancel(actor=job.submitted_by, job=job)
                 wait_for = "cancelled"
-            self._wait(cluster, job, wait_for, timeout=timeout)
+            if wait_for == "rejected":
+                self._wait_rejected(cluster, job, timeout=timeout)
+            else:
+                self._wait(cluster, job, wait_for, timeout=timeout)
             self.stdout.write(f"  {cluster_name:<9} {slug}/{name}: {wait_for}")
         for name, state in FINAL.items():
             for job in Job.objects.filter(name=name, cluster__in=clusters.values()):
                 self._wait(job.cluster, job, state, timeout=timeout)
+
+    def _wait_rejected(self, cluster, job: Job, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            job.refresh_from_db()
+            if job.sync_state == "rejected":
+                return
+            if time.monotonic() > deadline:
+                raise CommandError(f"{cluster.name} {job}: not rejected after {timeout:g} s ({job.sync_message})")
+            services.job_status_sync(cluster=cluster)
+            time.sleep(0.2)
 
     def _enable_reclaim(self, cluster) -> None:
         """Volcano's scheduler ConfigMap (volcano-system/volcano-scheduler-configmap) as upstream's guide to

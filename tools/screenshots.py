@@ -1,0 +1,93 @@
+"""Screenshots of the main pages at desktop and phone widths, for comparing one change with the next.
+
+Run against a running demo (`make run`, then `make screenshots`); writes PNGs into a git-ignored folder and prints,
+for every page, whether it scrolls sideways at that width.
+"""
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+PASSWORD = "demo-gpu-portal"
+WIDTHS = {"desktop": 1280, "phone": 390}
+# (user, path): the pages a platform admin, a team member and a viewer meet first.
+PAGES = [
+    ("admin", "/"),
+    ("admin", "/console/approvals/"),
+    ("admin", "/console/capacity/"),
+    ("admin", "/console/clusters/"),
+    ("admin", "/console/teams/"),
+    ("admin", "/console/usage/"),
+    ("admin", "/console/audit/"),
+    ("erin", "/"),
+    ("erin", "/teams/nlp/"),
+    ("erin", "/teams/nlp/quota/"),
+    ("erin", "/teams/nlp/quota/request/"),
+    ("erin", "/teams/nlp/usage/"),
+    ("erin", "/jobs/"),
+    ("erin", "/teams/nlp/jobs/new/pytorch/"),
+    ("erin", "/tokens/"),
+    ("carol", "/jobs/"),
+    ("carol", "/teams/ml-research/"),
+]
+
+
+def _name(user: str, path: str, width: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", path.lower()).strip("-") or "home"
+    return f"{user}-{slug}-{width}.png"
+
+
+def _first_job_path(page, base: str) -> str | None:
+    page.goto(f"{base}/jobs/")
+    link = page.locator("table a[href^='/jobs/']").first
+    return link.get_attribute("href") if link.count() else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", default="http://127.0.0.1:8000")
+    parser.add_argument("--out", default="screenshots")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+    wide = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        pages = list(PAGES)
+        for width_name, width in WIDTHS.items():
+            contexts = {}
+            for user, path in pages:
+                if user not in contexts:
+                    context = browser.new_context(viewport={"width": width, "height": 900})
+                    page = context.new_page()
+                    page.goto(f"{args.base}/login/")
+                    page.fill("input[name=username]", user)
+                    page.fill("input[name=password]", PASSWORD)
+                    page.click("main button[type=submit]")
+                    page.wait_for_load_state()
+                    contexts[user] = page
+                    if user == "erin" and width_name == "desktop":
+                        job = _first_job_path(page, args.base)
+                        if job:
+                            pages.append(("erin", job))
+                page = contexts[user]
+                page.goto(f"{args.base}{path}")
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(out / _name(user, path, width_name)), full_page=True)
+                scroll = page.evaluate("document.documentElement.scrollWidth")
+                if scroll > width:
+                    wide.append(f"{user} {path} at {width} px: page is {scroll} px wide")
+        browser.close()
+    print(f"Screenshots in {out}/")
+    for line in wide:
+        print("  scrolls sideways:", line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
