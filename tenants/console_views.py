@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from portal import yamltext
 from portal.desired import cluster_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
@@ -71,7 +72,7 @@ def _cluster_object(name, group, version, kind, object_name):
 def console_cluster_object_detail(request, name, group, version, kind, object_name):
     cluster, obj = _cluster_object(name, group, version, kind, object_name)
     return render(request, "tenants/object_detail.html", {
-        "cluster": cluster, "obj": obj, "desired_yaml": objects.to_yaml(obj),
+        "cluster": cluster, "obj": obj, "desired_yaml": yamltext.dump(obj),
         "status": objects.object_status(cluster, obj),
         "live_url": reverse("tenants:cluster-object-live", args=[name, group, version, kind, object_name]),
         "back_url": reverse("tenants:cluster-detail", args=[cluster.name]),

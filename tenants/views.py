@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from portal import yamltext
 from portal.desired import team_namespace_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
@@ -34,7 +35,6 @@ from .objects import (
     object_rows,
     object_status,
     pending,
-    to_yaml,
 )
 
 # --- dashboard and team page ---------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def _team_object(request, slug, cluster_name, group, version, kind, name):
 def object_detail(request, slug, cluster_name, group, version, kind, name):
     team, row, obj = _team_object(request, slug, cluster_name, group, version, kind, name)
     return render(request, "tenants/object_detail.html", {
-        "team": team, "cluster": row.cluster, "obj": obj, "desired_yaml": to_yaml(obj),
+        "team": team, "cluster": row.cluster, "obj": obj, "desired_yaml": yamltext.dump(obj),
         "status": object_status(row, obj),
         "live_url": reverse("tenants:object-live", args=[slug, cluster_name, group, version, kind, name]),
         "back_url": reverse("tenants:team-detail", args=[team.slug]),

@@ -1,9 +1,9 @@
 """Print every object the portal wants in the cluster(s) as multi-document YAML (for review, GitOps, checks)."""
 
-import yaml
 from django.core.management.base import BaseCommand, CommandError
 
 from composition.selectors import prefetched_inputs, team_namespaces_for_reconcile
+from portal import yamltext
 from portal.desired import cluster_desired, team_namespace_desired
 from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
@@ -35,4 +35,4 @@ class Command(BaseCommand):
                 rows = rows.filter(team__slug=team)
             for row in rows:
                 documents += team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
-        self.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True), ending="")
+        self.stdout.write(yamltext.dump_all(documents, explicit_start=True), ending="")
