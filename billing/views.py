@@ -30,11 +30,8 @@ HEATMAP_DAYS = 30
 def _month(request, value: str | None = None):
     """The month asked for (path or ?month=), or this month; a malformed month is a 404 in a path, a message in a
     query string."""
-    raw = value if value is not None else request.GET.get("month")
-    if not raw:
-        return selectors.current_month()
     try:
-        return selectors.parse_month(raw)
+        return selectors.month_or_current(value if value is not None else request.GET.get("month"))
     except ValidationError as exc:
         if value is not None:
             raise Http404(exc.messages[0]) from None
