@@ -13,14 +13,16 @@ from django.utils import timezone
 from portal import kube, sql
 from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
 from quotas.models import Quota
+from quotas.selectors import team_quotas
 from tenants.choices import Scheduler
 from tenants.manifests import priority_class_name
+from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
 from .choices import TERMINAL_STATES, JobState
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
-from .models import Job
+from .models import Job, JobTemplate
 
 
 def job_list(*, user, team=None, filters: dict | None = None) -> QuerySet[Job]:
@@ -204,6 +206,24 @@ SYNC_FIELDS = ("id", "name", "kind", "state", "state_message", "admitted_at", "s
 def active_jobs(*, cluster) -> QuerySet[Job]:
     return (Job.objects.filter(cluster=cluster).exclude(state__in=TERMINAL_STATES).exclude(state=JobState.PENDING)
             .select_related("team", "cluster").only(*SYNC_FIELDS))
+
+
+def submit_flavors(*, team) -> QuerySet[GpuFlavor]:
+    """The flavors the team may submit jobs to: those it holds quota of."""
+    held = [q.flavor_id for q in team_quotas(team=team) if q.limit > 0]
+    return GpuFlavor.objects.filter(pk__in=held).select_related("cluster")
+
+
+def job_templates(*, team, kind: str | None = None) -> QuerySet[JobTemplate]:
+    templates = JobTemplate.objects.filter(team=team)
+    return templates.filter(kind=kind) if kind else templates
+
+
+def job_template_get(*, team, pk: int) -> JobTemplate:
+    template = job_templates(team=team).filter(pk=pk).first()
+    if template is None:
+        raise Http404("No such template")
+    return template
 
 
 def team_flavor_quota(*, team, flavor) -> Quota | None:

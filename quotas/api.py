@@ -32,12 +32,12 @@ class TeamQuotaListView(generics.ListAPIView):
 
     def get_queryset(self):
         team = tenant_selectors.team_get(user=self.request.user, slug=self.kwargs["slug"])
-        self.usage = {ns.cluster_id: ns.usage or {} for ns in tenant_selectors.team_namespaces(team=team)}
+        self.team = team
         return selectors.team_quotas(team=team).select_related("team")
 
     def get_serializer(self, *args, **kwargs):
-        for quota in (args[0] if args else []):
-            quota.in_use_units = int(self.usage.get(quota.flavor.cluster_id, {}).get(quota.flavor.resource_name, 0))
+        if args:  # the page of quotas being written out
+            args = (selectors.with_units_in_use(team=self.team, quotas=args[0]), *args[1:])
         return super().get_serializer(*args, **kwargs)
 
 

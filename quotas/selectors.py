@@ -13,7 +13,7 @@ from django.http import Http404
 from tenants.choices import Scheduler, TeamState
 from tenants.manifests import priority_class_name
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
-from tenants.selectors import is_platform_admin, team_list
+from tenants.selectors import is_platform_admin, team_list, team_namespaces
 
 from . import manifests as m
 from .choices import RequestState
@@ -115,6 +115,16 @@ def _children_specs(cluster: Cluster, departments, flavors) -> dict[int, list[m.
 
 def team_quotas(*, team: Team) -> QuerySet[Quota]:
     return team.quotas.select_related("flavor__cluster").order_by("flavor__cluster__name", "flavor__name")
+
+
+def with_units_in_use(*, team: Team, quotas) -> list[Quota]:
+    """The team's quotas, each with `in_use_units`: GPU units of its flavor in use in the team's namespace, as the
+    cluster's ResourceQuota last reported (0 before any report). The quota page and the API both read it here."""
+    usage = {ns.cluster_id: ns.usage or {} for ns in team_namespaces(team=team)}
+    quotas = list(quotas)
+    for quota in quotas:
+        quota.in_use_units = int(usage.get(quota.flavor.cluster_id, {}).get(quota.flavor.resource_name, 0))
+    return quotas
 
 
 def team_requests(*, team: Team) -> QuerySet[QuotaRequest]:

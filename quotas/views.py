@@ -9,7 +9,6 @@ from portal.http import add_service_errors, platform_admin_required, source_ip
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.choices import Role
-from tenants.models import GpuFlavor, PriorityTier
 
 from . import selectors, services
 from .choices import RequestState
@@ -20,11 +19,9 @@ from .forms import ApproveForm, GpuFlavorForm, PriorityTierForm, QuotaRequestFor
 def team_quota(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
     role = tenant_selectors.team_role(user=request.user, team=team)
-    quotas = list(selectors.team_quotas(team=team))
-    usage = {(ns.cluster_id): ns.usage for ns in tenant_selectors.team_namespaces(team=team)}
     rows = []
-    for quota in quotas:
-        in_use = (usage.get(quota.flavor.cluster_id) or {}).get(quota.flavor.resource_name, 0)
+    for quota in selectors.with_units_in_use(team=team, quotas=selectors.team_quotas(team=team)):
+        in_use = quota.in_use_units
         limit = max(quota.limit, 1)
         rows.append({"quota": quota, "in_use": in_use, "guaranteed_pct": round(100 * quota.guaranteed / limit),
                      "use_pct": min(100, round(100 * in_use / limit))})
@@ -125,7 +122,7 @@ def capacity(request):
 
 @platform_admin_required
 def flavor_edit(request, pk=None):
-    flavor = get_object_or_404(GpuFlavor, pk=pk) if pk else None
+    flavor = tenant_selectors.flavor_get(pk=pk) if pk else None
     form = GpuFlavorForm(request.POST or None, instance=flavor)
     if request.method == "POST" and form.is_valid():
         try:
@@ -151,4 +148,4 @@ def tier_list(request):
         else:
             messages.success(request, f"Priority tier {tier.name} saved.")
             return redirect("quotas:tier-list")
-    return render(request, "quotas/tier_list.html", {"tiers": PriorityTier.objects.all(), "form": form})
+    return render(request, "quotas/tier_list.html", {"tiers": tenant_selectors.tier_list(), "form": form})

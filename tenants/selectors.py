@@ -5,6 +5,7 @@ import hmac
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
@@ -12,7 +13,7 @@ from portal import kube, sql
 from portal.http import is_platform_admin  # noqa: F401 - re-exported: the reads of every app use it from here
 
 from .choices import Role, TeamState
-from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, Team, TeamNamespace
+from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 from .tokens import split_token, token_digest
 
 
@@ -96,6 +97,40 @@ def cluster_get(*, name: str) -> Cluster:
 def flavor_list(*, cluster: Cluster | None = None) -> QuerySet[GpuFlavor]:
     flavors = GpuFlavor.objects.select_related("cluster")
     return flavors.filter(cluster=cluster) if cluster else flavors
+
+
+def flavor_named(*, name: str, cluster: str | None = None) -> GpuFlavor:
+    """A flavor by its name (and its cluster's, when several clusters have one of that name), as the API takes it;
+    a ValidationError names the field that is wrong."""
+    flavors = GpuFlavor.objects.select_related("cluster").filter(name=name)
+    if cluster:
+        flavors = flavors.filter(cluster__name=cluster)
+    found = list(flavors[:2])
+    if not found:
+        raise ValidationError({"flavor": f"There is no flavor named {name!r}" + (f" in {cluster}." if cluster
+                                                                                  else ".")})
+    if len(found) > 1:
+        raise ValidationError({"cluster": f"Flavors named {name!r} exist in several clusters: name the cluster."})
+    return found[0]
+
+
+def flavor_get(*, pk: int) -> GpuFlavor:
+    flavor = flavor_list().filter(pk=pk).first()
+    if flavor is None:
+        raise Http404("No such flavor")
+    return flavor
+
+
+def tier_list() -> QuerySet[PriorityTier]:
+    return PriorityTier.objects.all()
+
+
+def tier_named(*, name: str) -> PriorityTier:
+    """A priority tier by its name, as the API takes it; a ValidationError on `priority` when there is none."""
+    tier = tier_list().filter(name=name).first()
+    if tier is None:
+        raise ValidationError({"priority": f"There is no priority tier named {name!r}."})
+    return tier
 
 
 def audit_event_list(*, user) -> QuerySet[AuditEvent]:

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 from django.utils import timezone
+from django.utils.html import escape
 
 from jobs.choices import JobState
 from jobs.models import Job
@@ -105,6 +106,17 @@ def test_team_quotas_with_usage(world, api_as):
                      "burst_units": 4, "limit_units": 12, "in_use_units": 6, "cpu_cores": 32, "memory_gib": 256,
                      "storage_gib": 0, "expires_at": None}]
     error(api_as(world.outsider).get(f"{V1}/teams/nlp/quotas/"), 404)
+
+
+@pytest.mark.parametrize("usage, in_use", [({"nvidia.com/gpu": 6}, 6), ({}, 0), ({"nvidia.com/mig-1g.10gb": 3}, 0)])
+def test_the_quota_page_and_the_api_read_in_use_units_from_one_selector(world, api_as, client, usage, in_use):
+    world.team.namespaces.update(usage=usage)
+    rows = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
+    assert [r["in_use_units"] for r in rows] == [in_use]
+    client.force_login(world.viewer)
+    page = client.get("/teams/nlp/quota/")
+    assert [row["in_use"] for row in page.context["rows"]] == [in_use]
+    assert f"{in_use} in use" in page.content.decode()
 
 
 # --- quota requests --------------------------------------------------------------------------------------------
@@ -392,3 +404,11 @@ def test_schema_and_docs_are_served_by_the_portal(client):
         assert "/static/drf_spectacular_sidecar/" in page and "cdn" not in page.lower()
     asset = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert asset.status_code == 200
+
+
+def test_the_job_page_and_the_api_show_the_same_yaml_without_anchors(world, api_as, client):
+    text = api_as(world.viewer).get(f"{V1}/jobs/{world.job.pk}/yaml/").json()["yaml"]
+    assert "&id" not in text and "*id" not in text
+    client.force_login(world.viewer)
+    page = client.get(f"/jobs/{world.job.pk}/").content.decode()
+    assert escape(text) in page
