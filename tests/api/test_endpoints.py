@@ -16,7 +16,7 @@ from quotas.choices import RequestState
 from quotas.models import Quota, QuotaRequest
 from tenants.choices import Role
 from tenants.models import AuditEvent, Membership
-from tests.factories import UserFactory
+from tests.factories import GpuFlavorFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 V1 = "/api/v1"
@@ -236,6 +236,16 @@ def test_infeasible_or_bad_submissions_name_the_field(world, api_as, overrides, 
     fields = error(api_as(world.member).post(f"{V1}/jobs/", submit_body(**overrides), format="json"), 400)["fields"]
     assert field in fields
     assert Job.objects.count() == 2
+
+
+def test_a_flavor_name_two_clusters_share_needs_the_cluster(world, api_as):
+    GpuFlavorFactory(name="h100", cluster__name="south")
+    client = api_as(world.member)
+    fields = error(client.post(f"{V1}/jobs/", submit_body(), format="json"), 400)["fields"]
+    assert "several clusters" in fields["cluster"][0]
+    fields = error(client.post(f"{V1}/jobs/", submit_body(cluster="north"), format="json"), 400)["fields"]
+    assert fields["flavor"] == ["There is no flavor named 'h100' in north."]
+    assert client.post(f"{V1}/jobs/", submit_body(cluster="east"), format="json").status_code == 201
 
 
 def test_submit_roles_and_scoping(world, api_as):
