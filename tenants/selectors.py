@@ -75,6 +75,15 @@ def team_memberships(*, team: Team) -> QuerySet[Membership]:
     return team.memberships.select_related("user").order_by("role", "user__username")
 
 
+def active_user_named(username: str):
+    """The active user of that username, or None: whom a team admin may add to a team."""
+    return get_user_model().objects.filter(username=username, is_active=True).first()
+
+
+def membership_named(*, team: Team, username: str) -> Membership | None:
+    return team_memberships(team=team).filter(user__username=username).first()
+
+
 def team_namespaces(*, team: Team) -> QuerySet[TeamNamespace]:
     return team.namespaces.select_related("cluster").order_by("cluster__name")
 

@@ -98,25 +98,25 @@ def _team_for_member_admin(request, slug):
     return team
 
 
-@login_required
-@require_POST
-def membership_add(request, slug):
-    team = _team_for_member_admin(request, slug)
-    form = MemberAddForm(request.POST)
-    if form.is_valid():
-        try:
-            services.membership_set(actor=request.user, team=team, user=form.user, role=form.cleaned_data["role"],
-                                    source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
+def _membership_change(request, team, form, *, user, role: str | None, form_name: str):
+    """Gives `user` the role in the team, or removes them when role is None; on success back to the team page
+    with what changed, on a service refusal the team page again with the reason beside the form."""
+    try:
+        if role is None:
+            services.membership_remove(actor=request.user, team=team, user=user, source_ip=source_ip(request))
         else:
-            messages.success(request, f"{form.user.username} is now {form.cleaned_data['role']} of {team.name}.")
-            return redirect("tenants:team-detail", slug=team.slug)
-    return _team_page(request, team, add_form=form)
+            services.membership_set(actor=request.user, team=team, user=user, role=role,
+                                    source_ip=source_ip(request))
+    except ValidationError as exc:
+        add_service_errors(form, exc)
+        return _team_page(request, team, **{form_name: form})
+    done = f"was removed from {team.name}" if role is None else f"is now {role} of {team.name}"
+    messages.success(request, f"{user.username} {done}.")
+    return redirect("tenants:team-detail", slug=team.slug)
 
 
 def _member_from_form(team, form):
-    membership = selectors.team_memberships(team=team).filter(user__username=form.cleaned_data["username"]).first()
+    membership = selectors.membership_named(team=team, username=form.cleaned_data["username"])
     if membership is None:
         form.add_error(None, f"{form.cleaned_data['username']} is not a member of {team.name}.")
     return membership
@@ -124,19 +124,24 @@ def _member_from_form(team, form):
 
 @login_required
 @require_POST
+def membership_add(request, slug):
+    team = _team_for_member_admin(request, slug)
+    form = MemberAddForm(request.POST)
+    if not form.is_valid():
+        return _team_page(request, team, add_form=form)
+    return _membership_change(request, team, form, user=form.user, role=form.cleaned_data["role"],
+                              form_name="add_form")
+
+
+@login_required
+@require_POST
 def membership_update(request, slug):
     team = _team_for_member_admin(request, slug)
     form = MemberRoleForm(request.POST)
-    if form.is_valid() and (membership := _member_from_form(team, form)):
-        try:
-            services.membership_set(actor=request.user, team=team, user=membership.user,
-                                    role=form.cleaned_data["role"], source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"{membership.user.username} is now {form.cleaned_data['role']}.")
-            return redirect("tenants:team-detail", slug=team.slug)
-    return _team_page(request, team, member_form=form)
+    if not (form.is_valid() and (membership := _member_from_form(team, form))):
+        return _team_page(request, team, member_form=form)
+    return _membership_change(request, team, form, user=membership.user, role=form.cleaned_data["role"],
+                              form_name="member_form")
 
 
 @login_required
@@ -144,16 +149,9 @@ def membership_update(request, slug):
 def membership_remove(request, slug):
     team = _team_for_member_admin(request, slug)
     form = MemberRemoveForm(request.POST)
-    if form.is_valid() and (membership := _member_from_form(team, form)):
-        try:
-            services.membership_remove(actor=request.user, team=team, user=membership.user,
-                                       source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"{membership.user.username} was removed from {team.name}.")
-            return redirect("tenants:team-detail", slug=team.slug)
-    return _team_page(request, team, member_form=form)
+    if not (form.is_valid() and (membership := _member_from_form(team, form))):
+        return _team_page(request, team, member_form=form)
+    return _membership_change(request, team, form, user=membership.user, role=None, form_name="member_form")
 
 
 def _team_namespace(request, slug, cluster_name):
