@@ -5,7 +5,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.choices import Role
@@ -48,15 +48,13 @@ def request_create(request, slug):
                        "justification": f"Renewal of #{previous.pk}: {previous.justification}"}
     form = QuotaRequestForm(request.POST or None, flavors=flavors, initial=initial)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            created = services.quota_request_create(actor=request.user, team=team, source_ip=source_ip(request),
-                                                    **data)
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Request #{created.pk} sent to the platform team.")
-            return redirect("quotas:team-quota", slug=team.slug)
+        done = write_from_form(
+            request, form, lambda: services.quota_request_create(actor=request.user, team=team,
+                                                                 source_ip=source_ip(request), **form.cleaned_data),
+            message=lambda created: f"Request #{created.pk} sent to the platform team.", to="quotas:team-quota",
+            slug=team.slug)
+        if done:
+            return done
     return render(request, "quotas/request_form.html", {"team": team, "form": form}, status=200)
 
 
@@ -125,14 +123,12 @@ def flavor_edit(request, pk=None):
     flavor = tenant_selectors.flavor_get(pk=pk) if pk else None
     form = GpuFlavorForm(request.POST or None, instance=flavor)
     if request.method == "POST" and form.is_valid():
-        try:
-            saved = tenant_services.gpu_flavor_save(actor=request.user, flavor=form.instance,
-                                                    source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Flavor {saved.name} saved.")
-            return redirect("quotas:capacity")
+        done = write_from_form(
+            request, form, lambda: tenant_services.gpu_flavor_save(actor=request.user, flavor=form.instance,
+                                                                   source_ip=source_ip(request)),
+            message=lambda saved: f"Flavor {saved.name} saved.", to="quotas:capacity")
+        if done:
+            return done
     return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor})
 
 
@@ -140,12 +136,10 @@ def flavor_edit(request, pk=None):
 def tier_list(request):
     form = PriorityTierForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
-            tier = tenant_services.priority_tier_save(actor=request.user, tier=form.instance,
-                                                      source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Priority tier {tier.name} saved.")
-            return redirect("quotas:tier-list")
+        done = write_from_form(
+            request, form, lambda: tenant_services.priority_tier_save(actor=request.user, tier=form.instance,
+                                                                      source_ip=source_ip(request)),
+            message=lambda tier: f"Priority tier {tier.name} saved.", to="quotas:tier-list")
+        if done:
+            return done
     return render(request, "quotas/tier_list.html", {"tiers": tenant_selectors.tier_list(), "form": form})

@@ -12,7 +12,7 @@ from portal import yamltext
 from portal.desired import cluster_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import platform_admin_required, source_ip, write_from_form
 
 from . import objects, selectors, services
 from .choices import TeamState
@@ -109,13 +109,12 @@ def console_team_list(request):
         return _console_teams_page(request)
     form = TeamCreateForm(request.POST, parents=selectors.team_list(user=request.user))
     if form.is_valid():
-        try:
-            team = services.team_create(actor=request.user, source_ip=source_ip(request), **form.cleaned_data)
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Team {team.name} created; its namespaces are being set up.")
-            return redirect("tenants:team-list")
+        done = write_from_form(
+            request, form, lambda: services.team_create(actor=request.user, source_ip=source_ip(request),
+                                                        **form.cleaned_data),
+            message=lambda team: f"Team {team.name} created; its namespaces are being set up.", to="tenants:team-list")
+        if done:
+            return done
     return _console_teams_page(request, create_form=form)
 
 
@@ -143,15 +142,13 @@ def console_team_delete_namespaces(request, slug):
     team = selectors.team_get(user=request.user, slug=slug)
     form = NamespaceDeletionForm(request.POST, auto_id=f"id_t{team.pk}_%s")
     if form.is_valid():
-        try:
-            services.team_confirm_namespace_deletion(actor=request.user, team=team,
-                                                     confirmation=form.cleaned_data["confirmation"],
-                                                     source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"The namespaces of {team.name} are being deleted.")
-            return redirect("tenants:team-list")
+        done = write_from_form(
+            request, form, lambda: services.team_confirm_namespace_deletion(
+                actor=request.user, team=team, confirmation=form.cleaned_data["confirmation"],
+                source_ip=source_ip(request)),
+            message=lambda _: f"The namespaces of {team.name} are being deleted.", to="tenants:team-list")
+        if done:
+            return done
     return _console_teams_page(request, confirm_for=(team.pk, form))
 
 

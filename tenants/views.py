@@ -17,7 +17,7 @@ from portal import yamltext
 from portal.desired import team_namespace_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
 
 from . import selectors, services
 from .choices import SyncState
@@ -101,18 +101,17 @@ def _team_for_member_admin(request, slug):
 def _membership_change(request, team, form, *, user, role: str | None, form_name: str):
     """Gives `user` the role in the team, or removes them when role is None; on success back to the team page
     with what changed, on a service refusal the team page again with the reason beside the form."""
-    try:
-        if role is None:
-            services.membership_remove(actor=request.user, team=team, user=user, source_ip=source_ip(request))
-        else:
-            services.membership_set(actor=request.user, team=team, user=user, role=role,
-                                    source_ip=source_ip(request))
-    except ValidationError as exc:
-        add_service_errors(form, exc)
-        return _team_page(request, team, **{form_name: form})
-    done = f"was removed from {team.name}" if role is None else f"is now {role} of {team.name}"
-    messages.success(request, f"{user.username} {done}.")
-    return redirect("tenants:team-detail", slug=team.slug)
+    if role is None:
+        write, done = (lambda: services.membership_remove(actor=request.user, team=team, user=user,
+                                                          source_ip=source_ip(request)),
+                       f"was removed from {team.name}")
+    else:
+        write, done = (lambda: services.membership_set(actor=request.user, team=team, user=user, role=role,
+                                                       source_ip=source_ip(request)),
+                       f"is now {role} of {team.name}")
+    return (write_from_form(request, form, write, message=lambda _: f"{user.username} {done}.",
+                            to="tenants:team-detail", slug=team.slug)
+            or _team_page(request, team, **{form_name: form}))
 
 
 def _member_from_form(team, form):
@@ -133,25 +132,26 @@ def membership_add(request, slug):
                               form_name="add_form")
 
 
-@login_required
-@require_POST
-def membership_update(request, slug):
+def _member_post(request, slug, form_class):
+    """A role change (MemberRoleForm) or a removal (MemberRemoveForm, which has no role) of an existing member."""
     team = _team_for_member_admin(request, slug)
-    form = MemberRoleForm(request.POST)
+    form = form_class(request.POST)
     if not (form.is_valid() and (membership := _member_from_form(team, form))):
         return _team_page(request, team, member_form=form)
-    return _membership_change(request, team, form, user=membership.user, role=form.cleaned_data["role"],
+    return _membership_change(request, team, form, user=membership.user, role=form.cleaned_data.get("role"),
                               form_name="member_form")
 
 
 @login_required
 @require_POST
+def membership_update(request, slug):
+    return _member_post(request, slug, MemberRoleForm)
+
+
+@login_required
+@require_POST
 def membership_remove(request, slug):
-    team = _team_for_member_admin(request, slug)
-    form = MemberRemoveForm(request.POST)
-    if not (form.is_valid() and (membership := _member_from_form(team, form))):
-        return _team_page(request, team, member_form=form)
-    return _membership_change(request, team, form, user=membership.user, role=None, form_name="member_form")
+    return _member_post(request, slug, MemberRemoveForm)
 
 
 def _team_namespace(request, slug, cluster_name):
