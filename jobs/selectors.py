@@ -1,4 +1,6 @@
-"""Reads for jobs, scoped to the user's teams, and the desired objects of a job."""
+"""Reads for jobs, scoped to the user's teams: the job list (the page's queryset and the API's keyset page), one
+job, its pods and why it waits; the desired objects of a job; which jobs are due for reconcile; what the submit form
+offers (flavors the team holds quota of, its saved templates)."""
 
 import functools
 from dataclasses import dataclass

@@ -1,3 +1,7 @@
+"""Job pages: the filtered list, the submit form per kind (templates, a YAML preview of exactly what would be
+applied), a job's page with its live status, pods and logs, and cancel/resubmit. Reads through selectors, writes
+through services."""
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError

@@ -1,3 +1,6 @@
+"""Quota pages: a team's quotas (with units in use) and requests, the request form, the platform admins' approval
+queue, capacity overview, flavors and priority tiers. Reads through selectors, writes through services."""
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError

@@ -1,4 +1,5 @@
-"""Pages of the tenancy app: dashboard, team page, object YAML, and the platform admins' console.
+"""Pages of the tenancy app a team sees: dashboard, team page and its members, a team's Kubernetes objects (desired
+and live YAML), and personal access tokens. The platform admins' console is console_views.py.
 
 Views stay thin: read through selectors (already scoped to the user), write through services, put a
 service's ValidationError back on the form, and never answer bad input with a 500.
