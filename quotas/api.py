@@ -57,9 +57,8 @@ class QuotaRequestListView(generics.ListAPIView):
         state = self.request.query_params.get("state", "")
         if state and state not in RequestState.values:
             raise ValidationError({"state": [f"One of {', '.join(RequestState.values)}."]})
-        requests = selectors.request_list(user=self.request.user, state=state or None)
-        team = self.request.query_params.get("team")
-        return requests.filter(team__slug=team) if team else requests
+        return selectors.request_list(user=self.request.user, state=state or None,
+                                      team_slug=self.request.query_params.get("team"))
 
     @extend_schema(request=QuotaRequestInputSerializer, responses={201: QuotaRequestSerializer},
                    summary="Ask for quota (team admins and members)")

@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.http import platform_admin_required, source_ip, write_from_form
@@ -14,7 +14,6 @@ from tenants import services as tenant_services
 from tenants.choices import Role
 
 from . import selectors, services
-from .choices import RequestState
 from .forms import ApproveForm, GpuFlavorForm, PriorityTierForm, QuotaRequestForm, RejectForm
 
 
@@ -44,7 +43,7 @@ def request_create(request, slug):
     initial = {}
     renew = request.GET.get("renew")
     if renew and renew.isdigit():
-        previous = selectors.team_requests(team=team).filter(pk=int(renew)).first()
+        previous = selectors.team_request(team=team, pk=int(renew))
         if previous:
             initial = {"flavor": previous.flavor_id, "guaranteed": previous.guaranteed, "burst": previous.burst,
                        "cpu_cores": previous.cpu_cores, "memory_gib": previous.memory_gib,
@@ -76,7 +75,7 @@ def request_withdraw(request, pk):
 @login_required
 def request_list(request):
     return render(request, "quotas/request_list.html",
-                  {"requests": selectors.request_list(user=request.user).filter(requested_by=request.user)[:200]})
+                  {"requests": selectors.request_list(user=request.user, requested_by=request.user)[:200]})
 
 
 @platform_admin_required
@@ -85,8 +84,7 @@ def approval_list(request):
     items = [{"request": r, "impact": i,
               "approve": ApproveForm(initial={"guaranteed": r.guaranteed, "burst": r.burst}, prefix=f"a{r.pk}"),
               "reject": RejectForm(prefix=f"r{r.pk}")} for r, i in pending]
-    decided = selectors.request_list(user=request.user).exclude(state=RequestState.PENDING).order_by(
-        "-decided_at")[:20]
+    decided = selectors.recently_decided(user=request.user)
     return render(request, "quotas/approval_list.html", {"items": items, "decided": decided})
 
 
@@ -95,7 +93,7 @@ def approval_list(request):
 def request_decide(request, pk, decision):
     if decision not in ("approve", "reject"):
         raise Http404("Unknown decision")
-    quota_request = get_object_or_404(selectors.request_list(user=request.user), pk=pk)
+    quota_request = selectors.request_get(user=request.user, pk=pk)
     form_class, prefix = (ApproveForm, f"a{pk}") if decision == "approve" else (RejectForm, f"r{pk}")
     form = form_class(request.POST, prefix=prefix)
     if not form.is_valid():

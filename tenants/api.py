@@ -123,7 +123,5 @@ class FlavorListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        flavors = selectors.flavor_list()
-        cluster = self.request.query_params.get("cluster")
-        return flavors.filter(cluster__name=cluster) if cluster else flavors
+        return selectors.flavor_list(cluster_name=self.request.query_params.get("cluster"))
 

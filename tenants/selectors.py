@@ -88,6 +88,13 @@ def team_namespaces(*, team: Team) -> QuerySet[TeamNamespace]:
     return team.namespaces.select_related("cluster").order_by("cluster__name")
 
 
+def team_namespace_in(*, team: Team, cluster_name: str) -> TeamNamespace:
+    row = team_namespaces(team=team).filter(cluster__name=cluster_name).first()
+    if row is None:
+        raise Http404("The team has no namespace in that cluster")
+    return row
+
+
 def cluster_list() -> QuerySet[Cluster]:
     return Cluster.objects.order_by("name")
 
@@ -103,8 +110,10 @@ def cluster_get(*, name: str) -> Cluster:
     return cluster
 
 
-def flavor_list(*, cluster: Cluster | None = None) -> QuerySet[GpuFlavor]:
+def flavor_list(*, cluster: Cluster | None = None, cluster_name: str | None = None) -> QuerySet[GpuFlavor]:
     flavors = GpuFlavor.objects.select_related("cluster")
+    if cluster_name:
+        flavors = flavors.filter(cluster__name=cluster_name)
     return flavors.filter(cluster=cluster) if cluster else flavors
 
 

@@ -8,7 +8,6 @@ service's ValidationError back on the form, and never answer bad input with a 50
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -157,10 +156,7 @@ def membership_remove(request, slug):
 
 def _team_namespace(request, slug, cluster_name):
     team = selectors.team_get(user=request.user, slug=slug)
-    row = selectors.team_namespaces(team=team).filter(cluster__name=cluster_name).first()
-    if row is None:
-        raise Http404("The team has no namespace in that cluster")
-    return team, row
+    return team, selectors.team_namespace_in(team=team, cluster_name=cluster_name)
 
 
 @platform_admin_required

@@ -64,3 +64,27 @@ def test_a_flavor_and_a_tier_saved_from_the_console_are_said(client, world):
                                                           "preemption_policy": "PreemptLowerPriority"})
     assert response.status_code == 302 and said(response)[-1] == "Priority tier urgent saved."
     assert PriorityTier.objects.filter(name="urgent", value=5000).exists()
+
+
+def test_renewing_prefills_only_from_the_teams_own_request(client, world):
+    foreign = QuotaRequest.objects.create(team=world.other_team, flavor=world.flavor, guaranteed=2, burst=0,
+                                          justification="Someone else's request", requested_by=world.outsider)
+    client.force_login(world.member)
+    url = reverse("quotas:request-create", args=["nlp"])
+    own = client.get(url, {"renew": world.quota_request.pk}).context["form"]
+    assert own["guaranteed"].value() == 16 and own["justification"].value().startswith("Renewal of #")
+    other = client.get(url, {"renew": foreign.pk}).context["form"]
+    assert other["guaranteed"].value() is None
+
+
+def test_my_requests_and_recent_decisions_come_from_the_request_selector(client, world):
+    client.force_login(world.member)
+    mine = client.get(reverse("quotas:request-list")).context["requests"]
+    assert [r.pk for r in mine] == [world.quota_request.pk]
+    client.force_login(world.admin)
+    assert list(client.get(reverse("quotas:request-list")).context["requests"]) == []
+    world.quota_request.state = "rejected"
+    world.quota_request.save(update_fields=["state"])
+    client.force_login(world.platform_admin)
+    decided = client.get(reverse("quotas:approval-list")).context["decided"]
+    assert [r.pk for r in decided] == [world.quota_request.pk]
