@@ -56,8 +56,8 @@ def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | Non
         return Outcome(statuses=row.objects_status, writes=0)
     generation = row.generation
     desired = team_namespace_desired(team_namespace=row)
-    client = kube.client_for_cluster(row.cluster)
     try:
+        client = kube.client_for_cluster(row.cluster)
         if actual is None:
             actual = _team_actual(client, row)
     except kube.KubeError as exc:
@@ -69,17 +69,46 @@ def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | Non
     return outcome
 
 
-def _record_usage(row: TeamNamespace, actual: list[dict]) -> None:
-    """GPU units in use, from the team ResourceQuota's status (the API server's quota controller keeps it)."""
-    usage = {}
+def _gpu_units(quantities: dict | None) -> dict[str, int]:
+    """Extended (GPU) resources of a `requests.<name>`-keyed or plain resource map, in whole units."""
+    units = {}
+    for key, value in (quantities or {}).items():
+        name = key.removeprefix("requests.")
+        if "/" in name and not name.startswith("limits."):
+            units[name] = kube.quantity_units(value)
+    return units
+
+
+def quota_status_from(actual: list[dict]) -> dict:
+    """What the cluster says of a team's quota, from the status of the objects it owns: the ResourceQuota's
+    `hard` (what the API server enforces) and `used` (the quota controller's count), Kueue's ClusterQueue
+    `flavorsUsage` (units in use per flavor) and Volcano's Queue `allocated` (per resource)."""
+    result: dict = {}
     for obj in actual:
+        status = obj.get("status") or {}
         if obj["kind"] == "ResourceQuota":
-            for key, value in ((obj.get("status") or {}).get("used") or {}).items():
-                if key.startswith("requests.") and "/" in key:
-                    usage[key.removeprefix("requests.")] = int(float(value))
-    if usage != row.usage:
-        row.usage = usage
-        TeamNamespace.objects.filter(pk=row.pk).update(usage=usage)
+            result["hard"] = _gpu_units(status.get("hard"))
+            result["used"] = _gpu_units(status.get("used"))
+        elif obj["kind"] == "ClusterQueue":
+            result["flavors"] = {
+                f["name"]: _gpu_units({r["name"]: r.get("total", "0") for r in f.get("resources") or []})
+                for f in status.get("flavorsUsage") or []
+            }
+        elif obj["kind"] == "Queue" and status.get("allocated") is not None:
+            result["allocated"] = _gpu_units(status.get("allocated"))
+    return result
+
+
+def _record_usage(row: TeamNamespace, actual: list[dict]) -> None:
+    """GPU units in use and enforced, as the cluster reports them; written only when they changed."""
+    quota_status = quota_status_from(actual)
+    usage = quota_status.get("used", {})
+    changed = {name: value for name, value in (("usage", usage), ("quota_status", quota_status))
+               if getattr(row, name) != value}
+    if changed:
+        for name, value in changed.items():
+            setattr(row, name, value)
+        TeamNamespace.objects.filter(pk=row.pk).update(**changed)
 
 
 def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> Outcome:
@@ -88,8 +117,8 @@ def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> O
         return Outcome(statuses=[], writes=0)
     generation = cluster.generation
     desired = cluster_desired(cluster=cluster, tiers=tier_specs())
-    client = kube.client_for_cluster(cluster)
     try:
+        client = kube.client_for_cluster(cluster)
         if actual is None:
             actual = _cluster_actual(client, cluster)
     except kube.KubeError as exc:
@@ -105,15 +134,25 @@ def reconcile_due(*, limit: int = 200) -> int:
     now = timezone.now()
     done = 0
     for cluster in Cluster.objects.filter(next_attempt_at__lte=now, active=True).order_by("next_attempt_at")[:limit]:
-        cluster_reconcile(cluster_id=cluster.pk)
+        _isolated(cluster_reconcile, cluster_id=cluster.pk)
         done += 1
     rows = (TeamNamespace.objects.filter(next_attempt_at__lte=now, cluster__active=True)
             .select_related("team", "cluster")
             .order_by("next_attempt_at")[:limit])
     for row in rows:
-        team_namespace_reconcile(team_namespace_id=row.pk, row=row)
+        _isolated(team_namespace_reconcile, team_namespace_id=row.pk, row=row)
         done += 1
     return done
+
+
+def _isolated(reconcile, **kwargs) -> Outcome | None:
+    """Kubernetes errors are recorded on the row by the reconcile itself; anything unforeseen is logged here, so
+    one row (or one cluster) cannot stop the rows after it."""
+    try:
+        return reconcile(**kwargs)
+    except Exception:  # noqa: BLE001
+        log.exception("%s(%s) failed", reconcile.__name__, kwargs)
+        return None
 
 
 def reconcile_sweep() -> dict:
@@ -123,39 +162,48 @@ def reconcile_sweep() -> dict:
     """
     totals = {"clusters": 0, "rows": 0, "repaired": 0, "writes": 0, "errors": 0}
     tiers = tier_specs()
-    for cluster in Cluster.objects.filter(active=True):
+    for cluster in Cluster.objects.filter(active=True).order_by("pk"):
         totals["clusters"] += 1
-        client = kube.client_for_cluster(cluster)
         try:
-            cluster_actual = _cluster_actual(client, cluster)
-            by_team = _managed_team_objects(client, cluster)
-        except kube.KubeError as exc:
+            _sweep_cluster(cluster, tiers, totals)
+        except Exception:  # noqa: BLE001 - one cluster's surprise must not stop the sweep of the others
+            log.exception("sweep of cluster %s failed", cluster.name)
             totals["errors"] += 1
-            record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-            continue
-        if cluster.observed_generation < cluster.generation or not plan(
-            cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
-        ).empty:
-            outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
-            totals["repaired"] += 1
-            totals["writes"] += outcome.writes
-        rows = team_namespaces_for_reconcile(cluster=cluster)
-        flavors = list(cluster.flavors.order_by("name"))
-        known = set()
-        for row in rows:
-            totals["rows"] += 1
-            known.add(row.team.slug)
-            actual = by_team.get(row.team.slug, [])
-            _record_usage(row, actual)
-            desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
-            if row.observed_generation >= row.generation and plan(desired, actual).empty:
-                continue
-            outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
-            totals["repaired"] += 1
-            totals["writes"] += outcome.writes
-            totals["errors"] += outcome.error is not None
-        totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
     return totals
+
+
+def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
+    """One cluster of the sweep: list once per kind, repair what drifted, prune what no row wants."""
+    try:
+        client = kube.client_for_cluster(cluster)
+        cluster_actual = _cluster_actual(client, cluster)
+        by_team = _managed_team_objects(client, cluster)
+    except kube.KubeError as exc:
+        totals["errors"] += 1
+        record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
+        return
+    if cluster.observed_generation < cluster.generation or not plan(
+        cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
+    ).empty:
+        outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
+        totals["repaired"] += 1
+        totals["writes"] += outcome.writes
+    rows = team_namespaces_for_reconcile(cluster=cluster)
+    flavors = list(cluster.flavors.order_by("name"))
+    known = set()
+    for row in rows:
+        totals["rows"] += 1
+        known.add(row.team.slug)
+        actual = by_team.get(row.team.slug, [])
+        _record_usage(row, actual)
+        desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
+        if row.observed_generation >= row.generation and plan(desired, actual).empty:
+            continue
+        outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
+        totals["repaired"] += 1
+        totals["writes"] += outcome.writes
+        totals["errors"] += outcome.error is not None
+    totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
 
 
 def _cluster_actual(client: kube.ClusterClient, cluster: Cluster) -> list[dict]:

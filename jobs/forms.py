@@ -55,7 +55,7 @@ class JobSubmitForm(forms.Form):
                 continue
             name, sep, value = line.partition("=")
             name = name.strip()
-            if not sep or not ENV_NAME_RE.match(name):
+            if not sep or not ENV_NAME_RE.fullmatch(name):
                 raise forms.ValidationError(f"Line {number}: use NAME=value with a valid variable name.")
             env[name] = value
         return env

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from portal.naming import team_labels
+from portal.naming import dns1035_name, team_labels
 from tenants.choices import Scheduler
 
 JOB_LABEL = "gpu-portal.io/job"
@@ -21,6 +21,26 @@ VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
 RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
 RENDEZVOUS_PORT = 29500
 VOLCANO_PYTORCH_PORT = 23456
+# Every object of a job shares one name, so it must suit the strictest kind: a DNS-1035 label (the headless
+# Service; a RayJob) of at most 47 characters (KubeRay v1.7.0 ray-operator/controllers/ray/utils/constant.go:
+# MaxRayJobNameLength = MaxRayClusterNameLength - 6). That also leaves room for what the controllers derive
+# from it: Indexed Job pod hostnames `<name>-<index>` and Volcano pods `<name>-<task>-<index>` (≤ 63).
+OBJECT_NAME_LIMIT = 47
+# "No retries": no policy restarts a job on failure (a failed pod terminates it). Only an eviction by the
+# scheduler's preempt/reclaim restarts it, which is how a preempted vcjob queues again; maxRetry bounds those.
+# It is written out because Volcano's mutating webhook turns 0 into 3 (v1.15.1
+# pkg/webhooks/admission/jobs/mutate/mutate_job.go, patchDefaultMaxRetry), so 0 can never mean "none".
+VOLCANO_MAX_EVICTION_RESTARTS = 3
+VOLCANO_POLICIES = (
+    {"event": "PodFailed", "action": "TerminateJob"},
+    {"event": "PodEvicted", "action": "RestartJob"},
+)
+
+
+def job_object_name(name: str, job_id: int) -> str:
+    """The cluster name of a job's objects: the user's name and the row id (so a resubmit never collides),
+    valid for every kind whatever the name (`1st-run` becomes `x-1st-run-908`)."""
+    return dns1035_name(name, str(job_id), limit=OBJECT_NAME_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -160,8 +180,8 @@ def volcano_job_manifest(spec: JobSpec, tasks: list[dict], plugins: dict | None 
         "schedulerName": "volcano",
         "queue": spec.volcano_queue,
         "minAvailable": sum(t["replicas"] for t in tasks),
-        "maxRetry": 0,
-        "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
+        "maxRetry": VOLCANO_MAX_EVICTION_RESTARTS,
+        "policies": [dict(policy) for policy in VOLCANO_POLICIES],
         "tasks": tasks,
     }
     if plugins:

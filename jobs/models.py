@@ -6,15 +6,16 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from portal.naming import dns_name
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Reconciled, Team, dns_label
 
 from .choices import TERMINAL_STATES, JobKind, JobState
+from .manifests import job_object_name
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Matched whole (fullmatch): `$` would also match before a final newline, letting "NAME\n" through.
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An image reference: [registry[:port]/]path[:tag][@digest]; no whitespace or shell metacharacters.
-IMAGE_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[\w][\w.-]{0,127})?"
-                      r"(@sha256:[a-f0-9]{64})?$")
+IMAGE_RE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[\w][\w.-]{0,127})?"
+                      r"(@sha256:[a-f0-9]{64})?", re.ASCII)
 MAX_WORKERS = 256
 MAX_ARGV_ITEMS = 200
 
@@ -30,14 +31,14 @@ def validate_env(value) -> None:
     if not isinstance(value, dict):
         raise ValidationError("A map of variable names to values.")
     for name, item in value.items():
-        if not ENV_NAME_RE.match(name):
+        if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
             raise ValidationError(f"'{name}' is not a valid environment variable name (letters, digits, '_').")
         if not isinstance(item, str):
             raise ValidationError(f"The value of {name} must be a string.")
 
 
 def validate_image(value: str) -> None:
-    if not IMAGE_RE.match(value):
+    if not IMAGE_RE.fullmatch(value):
         raise ValidationError(
             "Use an image reference like registry.example.com/team/train:1.2 (no spaces or shell characters)."
         )
@@ -91,6 +92,10 @@ class Job(Reconciled):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     resubmit_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     notify = models.BooleanField(default=True, help_text="Email the submitter when the job ends or is preempted.")
+    kept_object_name = models.CharField(
+        max_length=63, blank=True, editable=False,
+        help_text="The name its objects were given under an earlier naming rule; empty when derived as today.",
+    )
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -105,8 +110,9 @@ class Job(Reconciled):
 
     @property
     def object_name(self) -> str:
-        """The Kubernetes name: the user's name plus the row id, so a resubmit never collides."""
-        return dns_name(self.name, str(self.pk), limit=52)
+        """The Kubernetes name of the job's objects. A name once given to the cluster never changes (the status
+        sync finds the objects by it), so rows named under an earlier rule keep theirs."""
+        return self.kept_object_name or job_object_name(self.name, self.pk)
 
     @property
     def total_gpus(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -17,8 +18,8 @@ from portal import kube
 from portal.naming import managed_selector
 from portal.reconcile import Outcome, converge, plan, record
 from tenants.choices import Role, Scheduler, TeamState
-from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
-from tenants.selectors import team_role
+from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, TeamNamespace
+from tenants.selectors import active_clusters, team_role
 from tenants.services import audit_record, notify_users
 
 from . import selectors, status, tasks
@@ -132,8 +133,8 @@ def job_reconcile(*, job_id: int) -> Outcome:
         return Outcome(statuses=[], writes=0)
     generation = job.generation
     desired = selectors.job_desired(job=job)
-    client = kube.client_for_cluster(job.cluster)
     try:
+        client = kube.client_for_cluster(job.cluster)
         actual = _job_actual(client, job)
     except kube.KubeError as exc:
         return record(job, generation, Outcome(statuses=job.objects_status, writes=0, error=exc))
@@ -147,24 +148,48 @@ def job_reconcile(*, job_id: int) -> Outcome:
     return outcome
 
 
+def job_reconcile_due(*, limit: int = 500) -> int:
+    """Jobs whose objects were not created or deleted yet (a lost nudge, or a transient error). One job that
+    fails in an unforeseen way is logged and the rest still run."""
+    done = 0
+    for pk in selectors.jobs_due(limit=limit):
+        try:
+            job_reconcile(job_id=pk)
+        except Exception:  # noqa: BLE001 - the next job (maybe on another cluster) must still be reconciled
+            log.exception("reconcile of job %s failed", pk)
+        done += 1
+    return done
+
+
 def _parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _state_changes(job: Job, observed: status.Observed, now) -> dict:
-    """The fields of a job row that the observed state changes (nothing when it is already known)."""
+RUN_OR_DONE = {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED}
+
+
+def _state_changes(job: Job, observed: status.Observed, now, pods_started: str | None = None) -> dict:
+    """The fields of a job row that the observed state changes (nothing when it is already known).
+
+    Times are the cluster's: admission from the scheduler's record, the start from the pods (else the job
+    object), so a queue wait is exact rather than rounded up to the sync interval. Only when the cluster gives
+    no admission time is it the start, or failing that the moment the sync saw it."""
     changes = {}
     if observed.state != job.state:
         changes["state"] = observed.state
     if observed.message != job.state_message:
         changes["state_message"] = observed.message
-    if observed.admitted and job.admitted_at is None:
-        changes["admitted_at"] = now
-    started = _parse_time(observed.started_at)
+    started = None
+    if observed.state in RUN_OR_DONE:  # an admitted job's pods may still be pulling images: not started yet
+        started = _parse_time(pods_started) or _parse_time(observed.started_at)
     if started and job.started_at is None:
         changes["started_at"] = started
+    if observed.admitted and job.admitted_at is None:
+        admitted = _parse_time(observed.admitted_at) or started or now
+        first_start = job.started_at or started
+        changes["admitted_at"] = min(admitted, first_start) if first_start else admitted
     if observed.state in TERMINAL_STATES and job.finished_at is None:
         changes["finished_at"] = _parse_time(observed.finished_at) or now
     return changes
@@ -193,14 +218,28 @@ def _set_state(job: Job, observed: status.Observed, now) -> bool:
 
 def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict]):
     name = job.object_name
+    found = objects.get(f"RayJob/{name}" if job.kind == JobKind.RAY else f"Job/{name}")
+    if found is None:
+        return None
+    workload, podgroup = workloads.get(name), podgroups.get(name)
     if job.kind == JobKind.RAY:
-        found = objects.get(f"RayJob/{name}")
-        return None if found is None else status.ray_job(found, workloads.get(name))
-    if job.cluster.scheduler == Scheduler.KUEUE:
-        found = objects.get(f"Job/{name}")
-        return None if found is None else status.kueue_batch_job(found, workloads.get(name))
-    found = objects.get(f"Job/{name}")
-    return None if found is None else status.volcano_job(found, podgroups.get(name))
+        observed = status.ray_job(found, workload)
+    elif job.cluster.scheduler == Scheduler.KUEUE:
+        observed = status.kueue_batch_job(found, workload)
+    else:
+        observed = status.volcano_job(found, podgroup)
+    return replace(observed, admitted_at=status.admission_time(found, workload, podgroup))
+
+
+def _pods_started(client, namespace: str) -> dict[str, str]:
+    """Per job id, when its first pod started running (the cluster's time)."""
+    started: dict[str, str] = {}
+    for pod in client.list("v1", "Pod", namespace=namespace, label_selector=f"{managed_selector()},{JOB_LABEL}"):
+        job_id = (pod["metadata"].get("labels") or {}).get(JOB_LABEL)
+        when = status.pod_start_time(pod)
+        if job_id and when and (job_id not in started or when < started[job_id]):
+            started[job_id] = when
+    return started
 
 
 def job_status_sync(*, cluster) -> dict:
@@ -227,6 +266,7 @@ def job_status_sync(*, cluster) -> dict:
             for obj in client.list(api_version, kind, namespace=namespace):
                 owner = _owner_name(obj)
                 (workloads if kind == "Workload" else podgroups)[owner] = obj
+        observations = []
         for job in members:
             observed = _observe(job, objects, workloads, podgroups)
             if observed is None:
@@ -235,12 +275,52 @@ def job_status_sync(*, cluster) -> dict:
                 else:
                     counts["vanished"] += 1
                     observed = status.Observed(JobState.FAILED, "The job's objects disappeared from the cluster.")
-            changes = _state_changes(job, observed, now)
+            observations.append((job, observed))
+        # Pods are read only when a job is seen running (or done) for the first time: its start is theirs.
+        pods_started = {}
+        if any(job.started_at is None and observed.state in RUN_OR_DONE for job, observed in observations):
+            counts["lists"] += 1
+            pods_started = _pods_started(client, namespace)
+        for job, observed in observations:
+            changes = _state_changes(job, observed, now, pods_started.get(str(job.pk)))
             if changes:
                 changed.append((job, changes))
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
+
+
+JOB_SYNC_CONDITION = "JobsSynced"
+
+
+def job_status_sync_all() -> dict:
+    """Sync every active cluster in turn. One that fails (unreachable, refusing, answering nonsense) is reported,
+    on its row and in the result, and the others are still synced."""
+    report: dict = {"synced": {}, "failed": {}}
+    for cluster in active_clusters().order_by("pk"):
+        try:
+            report["synced"][cluster.name] = job_status_sync(cluster=cluster)
+        except kube.KubeError as exc:
+            report["failed"][cluster.name] = str(exc)
+            log.warning("job status sync of cluster %s failed: %s", cluster.name, exc)
+        except Exception as exc:  # noqa: BLE001 - whatever one cluster does, the next is still synced
+            report["failed"][cluster.name] = f"{type(exc).__name__}: {exc}"
+            log.exception("job status sync of cluster %s failed", cluster.name)
+        _record_sync(cluster, report["failed"].get(cluster.name, ""))
+    return report
+
+
+def _record_sync(cluster: Cluster, error: str) -> None:
+    """A `JobsSynced` condition on the cluster row, written only when it changes (a steady sync writes nothing)."""
+    previous = next((c for c in cluster.conditions if c.get("type") == JOB_SYNC_CONDITION), {})
+    status_ = "False" if error else "True"
+    if previous.get("status") == status_ and previous.get("message", "") == error:
+        return
+    condition = {"type": JOB_SYNC_CONDITION, "status": status_, "reason": "SyncFailed" if error else "Synced",
+                 "message": error, "lastTransitionTime": timezone.now().isoformat(timespec="seconds")}
+    conditions = [c for c in cluster.conditions if c.get("type") != JOB_SYNC_CONDITION] + [condition]
+    Cluster.objects.filter(pk=cluster.pk).update(conditions=conditions)
+    cluster.conditions = conditions
 
 
 def _write_changes(changed: list[tuple[Job, dict]]) -> None:

@@ -17,6 +17,7 @@ class Observed:
     admitted: bool = False
     started_at: str | None = None
     finished_at: str | None = None
+    admitted_at: str | None = None  # by the cluster's clock, where it says (see `admission_time`)
 
 
 def _condition(obj: dict | None, kind: str) -> dict:
@@ -122,3 +123,36 @@ def ray_job(job: dict, workload: dict | None = None) -> Observed:
     if deployment == "Running" and job_status == "RUNNING":
         return Observed(JobState.RUNNING, admitted=True, started_at=status.get("startTime"))
     return Observed(JobState.ADMITTED, message, admitted=True, started_at=status.get("startTime"))
+
+
+def admission_time(job: dict, workload: dict | None, podgroup: dict | None) -> str | None:
+    """When the scheduler admitted the job, by the cluster's own clock: Kueue's Workload `Admitted` (else
+    `QuotaReserved`) condition; Volcano's PodGroup `Scheduled` condition (set when the gang is let in), else the
+    vcjob's move to `Inqueue`. None when the cluster does not say."""
+    for kind in ("Admitted", "QuotaReserved"):
+        condition = _condition(workload, kind)
+        if condition.get("status") == "True" and condition.get("lastTransitionTime"):
+            return condition["lastTransitionTime"]
+    scheduled = _condition(podgroup, "Scheduled")
+    if scheduled.get("lastTransitionTime"):
+        return scheduled["lastTransitionTime"]
+    state = (job.get("status") or {}).get("state") or {}
+    if state.get("phase") == "Inqueue":
+        return state.get("lastTransitionTime")
+    return None
+
+
+def pod_start_time(pod: dict) -> str | None:
+    """When a pod's containers started running: the earliest container `startedAt` (running or since
+    terminated), else the time it became Ready. None for a pod that has not run."""
+    status = pod.get("status") or {}
+    times = []
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        started = (state.get("running") or state.get("terminated") or {}).get("startedAt")
+        if started:
+            times.append(started)
+    if times:
+        return min(times)
+    ready = _condition(pod, "Ready")
+    return ready.get("lastTransitionTime") if ready.get("status") == "True" else None

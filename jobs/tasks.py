@@ -1,8 +1,6 @@
 from celery import shared_task
 
-from tenants.selectors import active_clusters
-
-from . import selectors, services
+from . import services
 
 
 @shared_task(ignore_result=True)
@@ -13,11 +11,9 @@ def job_reconcile_task(job_id: int) -> None:
 @shared_task(ignore_result=True)
 def job_reconcile_due_task() -> None:
     """Jobs whose objects were not created or deleted yet (a lost nudge, or a transient error)."""
-    for pk in selectors.jobs_due():
-        services.job_reconcile(job_id=pk)
+    services.job_reconcile_due()
 
 
 @shared_task(ignore_result=True)
-def job_status_sync_task() -> None:
-    for cluster in active_clusters():
-        services.job_status_sync(cluster=cluster)
+def job_status_sync_task() -> dict:
+    return services.job_status_sync_all()

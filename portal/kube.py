@@ -14,6 +14,7 @@ import urllib3
 from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.utils import parse_quantity
 
 TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
 
@@ -58,9 +59,21 @@ class KubeError(Exception):
         self.reason = reason
         self.message = message
 
+    def __reduce__(self):
+        # Celery pickles a task's exception; the default would call KubeError(text) and fail to unpickle.
+        return (type(self), (self.status, self.reason, self.message))
+
     @property
     def transient(self) -> bool:
         return self.status == 0 or self.status in TRANSIENT_STATUSES
+
+
+def quantity_units(value) -> int:
+    """Whole units of a Kubernetes quantity ("16", "1k", "500m" → 0); 0 for what is not a quantity."""
+    try:
+        return int(parse_quantity(value))
+    except (ValueError, TypeError):
+        return 0
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ with `record_*()`, which write only what changed. Nothing here knows about teams
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 from dataclasses import dataclass, field
@@ -20,6 +22,11 @@ from portal.kube import KubeError
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+Path = tuple[str, ...]
+
+# Metadata the server sets or that names the object: never part of what an apply configuration owns.
+_IDENTITY_METADATA = {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+                      "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"}
 
 
 def object_key(obj: dict) -> Key:
@@ -28,10 +35,12 @@ def object_key(obj: dict) -> Key:
 
 
 def is_subset(desired, actual) -> bool:
-    """True when every field we declare has the same value in the cluster (which may add defaults)."""
+    """True when every field we declare has the same value in the cluster (which may add defaults). An empty
+    map or list is met by an absent field: a server serialising with `omitempty` leaves it out."""
     if isinstance(desired, dict):
         return isinstance(actual, dict) and all(
-            key in actual and is_subset(value, actual[key]) for key, value in desired.items()
+            is_subset(value, actual[key]) if key in actual else value in ({}, [])
+            for key, value in desired.items()
         )
     if isinstance(desired, list):
         return (
@@ -40,6 +49,73 @@ def is_subset(desired, actual) -> bool:
             and all(is_subset(d, a) for d, a in zip(desired, actual, strict=True))
         )
     return desired == actual or (str(desired) == str(actual) and not isinstance(desired, bool))
+
+
+def declared_fields(obj: dict) -> dict[Path, object]:
+    """The fields an apply of `obj` declares, each with its value: maps are walked, lists and scalars (and empty
+    maps) are single fields, as server-side apply owns them (a list is owned whole or item by item, and either
+    way it is compared whole by `is_subset`)."""
+    fields: dict[Path, object] = {}
+
+    def walk(value, path: Path) -> None:
+        if isinstance(value, dict) and value:
+            for key, child in value.items():
+                walk(child, (*path, key))
+        else:
+            fields[path] = value
+
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind", "status"):
+            continue
+        if key == "metadata":
+            value = {k: v for k, v in (value or {}).items() if k not in _IDENTITY_METADATA}
+            if not value:
+                continue
+        walk(value, (key,))
+    return fields
+
+
+def _fields_v1_paths(tree: dict, prefix: Path = ()) -> set[Path]:
+    """Field paths of a `fieldsV1` set. `f:<name>` is a map key; `k:`, `v:` and `i:` are items of a list,
+    recorded as the list itself; `.` marks the map itself as owned (a leaf when it has no owned children)."""
+    paths: set[Path] = set()
+    for key, child in tree.items():
+        if key.startswith("f:"):
+            path = (*prefix, key[2:])
+            paths |= _fields_v1_paths(child or {}, path) or {path}
+        elif key != "." and prefix:
+            paths.add(prefix)
+    return paths
+
+
+def owned_fields(obj: dict, manager: str) -> set[Path] | None:
+    """The fields `manager` owns by apply in a live object, from its `managedFields`; None when it owns none
+    (an object created some other way, or a server that does not report managed fields)."""
+    entries = [e for e in (obj.get("metadata") or {}).get("managedFields") or []
+               if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource")]
+    if not entries:
+        return None
+    paths: set[Path] = set()
+    for entry in entries:
+        paths |= _fields_v1_paths(entry.get("fieldsV1") or {})
+    return paths
+
+
+def stale_fields(desired: dict, live: dict, manager: str) -> set[Path]:
+    """Fields the manager owns in the live object that `desired` no longer declares: applying `desired` makes
+    the API server remove them, and nothing else shows they are there (they are a superset, not a drift)."""
+    owned = owned_fields(live, manager)
+    if not owned:
+        return set()
+    declared = declared_fields(desired)
+    stale = set()
+    for path in owned:
+        if path in declared or any(d[: len(path)] == path for d in declared):
+            continue  # declared, or a map above declared fields
+        if any(path[: len(d)] == d and not isinstance(v, dict) for d, v in declared.items()):
+            continue  # inside a list or scalar we declare whole
+        stale.add(path)
+    return stale
 
 
 @dataclass
@@ -58,16 +134,44 @@ def _comparable(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k != "status"}
 
 
-def plan(desired: list[dict], actual: list[dict], *, update: bool = True) -> Plan:
+APPLIED_HASH_ANNOTATION = "gpu-portal.io/applied-hash"
+
+
+def applied_hash(obj: dict) -> str:
+    body = json.dumps(_comparable(obj), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def with_applied_hash(obj: dict) -> dict:
+    """The object as applied: annotated with a hash of itself, so a later change of what the portal wants is
+    seen even where the live object still looks like a superset of it (an item left inside an atomic list)."""
+    meta = obj["metadata"]
+    annotations = {**(meta.get("annotations") or {}), APPLIED_HASH_ANNOTATION: applied_hash(obj)}
+    return {**obj, "metadata": {**meta, "annotations": annotations}}
+
+
+def needs_apply(desired: dict, live: dict | None, manager: str) -> bool:
+    """A missing or terminating object, a declared field with another value, a change of what the portal
+    wants since its last apply, or a field it once declared and no longer wants (a give-back must leave the
+    cluster). `desired` carries its applied hash."""
+    if live is None or live["metadata"].get("deletionTimestamp"):
+        return True
+    return not is_subset(_comparable(desired), live) or bool(stale_fields(desired, live, manager))
+
+
+def plan(desired: list[dict], actual: list[dict], *, update: bool = True, manager: str | None = None) -> Plan:
     """`update=False` creates what is missing but never rewrites what exists (for objects that the cluster
-    takes over once created, such as a job the scheduler has admitted)."""
+    takes over once created, such as a job the scheduler has admitted). `manager` is the field manager whose
+    owned fields decide removals (the portal's by default)."""
+    manager = manager or settings.KUBE_FIELD_MANAGER
+    desired = [with_applied_hash(obj) for obj in desired]
     found = {object_key(obj): obj for obj in actual}
     wanted = {object_key(obj) for obj in desired}
     result = Plan()
     for obj in desired:
         current = found.get(object_key(obj))
         if current is None or current["metadata"].get("deletionTimestamp") or (
-            update and not is_subset(_comparable(obj), current)
+            update and needs_apply(obj, current, manager)
         ):
             result.apply.append(obj)
         else:

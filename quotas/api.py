@@ -32,12 +32,14 @@ class TeamQuotaListView(generics.ListAPIView):
 
     def get_queryset(self):
         team = tenant_selectors.team_get(user=self.request.user, slug=self.kwargs["slug"])
-        self.team = team
+        self.held = {h.quota.pk: h for h in selectors.team_held_quotas(team=team)}
         return selectors.team_quotas(team=team).select_related("team")
 
     def get_serializer(self, *args, **kwargs):
-        if args:  # the page of quotas being written out
-            args = (selectors.with_units_in_use(team=self.team, quotas=args[0]), *args[1:])
+        for quota in (args[0] if args else []):
+            held = self.held.get(quota.pk)
+            quota.in_use_units = held.in_use if held else 0
+            quota.not_applied = held.not_applied if held else ""
         return super().get_serializer(*args, **kwargs)
 
 

@@ -8,6 +8,8 @@ class QuotasConfig(AppConfig):
     def ready(self):
         from portal import desired
 
+        from . import capacity
         from .desired import CONTRIBUTION
 
         desired.register(CONTRIBUTION)
+        capacity.register()

@@ -42,6 +42,10 @@ class Quota(Amounts):
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     revert_guaranteed = models.PositiveIntegerField(default=0)
     revert_burst = models.PositiveIntegerField(default=0)
+    # The rest of the grant a time box replaced; null on boxes granted before these were kept (left as they are).
+    revert_cpu_cores = models.PositiveIntegerField(null=True, blank=True)
+    revert_memory_gib = models.PositiveIntegerField(null=True, blank=True)
+    revert_storage_gib = models.PositiveIntegerField(null=True, blank=True)
     expiry_notice_sent_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

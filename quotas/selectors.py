@@ -10,10 +10,10 @@ from math import floor
 from django.db.models import Q, QuerySet, Sum
 from django.http import Http404
 
-from tenants.choices import Scheduler, TeamState
+from tenants.choices import Scheduler, SyncState, TeamState
 from tenants.manifests import priority_class_name
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
-from tenants.selectors import is_platform_admin, team_list, team_namespaces
+from tenants.selectors import is_platform_admin, team_list
 
 from . import manifests as m
 from .choices import RequestState
@@ -117,16 +117,6 @@ def team_quotas(*, team: Team) -> QuerySet[Quota]:
     return team.quotas.select_related("flavor__cluster").order_by("flavor__cluster__name", "flavor__name")
 
 
-def with_units_in_use(*, team: Team, quotas) -> list[Quota]:
-    """The team's quotas, each with `in_use_units`: GPU units of its flavor in use in the team's namespace, as the
-    cluster's ResourceQuota last reported (0 before any report). The quota page and the API both read it here."""
-    usage = {ns.cluster_id: ns.usage or {} for ns in team_namespaces(team=team)}
-    quotas = list(quotas)
-    for quota in quotas:
-        quota.in_use_units = int(usage.get(quota.flavor.cluster_id, {}).get(quota.flavor.resource_name, 0))
-    return quotas
-
-
 def team_requests(*, team: Team) -> QuerySet[QuotaRequest]:
     return team.quota_requests.select_related("flavor__cluster", "requested_by", "decided_by")
 
@@ -201,21 +191,82 @@ def capacity_overview(*, cluster: Cluster | None = None) -> list[FlavorUsage]:
         for row in Quota.objects.filter(team__state=TeamState.ACTIVE).values("flavor")
         .annotate(g=Sum("guaranteed"), b=Sum("burst"))
     }
-    in_use = flavor_usage_now()
+    statuses: dict[int, list[dict]] = defaultdict(list)
+    for cluster_id, status in (TeamNamespace.objects.filter(deleted_at__isnull=True).exclude(quota_status={})
+                               .values_list("cluster_id", "quota_status")):
+        statuses[cluster_id].append(status)
     return [
         FlavorUsage(flavor=f, guaranteed=(sums.get(f.pk) or {}).get("g") or 0,
-                    burst=(sums.get(f.pk) or {}).get("b") or 0, in_use=in_use.get((f.cluster_id, f.resource_name), 0))
+                    burst=(sums.get(f.pk) or {}).get("b") or 0,
+                    in_use=sum(in_use(flavor=f, scheduler=f.cluster.scheduler, quota_status=status)
+                               for status in statuses[f.cluster_id]))
         for f in flavors
     ]
 
 
-def flavor_usage_now() -> dict[tuple[int, str], int]:
-    """GPU units in use per (cluster, resource), from the ResourceQuota status recorded by the last reconcile."""
-    totals: dict[tuple[int, str], int] = defaultdict(int)
-    for cluster_id, usage in TeamNamespace.objects.exclude(usage={}).values_list("cluster_id", "usage"):
-        for resource, value in (usage or {}).items():
-            totals[(cluster_id, resource)] += int(value)
-    return totals
+def in_use(*, flavor: GpuFlavor, scheduler: str, quota_status: dict) -> int:
+    """Units of a flavor a team uses now, as its cluster reports: Kueue counts per flavor (ClusterQueue
+    `flavorsUsage`); otherwise the ResourceQuota's `used` per resource, else Volcano's Queue `allocated`."""
+    if scheduler == Scheduler.KUEUE and "flavors" in quota_status:
+        return (quota_status["flavors"].get(flavor.name) or {}).get(flavor.resource_name, 0)
+    for source in ("used", "allocated"):  # a quota controller that has not counted yet reports no key
+        if flavor.resource_name in (quota_status.get(source) or {}):
+            return quota_status[source][flavor.resource_name]
+    return 0
+
+
+@dataclass
+class HeldQuota:
+    """One quota of a team with what its cluster says about it."""
+
+    quota: Quota
+    in_use: int
+    not_applied: str  # why the cluster does not hold what the database does; empty when it does
+
+    @property
+    def guaranteed_pct(self) -> int:
+        return round(100 * self.quota.guaranteed / max(self.quota.limit, 1))
+
+    @property
+    def use_pct(self) -> int:
+        return min(100, round(100 * self.in_use / max(self.quota.limit, 1)))
+
+
+def _not_applied(namespace: TeamNamespace | None, resource: str, expected: int) -> str:
+    if namespace is None:
+        return "The team has no namespace in this cluster."
+    if namespace.sync_state == SyncState.REJECTED:
+        return f"Rejected by the cluster: {namespace.sync_message}"
+    if namespace.sync_state == SyncState.RETRYING:
+        return f"Not applied yet (retrying): {namespace.sync_message}"
+    if namespace.sync_state == SyncState.PENDING:
+        return "Being applied to the cluster."
+    enforced = (namespace.quota_status.get("hard") or {}).get(resource)
+    if enforced is not None and enforced != expected:
+        return (f"The cluster's ResourceQuota enforces {enforced} {resource}, not the {expected} the portal holds "
+                "(a newer change not counted yet, or an edit made in the cluster).")
+    return ""
+
+
+def team_held_quotas(*, team: Team) -> list[HeldQuota]:
+    """The team's quotas with "in use" and "not applied" from what each cluster last reported."""
+    quotas = list(team_quotas(team=team))
+    namespaces = {ns.cluster_id: ns for ns in TeamNamespace.objects.filter(team=team, deleted_at__isnull=True)}
+    expected: dict[tuple[int, str], int] = defaultdict(int)
+    for quota in quotas:
+        expected[(quota.flavor.cluster_id, quota.flavor.resource_name)] += quota.limit
+    held = []
+    for quota in quotas:
+        flavor = quota.flavor
+        namespace = namespaces.get(flavor.cluster_id)
+        status = namespace.quota_status if namespace else {}
+        held.append(HeldQuota(
+            quota=quota,
+            in_use=in_use(flavor=flavor, scheduler=flavor.cluster.scheduler, quota_status=status),
+            not_applied=_not_applied(namespace, flavor.resource_name,
+                                     expected[(flavor.cluster_id, flavor.resource_name)]),
+        ))
+    return held
 
 
 @dataclass

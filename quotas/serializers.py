@@ -18,7 +18,11 @@ class QuotaSerializer(serializers.Serializer):
     guaranteed_units = serializers.IntegerField(source="guaranteed")
     burst_units = serializers.IntegerField(source="burst")
     limit_units = serializers.IntegerField(source="limit")
-    in_use_units = serializers.IntegerField(help_text="In use now, as the cluster's ResourceQuota last reported.")
+    in_use_units = serializers.IntegerField(help_text="In use now, as the cluster last reported (Kueue: the "
+                                                      "ClusterQueue's use of this flavor; else the ResourceQuota's).")
+    not_applied = serializers.CharField(help_text="Why the cluster does not hold this quota as the portal does "
+                                                  "(rejected, retrying, being applied, or enforcing other "
+                                                  "limits); empty when it does.")
     cpu_cores = serializers.IntegerField()
     memory_gib = serializers.IntegerField()
     storage_gib = serializers.IntegerField()

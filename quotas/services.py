@@ -19,7 +19,7 @@ from tenants.models import GpuFlavor, Membership, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_role
 from tenants.services import audit_record, notify_users, team_namespaces_touch
 
-from . import selectors
+from . import capacity, selectors
 from .choices import RequestState
 from .models import MAX_UNITS, Quota, QuotaRequest
 
@@ -66,9 +66,13 @@ def _check_fits_flavor(flavor: GpuFlavor, guaranteed: int, burst: int) -> None:
 
 @transaction.atomic
 def quota_request_withdraw(*, actor, request: QuotaRequest, source_ip: str | None = None) -> QuotaRequest:
-    request = QuotaRequest.objects.select_for_update().get(pk=request.pk)
-    if request.requested_by_id != actor.pk and team_role(user=actor, team=request.team) != Role.ADMIN:
-        raise PermissionDenied("Only the requester or a team admin can withdraw a request.")
+    request = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team").get(pk=request.pk)
+    # The role is read now, not when the request was made: a requester since demoted to viewer (or removed)
+    # no longer acts for the team.
+    role = team_role(user=actor, team=request.team)
+    if not (role == Role.ADMIN or (role == Role.MEMBER and request.requested_by_id == actor.pk)):
+        raise PermissionDenied("Only the requester, while a member of the team, or a team admin can withdraw "
+                               "a request.")
     if request.state != RequestState.PENDING:
         raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
     request.state = RequestState.WITHDRAWN
@@ -80,9 +84,10 @@ def quota_request_withdraw(*, actor, request: QuotaRequest, source_ip: str | Non
 
 def _lock_for_decision(request: QuotaRequest) -> tuple[GpuFlavor, QuotaRequest]:
     # Fixed lock order: flavor, then quotas of that flavor, then the request.
-    flavor = GpuFlavor.objects.select_for_update().select_related("cluster").get(pk=request.flavor_id)
+    (flavor,) = capacity.lock_flavors([request.flavor_id])
     list(Quota.objects.select_for_update().filter(flavor=flavor).order_by("pk").values_list("pk", flat=True))
-    request = QuotaRequest.objects.select_for_update().select_related("team", "requested_by").get(pk=request.pk)
+    request = (QuotaRequest.objects.select_for_update(of=("self",)).select_related("team", "requested_by")
+               .get(pk=request.pk))
     if request.state != RequestState.PENDING:
         raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
     return flavor, request
@@ -120,6 +125,8 @@ def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guara
     if request.ends_at:
         if quota.expires_at is None:  # keep what an earlier, still running time box reverts to
             quota.revert_guaranteed, quota.revert_burst = quota.guaranteed, quota.burst
+            quota.revert_cpu_cores, quota.revert_memory_gib = quota.cpu_cores, quota.memory_gib
+            quota.revert_storage_gib = quota.storage_gib
         quota.expires_at, quota.expiry_notice_sent_at = request.ends_at, None
     else:
         quota.expires_at = None
@@ -164,7 +171,7 @@ def quota_set(*, actor, team: Team, flavor: GpuFlavor, guaranteed: int, burst: i
               memory_gib: int = 0, storage_gib: int = 0, source_ip: str | None = None) -> Quota:
     """A platform admin sets a quota directly (seeding, corrections); the same capacity rule applies."""
     _require_platform_admin(actor)
-    flavor = GpuFlavor.objects.select_for_update().select_related("cluster").get(pk=flavor.pk)
+    (flavor,) = capacity.lock_flavors([flavor.pk])
     effect = selectors.impact(flavor=flavor, team=team, guaranteed=guaranteed, burst=burst)
     if not effect.fits:
         raise ValidationError(f"{effect.guaranteed_after} guaranteed exceeds the {effect.allowed} allowed.")
@@ -187,19 +194,8 @@ def quota_expire_due() -> int:
     reverted = 0
     for quota in selectors.expiring_quotas(before=now):
         with transaction.atomic():
-            locked = Quota.objects.select_for_update().filter(pk=quota.pk, expires_at__lte=now).first()
-            if locked is None:
-                continue
-            before = _amounts(locked)
-            locked.guaranteed, locked.burst = locked.revert_guaranteed, locked.revert_burst
-            locked.expires_at = locked.expiry_notice_sent_at = None
-            locked.save()
-            audit_record(actor=None, action="quota.expire", obj=locked, team=quota.team, before=before,
-                         after=_amounts(locked))
-            _touch_cluster_of(quota.team, quota.flavor)
-            notify_users(users=_team_admins(quota.team), subject=f"Time-boxed {quota.flavor.name} grant ended",
-                         body=f"{quota.team.slug} now holds {locked.guaranteed}+{locked.burst} {quota.flavor.name}.")
-            reverted += 1
+            if _quota_revert(quota_id=quota.pk, now=now):
+                reverted += 1
     notice = timedelta(days=settings.QUOTA_EXPIRY_NOTICE_DAYS)
     for quota in selectors.expiry_notices_due(now=now, notice=notice):
         with transaction.atomic():
@@ -212,6 +208,42 @@ def quota_expire_due() -> int:
                           "Ask to renew from the team's quota page."),
                 )
     return reverted
+
+
+def _quota_revert(*, quota_id: int, now) -> bool:
+    """The whole previous grant comes back (GPUs, CPU, memory, storage), as far as the flavor's capacity allows:
+    the flavor is locked first, as every capacity-changing write does."""
+    quota = Quota.objects.select_related("flavor").filter(pk=quota_id).first()
+    if quota is None:
+        return False
+    capacity.lock_flavors([quota.flavor_id])
+    locked = (Quota.objects.select_for_update(of=("self",)).select_related("team", "flavor__cluster")
+              .filter(pk=quota_id, expires_at__lte=now).first())
+    if locked is None:
+        return False
+    before = _amounts(locked)
+    wanted = locked.revert_guaranteed
+    restored = capacity.units_after_revert(quota=locked, guaranteed=wanted)
+    locked.guaranteed, locked.burst = restored, locked.revert_burst
+    for name in ("cpu_cores", "memory_gib", "storage_gib"):
+        previous = getattr(locked, f"revert_{name}")
+        if previous is not None:
+            setattr(locked, name, previous)
+    locked.expires_at = locked.expiry_notice_sent_at = None
+    locked.revert_cpu_cores = locked.revert_memory_gib = locked.revert_storage_gib = None
+    locked.save()
+    flavor = locked.flavor
+    short = ""
+    if restored < wanted:
+        short = (f" Only {restored} of the {wanted} guaranteed units came back: the rest would over-commit "
+                 f"{flavor.name} (capacity {flavor.capacity} × overcommit {flavor.cluster.overcommit:g}). "
+                 "Ask for them again from the team's quota page.")
+    audit_record(actor=None, action="quota.expire", obj=locked, team=locked.team, before=before,
+                 after={**_amounts(locked), **({"not_restored": wanted - restored} if short else {})})
+    _touch_cluster_of(locked.team, flavor)
+    notify_users(users=_team_admins(locked.team), subject=f"Time-boxed {flavor.name} grant ended",
+                 body=f"{locked.team.slug} now holds {locked.guaranteed}+{locked.burst} {flavor.name}.{short}")
+    return True
 
 
 def _team_admins(team: Team):

@@ -21,12 +21,7 @@ from .forms import ApproveForm, GpuFlavorForm, PriorityTierForm, QuotaRequestFor
 def team_quota(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
     role = tenant_selectors.team_role(user=request.user, team=team)
-    rows = []
-    for quota in selectors.with_units_in_use(team=team, quotas=selectors.team_quotas(team=team)):
-        in_use = quota.in_use_units
-        limit = max(quota.limit, 1)
-        rows.append({"quota": quota, "in_use": in_use, "guaranteed_pct": round(100 * quota.guaranteed / limit),
-                     "use_pct": min(100, round(100 * in_use / limit))})
+    rows = selectors.team_held_quotas(team=team)
     return render(request, "quotas/team_quota.html", {
         "team": team,
         "rows": rows,

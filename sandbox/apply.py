@@ -56,7 +56,7 @@ class ServerSideApply:
             new = self._prepare_update(rt, old, merged, subresource, keep_managed=False)
             if status_only:
                 new["metadata"]["managedFields"] = merged["metadata"]["managedFields"]
-            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, warnings, subresource)
             return self._out(rt, result, version), False
 
     @staticmethod

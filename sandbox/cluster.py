@@ -68,6 +68,7 @@ class Sandbox:
         for name in DEFAULT_NAMESPACES:
             if name not in existing:
                 self.store.create(self.registry.by_key[("", "Namespace")], {"metadata": {"name": name}})
+        self.store.admission.install_defaults()
         self._stats.reset()
         self._server = ApiServer((self._host, self._port), Api(self.store, self.faults, self._stats,
                                                                 self.simulator))

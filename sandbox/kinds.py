@@ -25,10 +25,11 @@ class ResourceType:
     versions: tuple[str, ...]  # served versions, preferred first
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()  # "status", "log"
-    name_rule: str = "subdomain"  # "subdomain" | "label" | "path"
+    name_rule: str = "subdomain"  # "subdomain" | "label" | "dns1035" | "path"
     crd_schemas: dict = field(default_factory=dict)  # version -> openAPIV3Schema, only for custom kinds
     categories: tuple[str, ...] = ()
     builtin: bool = True  # False for custom kinds
+    printer_columns: dict = field(default_factory=dict)  # version -> additionalPrinterColumns (custom kinds)
 
     @property
     def singular(self) -> str:
@@ -37,6 +38,15 @@ class ResourceType:
     @property
     def key(self) -> tuple[str, str]:
         return (self.group, self.kind)
+
+    @property
+    def has_generation(self) -> bool:
+        """Custom resources and the built-in kinds whose registry strategy sets metadata.generation."""
+        return not self.builtin or self.key in _GENERATION_KINDS or self.key in _CREATE_GENERATION_KINDS
+
+    @property
+    def bumps_generation(self) -> bool:
+        return self.has_generation and self.key not in _CREATE_GENERATION_KINDS
 
     @property
     def has_status(self) -> bool:
@@ -59,6 +69,13 @@ def _core(group, version, kind, plural, namespaced=True, short=(), sub=(), name_
 
 
 _ALL = ("all",)
+# pkg/registry/*/strategy.go PrepareForCreate: the kinds with a spec the controllers observe set a generation;
+# ConfigMaps, Secrets, Namespaces, Services, quotas, RBAC and the like have none.
+_GENERATION_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job"),
+                     ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"),
+                     ("apiextensions.k8s.io", "CustomResourceDefinition")}
+# PriorityClass's strategy sets generation 1 on create and never bumps it (its value is immutable anyway).
+_CREATE_GENERATION_KINDS = {("scheduling.k8s.io", "PriorityClass")}
 CORE_KINDS = (
     _core("", "v1", "Namespace", "namespaces", False, ["ns"], ["status"], "label"),
     _core("", "v1", "ResourceQuota", "resourcequotas", short=["quota"], sub=["status"]),
@@ -66,7 +83,7 @@ CORE_KINDS = (
     _core("", "v1", "ServiceAccount", "serviceaccounts", short=["sa"]),
     _core("", "v1", "ConfigMap", "configmaps", short=["cm"]),
     _core("", "v1", "Secret", "secrets"),
-    _core("", "v1", "Service", "services", short=["svc"], sub=["status"], name_rule="label", categories=_ALL),
+    _core("", "v1", "Service", "services", short=["svc"], sub=["status"], name_rule="dns1035", categories=_ALL),
     _core("", "v1", "Pod", "pods", short=["po"], sub=["status", "log"], categories=_ALL),
     _core("", "v1", "Event", "events", short=["ev"]),
     _core("", "v1", "Node", "nodes", False, ["no"], ["status"]),
@@ -134,7 +151,8 @@ def resource_type_from_crd(crd: dict) -> ResourceType:
     has_status = any("status" in (v.get("subresources") or {}) for v in served)
     return ResourceType(spec["group"], names["kind"], names["plural"], spec.get("scope") == "Namespaced",
                         tuple(versions), tuple(names.get("shortNames") or ()), ("status",) if has_status else (),
-                        crd_schemas=schemas, categories=tuple(names.get("categories") or ()), builtin=False)
+                        crd_schemas=schemas, categories=tuple(names.get("categories") or ()), builtin=False,
+                        printer_columns={v["name"]: v.get("additionalPrinterColumns") or [] for v in served})
 
 
 _crd_cache: dict[tuple, list[ResourceType]] = {}

@@ -1,4 +1,5 @@
-"""Patch formats (JSON merge, strategic merge, JSON patch) and the field bookkeeping of server-side apply.
+"""Patch formats (JSON merge, JSON patch; strategic merge is `sandbox.strategic`) and the field bookkeeping of
+server-side apply.
 
 Server-side apply here treats maps granularly and lists atomically (a list is one field, owned as a whole),
 which is what a real server does for lists without merge keys; lists with merge keys (containers, ports...)
@@ -27,13 +28,6 @@ def merge_patch(target, patch):
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
-
-
-def strategic_merge_patch(target, patch):
-    """Merge semantics; strategic directives (`$patch`, `$setElementOrder/...`, `$retainKeys`) are dropped."""
-    if isinstance(patch, dict):
-        patch = {k: v for k, v in patch.items() if not k.startswith("$")}
-    return merge_patch(target, patch)
 
 
 def _pointer(path: str) -> list[str]:

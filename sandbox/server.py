@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors
+from . import errors, openapi, tables
 from .errors import ApiError
 from .faults import FIELDS, Faults
 from .request import Request, Stats
@@ -121,6 +121,8 @@ class Api:
             return send(h, 200, "ok", "text/plain")
         if path == "/version":
             return send(h, 200, VERSION_INFO)
+        if path.startswith("/openapi/"):
+            return self._openapi(h, path)
         if path == "/api":
             return send(h, 200, registry.api_versions())
         if path == "/apis":
@@ -137,6 +139,21 @@ class Api:
             raise errors.path_not_found()
         send(h, 200, doc)
 
+    def _openapi(self, h, path: str) -> None:
+        if path == "/openapi/v2":
+            return send(h, 200, openapi.v2_document(self.registry))
+        if path == "/openapi/v3":
+            return send(h, 200, openapi.v3_index(self.registry))
+        parts = path.split("/")[3:]
+        doc = None
+        if len(parts) == 2 and parts[0] == "api":
+            doc = openapi.v3_document(self.registry, "", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            doc = openapi.v3_document(self.registry, parts[1], parts[2])
+        if doc is None:
+            raise errors.path_not_found()
+        send(h, 200, doc)
+
     # Resource requests -----------------------------------------------------------------------------------------
 
     def _serve(self, h, req: Request) -> None:
@@ -145,10 +162,14 @@ class Api:
         warnings: list[str] = []
         writing = {**options, "dry_run": req.dry_run, "strict": req.field_validation == "Strict",
                    "warnings": warnings}
+        as_table = tables.wants_table(req.headers.get("Accept"))
         if req.verb == "get":
             if req.subresource == "log":
                 return send(h, 200, store.get_log(req.namespace, req.name), "text/plain")
-            return send(h, 200, store.get(rt, req.namespace, req.name, **options))
+            obj = store.get(rt, req.namespace, req.name, **options)
+            if as_table:
+                return send(h, 200, self._table(req, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}))
+            return send(h, 200, obj)
         if req.verb in ("list", "watch"):
             matcher = combine(label_selector(req.param("labelSelector")), field_selector(req.param("fieldSelector")))
             if req.verb == "watch":
@@ -156,8 +177,10 @@ class Api:
                     matcher = combine(matcher, field_selector(f"metadata.name={req.name}"))
                 return self._watch(h, req, matcher)
             limit = int(req.param("limit") or 0) or None
-            return send(h, 200, store.list(rt, req.namespace, matcher, limit=limit,
-                                           continue_=req.param("continue"), **options))
+            listing = store.list(rt, req.namespace, matcher, limit=limit, continue_=req.param("continue"), **options)
+            if as_table:
+                return send(h, 200, self._table(req, listing["items"], listing["metadata"]))
+            return send(h, 200, listing)
         if req.verb == "create":
             if rt.namespaced and not req.namespace:
                 raise errors.method_not_allowed(rt.plural, req.group)
@@ -199,6 +222,10 @@ class Api:
         send(h, 200, store.delete_collection(rt, req.namespace, matcher, dry_run=dry_run, **options))
 
     @staticmethod
+    def _table(req: Request, items: list[dict], meta: dict, headers: bool = True) -> dict:
+        return tables.table(req.rt, req.version, items, meta, req.param("includeObject") or "Metadata", headers)
+
+    @staticmethod
     def _object_body(req: Request) -> dict:
         obj = req.json_body()
         if not isinstance(obj, dict):
@@ -231,11 +258,17 @@ class Api:
         h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                       b"Cache-Control: no-cache, private\r\n\r\n")
         store, rt, namespace = self.store, req.rt, req.namespace
+        as_table, first = tables.wants_table(req.headers.get("Accept")), True
         try:
             events, last = store.watch_start(rt, since, matcher, namespace)
             while True:
                 for _, event_type, obj in events:
-                    write_chunk(h, {"type": event_type, "object": store.render(rt, obj, req.version)})
+                    rendered = store.render(rt, obj, req.version)
+                    if as_table:  # each event carries a one-row Table, the first with the column definitions
+                        rendered = self._table(req, [rendered], {"resourceVersion": obj["metadata"]
+                                                                 ["resourceVersion"]}, headers=first)
+                        first = False
+                    write_chunk(h, {"type": event_type, "object": rendered})
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.stopping.is_set() or _client_gone(h.connection):
                     break

@@ -19,11 +19,13 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from . import errors
+from . import errors, strategic
+from .admission import Admission
 from .apply import ServerSideApply
+from .delete import Deletion
 from .errors import ApiError
 from .kinds import Registry, ResourceType
-from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from .patch import PatchError, json_patch, merge_patch
 from .selectors import Matcher
 from .validation import Validator
 from .values import clone, now
@@ -51,7 +53,7 @@ def _without_rv(obj: dict) -> dict:
     return {**obj, "metadata": meta}
 
 
-class Store(ServerSideApply, Watches):
+class Store(ServerSideApply, Deletion, Watches):
     def __init__(self, registry: Registry, validator: Validator | None = None, history: int = 1000):
         self.registry = registry
         self.validator = validator or Validator(registry=registry)
@@ -65,6 +67,7 @@ class Store(ServerSideApply, Watches):
         self._subscribers: list[Callable] = []
         self._logs: dict[tuple[str, str], str] = {}
         self.writes = 0
+        self.admission = Admission(self)
 
     # Plumbing --------------------------------------------------------------------------------------------------
 
@@ -91,6 +94,7 @@ class Store(ServerSideApply, Watches):
         meta = obj["metadata"]
         slot = self._objects.setdefault(rt.key, {})
         namespace = meta.get("namespace", "")
+        previous = slot.get(namespace, {}).get(meta["name"]) if event_type == MODIFIED else None
         if event_type == DELETED:
             names = slot.get(namespace, {})
             names.pop(meta["name"], None)
@@ -103,7 +107,8 @@ class Store(ServerSideApply, Watches):
         history = self._history.setdefault(rt.key, deque(maxlen=self._history_size))
         if len(history) == self._history_size:
             self._floor[rt.key] = history[0][0]
-        history.append((self._rv, event_type, obj))
+        history.append((self._rv, event_type, obj, previous))
+        self.admission.after_commit(event_type, rt, obj)
         for callback in list(self._subscribers):
             callback(event_type, rt, clone(obj))
         self._changed.notify_all()
@@ -213,7 +218,9 @@ class Store(ServerSideApply, Watches):
 
     def _create_locked(self, rt, obj, version, dry_run, strict, warnings) -> dict:
         meta = obj["metadata"]
+        self.admission.mutate("CREATE", rt, obj, None, None)
         warnings.extend(self.validator.check(rt, version or rt.versions[0], obj, strict=strict))
+        self.admission.validate("CREATE", rt, obj, None, None)
         namespace = meta.get("namespace")
         if rt.namespaced:
             ns = self._stored(self.registry.by_key[_NAMESPACE_KEY], None, namespace)
@@ -227,7 +234,8 @@ class Store(ServerSideApply, Watches):
             raise errors.already_exists(rt.plural, rt.group, meta["name"])
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if rt.has_generation:
+            meta["generation"] = 1
         if dry_run:
             return obj
         self.writes += 1
@@ -266,10 +274,13 @@ class Store(ServerSideApply, Watches):
         self._defaults(rt, result, creating=False)
         return result
 
-    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings) -> dict:
-        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False))
+    def _finish_update(self, rt, version, old, new, dry_run, strict, warnings, subresource=None) -> dict:
+        self.admission.mutate("UPDATE", rt, new, old, subresource)
+        warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False,
+                                             old=old))
+        self.admission.validate("UPDATE", rt, new, old, subresource)
         meta = new["metadata"]
-        if _spec_changed(old, new):
+        if rt.bumps_generation and _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _without_rv(new) == _without_rv(old):
@@ -294,7 +305,8 @@ class Store(ServerSideApply, Watches):
             if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
             new = self._prepare_update(rt, old, obj, subresource)
-            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
+                                         subresource)
             return self._out(rt, result, version)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, body, patch_type: str, *,
@@ -307,8 +319,10 @@ class Store(ServerSideApply, Watches):
             try:
                 if patch_type == "json":
                     patched = json_patch(current, body)
+                elif isinstance(body, dict) and patch_type == "strategic":
+                    patched = self._strategic(rt, version, current, body)
                 elif isinstance(body, dict):
-                    patched = (strategic_merge_patch if patch_type == "strategic" else merge_patch)(current, body)
+                    patched = merge_patch(current, body)
                 else:
                     raise PatchError("a merge patch must be a JSON object")
             except PatchError as exc:
@@ -321,72 +335,18 @@ class Store(ServerSideApply, Watches):
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE)
             new = self._prepare_update(rt, old, patched, subresource)
-            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings)
+            result = self._finish_update(rt, version, old, new, dry_run, strict, [] if warnings is None else warnings,
+                                         subresource)
             return self._out(rt, result, version)
 
-    # Deletes ---------------------------------------------------------------------------------------------------
-
-    def _remove_locked(self, rt: ResourceType, obj: dict) -> dict:
-        if rt.key == _NAMESPACE_KEY:
-            name = obj["metadata"]["name"]
-            for key, slot in list(self._objects.items()):
-                child_rt = self.registry.by_key.get(key)
-                for child in list(slot.get(name, {}).values()):
-                    if child_rt is not None:
-                        self._commit(child_rt, DELETED, clone(child))
-        return self._commit(rt, DELETED, clone(obj))
-
-    def delete(self, rt: ResourceType, namespace: str | None, name: str, *, version: str | None = None,
-               dry_run: bool = False, preconditions: dict | None = None) -> dict:
-        with self._lock:
-            old = self._require(rt, namespace, name)
-            self._check_preconditions(rt, old, preconditions or {})
-            return self._out(rt, self._delete_locked(rt, old, dry_run), version)
-
-    def _check_preconditions(self, rt, old, preconditions) -> None:
-        for field in ("uid", "resourceVersion"):
-            wanted = preconditions.get(field)
-            if wanted and wanted != old["metadata"].get(field):
-                label = "UID" if field == "uid" else "ResourceVersion"
-                raise errors.conflict(rt.plural, rt.group, old["metadata"]["name"],
-                                      f"Precondition failed: {label} in precondition: {wanted}, {label} in object "
-                                      f"meta: {old['metadata'].get(field)}")
-
-    def _delete_locked(self, rt, old, dry_run) -> dict:
-        meta = old["metadata"]
-        if meta.get("finalizers"):
-            if meta.get("deletionTimestamp"):
-                return old
-            new = clone(old)
-            new["metadata"]["deletionTimestamp"] = now()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            if rt.key == _NAMESPACE_KEY:
-                new["status"] = {"phase": "Terminating"}
-            if dry_run:
-                return new
-            self.writes += 1
-            return self._commit(rt, MODIFIED, new)
-        if dry_run:
-            return old
-        self.writes += 1
-        deleted = clone(old)
-        if rt.key == _NAMESPACE_KEY:
-            deleted["metadata"]["deletionTimestamp"] = now()
-            deleted["status"] = {"phase": "Terminating"}
-        return self._remove_locked(rt, deleted)
-
-    def delete_collection(self, rt: ResourceType, namespace: str | None = None, matcher: Matcher | None = None, *,
-                          version: str | None = None, dry_run: bool = False) -> dict:
-        with self._lock:
-            listing = self.list(rt, namespace, matcher, version=version)
-            writes = self.writes
-            items = [self._out(rt, self._delete_locked(rt, self._require(rt, o["metadata"].get("namespace"),
-                                                                         o["metadata"]["name"]), dry_run), version)
-                     for o in listing["items"]]
-            self.writes = min(self.writes, writes + 1)  # one request, one write
-            listing["items"] = items
-            listing["metadata"]["resourceVersion"] = str(self._rv)
-            return listing
+    def _strategic(self, rt, version, current: dict, body: dict) -> dict:
+        """Strategic merge needs the Go types' patch tags: built-in kinds only, as on a real server."""
+        if not rt.builtin:
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                         "media types include: application/json-patch+json, "
+                                                         "application/merge-patch+json, application/apply-patch+yaml")
+        validator = self.validator.schema_validator(rt, version or rt.versions[0])
+        return strategic.merge(current, body, validator.schema if validator is not None else None)
 
     # Pod logs --------------------------------------------------------------------------------------------------
 

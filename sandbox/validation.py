@@ -1,9 +1,10 @@
-"""Validation of objects as kube-apiserver does it, minus admission webhooks and CEL.
+"""Validation of objects as kube-apiserver does it (admission is `sandbox.admission`'s).
 
 - Core kinds: the Kubernetes OpenAPI schemas shipped in `kubernetes-validate` (the newest version it has),
   loaded once per process; one compiled jsonschema validator per kind.
-- Custom kinds: each CRD version's `openAPIV3Schema` converted once to JSON Schema. `x-kubernetes-validations`
-  (CEL rules) are NOT evaluated, and `format` is not asserted.
+- Custom kinds: each CRD version's `openAPIV3Schema` converted once to JSON Schema; its defaults are applied first
+  and its CEL rules (`x-kubernetes-validations`) evaluated after (`sandbox.structural`). `format` is not asserted.
+- Patterns are RE2 (Go's regexp), for both.
 - Both: unknown fields are pruned with a warning (the API server's default `fieldValidation=Warn`), or rejected
   with `fieldValidation=Strict` (400 BadRequest, "strict decoding error", as kube-apiserver answers).
 - Names (DNS-1123 subdomain or label, or a path segment for RBAC kinds) and resource quantities.
@@ -21,9 +22,11 @@ from pathlib import Path
 
 import jsonschema
 
+from .admission.fields import is_dns1035_label
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
 from .quantity import parse_quantity
+from .structural import apply_defaults, cel_causes, has_keyword, re2_search
 
 _SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -46,6 +49,8 @@ def _render(value) -> str:
 def name_causes(name: str | None, rule: str, field: str = "metadata.name") -> list[dict]:
     if not name:
         return [_cause(field, "Required value: name or generateName is required", "FieldValueRequired")]
+    if rule == "dns1035":  # ValidateServiceName (pkg/apis/core/validation/validation.go)
+        return [_cause(field, f'Invalid value: "{name}": {m}') for m in is_dns1035_label(name)]
     if rule == "path":
         if name in (".", "..") or "/" in name or "%" in name:
             return [_cause(field, f'Invalid value: "{name}": may not contain \'/\' or \'%\', or be \'.\' or \'..\'')]
@@ -131,8 +136,13 @@ def _list_map_keys(validator, keys, instance, schema):
             seen.add(key)
 
 
+def _re2_pattern(validator, pattern, instance, schema):
+    if isinstance(instance, str) and not re2_search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 _SchemaValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, {"x-list-map-keys": _list_map_keys})
+    jsonschema.Draft202012Validator, {"x-list-map-keys": _list_map_keys, "pattern": _re2_pattern})
 
 
 def _schema_dir() -> Path:
@@ -243,6 +253,18 @@ def convert_crd_schema(node: dict, *, top: bool = False) -> dict:
     return out
 
 
+_schema_flags: dict[int, tuple] = {}
+
+
+def _flags(schema: dict) -> tuple[bool, bool]:
+    """(has defaults, has CEL rules) of a CRD schema, worked out once."""
+    flags = _schema_flags.get(id(schema))
+    if flags is None:
+        flags = _schema_flags[id(schema)] = (has_keyword(schema, "default"),
+                                             has_keyword(schema, "x-kubernetes-validations"), schema)
+    return flags[:2]
+
+
 def _crd_validator(rt: ResourceType, version: str):
     key = ("crd", id(rt), version)
     with _validators_lock:
@@ -333,9 +355,13 @@ class Validator:
     def schema_validator(self, rt: ResourceType, version: str):
         return _core_validator(rt, version) if rt.builtin else _crd_validator(rt, version)
 
-    def problems(self, rt: ResourceType, version: str, obj: dict, *, check_name: bool = True):
-        """(unknown-field errors, causes) for `obj`, without deciding what they mean."""
+    def problems(self, rt: ResourceType, version: str, obj: dict, *, check_name: bool = True, old: dict | None = None):
+        """(unknown-field errors, causes) for `obj`, without deciding what they mean; a custom kind's schema
+        defaults are applied to `obj` first, and its CEL rules see `old` (the object before an update)."""
         meta = obj.get("metadata") or {}
+        schema = None if rt.builtin else rt.crd_schemas.get(version)
+        if schema is not None and _flags(schema)[0]:
+            apply_defaults(schema, obj)
         causes = name_causes(meta.get("name"), rt.name_rule) if check_name else []
         unknown = []
         validator = self.schema_validator(rt, version)
@@ -346,14 +372,17 @@ class Validator:
                 else:
                     causes.append(_error_cause(error))
         causes.extend(quantity_causes(obj))
+        if schema is not None and _flags(schema)[1] and not causes:
+            causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
         return unknown, causes
 
-    def check(self, rt: ResourceType, version: str, obj: dict, *, strict: bool, check_name: bool = True) -> list[str]:
+    def check(self, rt: ResourceType, version: str, obj: dict, *, strict: bool, check_name: bool = True,
+              old: dict | None = None) -> list[str]:
         """Raise ApiError (422 Invalid, or 400 for strict unknown fields) or return warnings.
 
         Without strict, unknown fields are removed from `obj` in place (pruning) and reported as warnings.
         """
-        unknown, causes = self.problems(rt, version, obj, check_name=check_name)
+        unknown, causes = self.problems(rt, version, obj, check_name=check_name, old=old)
         unknown_paths = [path for error in unknown for path in _unknown_paths(error)]
         if strict and unknown_paths:
             raise ApiError(400, "BadRequest", _strict_message(rt, version, unknown_paths))
@@ -375,6 +404,7 @@ class Validator:
         problems = []
         if not rt.namespaced and (obj.get("metadata") or {}).get("namespace"):
             problems.append(f"metadata.namespace: Forbidden: {kind} is cluster-scoped")
+        obj = json.loads(json.dumps(obj))  # schema defaults are applied to the copy, never the caller's manifest
         unknown, causes = self.problems(rt, api_version.rpartition("/")[2], obj)
         unknown_paths = [path for error in unknown for path in _unknown_paths(error)]
         if strict and unknown_paths:

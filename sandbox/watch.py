@@ -37,14 +37,23 @@ class Watches:
                 raise Gone(f"too old resource version: {since} ({self._floor[rt.key] + 1})")
             history = self._history.get(rt.key, ())
             out = []
-            for event in reversed(history):
-                if event[0] <= since:
+            for rv, event_type, obj, previous in reversed(history):
+                if rv <= since:
                     break
-                obj = event[2]
                 if namespace and obj["metadata"].get("namespace") != namespace:
                     continue
-                if matcher is None or matcher(obj):
-                    out.append(event)
+                if matcher is None:
+                    out.append((rv, event_type, obj))
+                    continue
+                now = matcher(obj)
+                if event_type == MODIFIED and previous is not None:
+                    # An object entering the selector is ADDED for this watcher, one leaving it DELETED.
+                    before = matcher(previous)
+                    if now != before:
+                        event_type = ADDED if now else DELETED
+                        now = True
+                if now:
+                    out.append((rv, event_type, obj))
             out.reverse()
             return out, self._rv
 

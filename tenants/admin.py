@@ -1,12 +1,13 @@
 """Django admin for tenancy: read-mostly. Saves and actions go through services, so they are validated,
 audited and reconciled exactly like the same change made from a portal page."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from portal.http import source_ip
 
-from . import services
+from . import checks, services
 from .choices import TeamState
 from .models import AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 
@@ -62,8 +63,26 @@ class SyncStateMixin:
         return obj.sync_message[:120]
 
 
+class ClusterAdminForm(forms.ModelForm):
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and data.get("overcommit") is not None:
+            checks.capacity_checks_run("cluster", cluster=self.instance, overcommit=data["overcommit"])
+        return data
+
+
+class GpuFlavorAdminForm(forms.ModelForm):
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and data.get("cluster") and data.get("capacity") is not None:
+            checks.capacity_checks_run("flavor", flavor=self.instance, capacity=data["capacity"],
+                                         overcommit=data["cluster"].overcommit)
+        return data
+
+
 @admin.register(Cluster)
 class ClusterAdmin(AuditedDeleteMixin, SyncStateMixin, admin.ModelAdmin):
+    form = ClusterAdminForm
     list_display = ("name", "display_name", "scheduler", "connection", "active", "sync", "message")
     list_filter = ("scheduler", "connection", "active")
     search_fields = ("name", "display_name", "server", "context")
@@ -80,6 +99,7 @@ class ClusterAdmin(AuditedDeleteMixin, SyncStateMixin, admin.ModelAdmin):
 
 @admin.register(GpuFlavor)
 class GpuFlavorAdmin(AuditedDeleteMixin, admin.ModelAdmin):
+    form = GpuFlavorAdminForm
     list_display = ("name", "cluster", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
                     "gpu_fraction", "sharing")
     list_filter = ("cluster", "sharing", "resource_name")

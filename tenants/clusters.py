@@ -4,6 +4,7 @@ Each one nudges the reconcile of what its change affects."""
 from django.db import transaction
 
 from .audit import audit_record, snapshot
+from .checks import capacity_checks_run
 from .choices import TeamState
 from .models import Cluster, GpuFlavor, PriorityTier, Team, TeamNamespace
 from .nudges import clusters_touch, lease, team_namespaces_touch
@@ -34,6 +35,7 @@ def cluster_update(*, actor, cluster: Cluster, source_ip: str | None = None, **f
     for name, value in fields.items():
         setattr(cluster, name, value)
     cluster.full_clean()
+    capacity_checks_run("cluster", cluster=cluster, overcommit=cluster.overcommit)
     cluster.save()
     audit_record(actor=actor, action="cluster.update", obj=cluster, before=before,
                  after=snapshot(cluster, CLUSTER_FIELDS), source_ip=source_ip)
@@ -50,6 +52,7 @@ FLAVOR_FIELDS = ["cluster", "name", "resource_name", "gpu_model", "node_labels",
 def gpu_flavor_save(*, actor, flavor: GpuFlavor, source_ip: str | None = None) -> GpuFlavor:
     before = snapshot(GpuFlavor.objects.get(pk=flavor.pk), FLAVOR_FIELDS) if flavor.pk else None
     flavor.full_clean()
+    capacity_checks_run("flavor", flavor=flavor, capacity=flavor.capacity, overcommit=flavor.cluster.overcommit)
     flavor.save()
     audit_record(actor=actor, action="flavor.save", obj=flavor, before=before,
                  after=snapshot(flavor, FLAVOR_FIELDS), source_ip=source_ip)

@@ -255,6 +255,12 @@ class TeamNamespace(Reconciled):
     usage = models.JSONField(
         default=dict, blank=True, help_text="GPU units in use per resource, as the cluster's ResourceQuota reports."
     )
+    quota_status = models.JSONField(
+        default=dict, blank=True,
+        help_text="What the cluster reports for the team's quota objects: the ResourceQuota's enforced `hard` GPU "
+                  "limits and `used` units, and units in use per flavor (Kueue ClusterQueue) or per resource "
+                  "(Volcano Queue).",
+    )
 
     class Meta:
         ordering = ["team__slug", "cluster__name"]

@@ -15,6 +15,7 @@ from portal import desired
 
 from . import selectors
 from .audit import audit_record, snapshot
+from .checks import capacity_checks_run
 from .choices import Role, TeamState
 from .clusters import (  # noqa: F401 - re-exported: services is the entry point for writes
     CLUSTER_FIELDS,
@@ -88,6 +89,8 @@ def team_set_state(*, actor, team: Team, state: str, source_ip: str | None = Non
     if team.namespace_deletion_confirmed_at:
         raise ValidationError("The team's namespaces have been deleted; it stays archived.")
     before = team.state
+    if state == TeamState.ACTIVE:
+        capacity_checks_run("resume", team=team)
     team.state = state
     team.save(update_fields=["state"])
     audit_record(actor=actor, action=f"team.{state}", obj=team, team=team, before={"state": before},

@@ -7,6 +7,8 @@ from urllib.parse import urlencode
 
 import pytest
 import yaml
+from django.db.models import F
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
@@ -99,23 +101,29 @@ def test_clusters_and_flavors(world, api_as):
 
 
 def test_team_quotas_with_usage(world, api_as):
-    world.team.namespaces.update(usage={"nvidia.com/gpu": 6})
+    # What a reconcile records from an applied namespace whose ResourceQuota status the cluster reports.
+    world.team.namespaces.update(
+        usage={"nvidia.com/gpu": 6}, quota_status={"hard": {"nvidia.com/gpu": 12}, "used": {"nvidia.com/gpu": 6}},
+        observed_generation=F("generation"), conditions=[{"type": "Ready", "status": "True", "reason": "Applied"}])
     rows = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
     assert rows == [{"id": world.quota.pk, "team": "nlp", "cluster": "east", "flavor": "h100",
                      "flavor_id": world.flavor.pk, "resource_name": "nvidia.com/gpu", "guaranteed_units": 8,
-                     "burst_units": 4, "limit_units": 12, "in_use_units": 6, "cpu_cores": 32, "memory_gib": 256,
-                     "storage_gib": 0, "expires_at": None}]
+                     "burst_units": 4, "limit_units": 12, "in_use_units": 6, "not_applied": "", "cpu_cores": 32,
+                     "memory_gib": 256, "storage_gib": 0, "expires_at": None}]
+    world.team.namespaces.update(quota_status={"hard": {"nvidia.com/gpu": 8}, "used": {"nvidia.com/gpu": 6}})
+    (row,) = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
+    assert row["not_applied"].startswith("The cluster's ResourceQuota enforces 8 nvidia.com/gpu, not the 12")
     error(api_as(world.outsider).get(f"{V1}/teams/nlp/quotas/"), 404)
 
 
 @pytest.mark.parametrize("usage, in_use", [({"nvidia.com/gpu": 6}, 6), ({}, 0), ({"nvidia.com/mig-1g.10gb": 3}, 0)])
 def test_the_quota_page_and_the_api_read_in_use_units_from_one_selector(world, api_as, client, usage, in_use):
-    world.team.namespaces.update(usage=usage)
+    world.team.namespaces.update(quota_status={"used": usage})
     rows = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
     assert [r["in_use_units"] for r in rows] == [in_use]
     client.force_login(world.viewer)
     page = client.get("/teams/nlp/quota/")
-    assert [row["in_use"] for row in page.context["rows"]] == [in_use]
+    assert [row.in_use for row in page.context["rows"]] == [in_use]
     assert f"{in_use} in use" in page.content.decode()
 
 
@@ -226,6 +234,7 @@ def test_submit_ray_job(world, api_as):
     ({"name": "Bad_Name"}, "name"),
     ({"image": "not an image; rm -rf /"}, "image"),
     ({"env": {"1BAD": "x"}}, "env"),
+    ({"env": {"EPOCHS\n": "3"}}, "env"),  # `$` would match before the newline: names are matched whole
     ({"command": []}, "command"),
     ({"flavor": "tpu"}, "flavor"),
     ({"priority": "platinum"}, "priority"),
@@ -422,3 +431,27 @@ def test_the_job_page_and_the_api_show_the_same_yaml_without_anchors(world, api_
     client.force_login(world.viewer)
     page = client.get(f"/jobs/{world.job.pk}/").content.decode()
     assert escape(text) in page
+
+
+@pytest.mark.parametrize("demotion", ["viewer", "removed"])
+def test_a_demoted_requester_or_submitter_can_no_longer_act(world, api_as, client, demotion):
+    """Roles are read at the moment of the write: a member who made a request or submitted a job, then became a
+    viewer (or left), can no longer withdraw or cancel it, from a page or through the API."""
+    membership = Membership.objects.get(team=world.team, user=world.member)
+    if demotion == "viewer":
+        membership.role = Role.VIEWER
+        membership.save()
+    else:
+        membership.delete()
+    refused = 403 if demotion == "viewer" else 404  # someone no longer in the team does not see its rows
+    error(api_as(world.member).post(f"{V1}/quota-requests/{world.quota_request.pk}/withdraw/"), refused)
+    error(api_as(world.member).post(f"{V1}/jobs/{world.job.pk}/cancel/"), refused)
+    client.force_login(world.member)
+    client.post(reverse("quotas:request-withdraw", args=[world.quota_request.pk]))
+    client.post(reverse("jobs:job-action", args=[world.job.pk, "cancel"]))
+    world.quota_request.refresh_from_db()
+    world.job.refresh_from_db()
+    assert world.quota_request.state == RequestState.PENDING
+    assert world.job.cancel_requested_at is None
+    # The team's admin still can.
+    assert api_as(world.admin).post(f"{V1}/quota-requests/{world.quota_request.pk}/withdraw/").status_code == 200

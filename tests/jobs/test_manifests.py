@@ -94,3 +94,32 @@ def test_every_kind_and_backend_is_valid_against_upstream_crds_and_kubernetes_sc
     validator = Validator(crd_dirs=[crds_dir])
     for obj in job_manifests(spec(kind=kind, scheduler=scheduler)):
         assert validator.validate(obj, strict=True) == [], (kind, scheduler, obj["kind"])
+
+
+def volcano_webhook_defaults(job: dict) -> dict:
+    """What Volcano v1.15.1's mutating webhook does to retries (pkg/webhooks/admission/jobs/mutate/
+    mutate_job.go): a job or task maxRetry of 0 (or none) becomes 3."""
+    job = yaml.safe_load(yaml.safe_dump(job))
+    if not job["spec"].get("maxRetry"):
+        job["spec"]["maxRetry"] = 3
+    for task in job["spec"]["tasks"]:
+        if not task.get("maxRetry"):
+            task["maxRetry"] = 3
+    return job
+
+
+RESTARTS = {"RestartJob", "RestartTask", "RestartPod", "RestartPartition"}
+
+
+@pytest.mark.parametrize("kind", ["pytorch", "batch"])
+def test_no_retry_on_failure_survives_volcanos_defaulting(kind):
+    (job,) = job_manifests(spec(kind=kind, scheduler="volcano", workers=3))
+    admitted = volcano_webhook_defaults(job)
+    assert admitted["spec"]["maxRetry"] == job["spec"]["maxRetry"] == 3  # what we send is what runs
+    policies = admitted["spec"]["policies"]
+    # A failed pod ends the job; no policy (job or task) restarts anything on failure.
+    assert {"event": "PodFailed", "action": "TerminateJob"} in policies
+    for policy in policies + [p for t in admitted["spec"]["tasks"] for p in t.get("policies", [])]:
+        events = set(policy.get("events", [])) | {policy.get("event")}
+        if policy["action"] in RESTARTS:
+            assert events == {"PodEvicted"}, policy  # only a preemption's eviction queues the job again

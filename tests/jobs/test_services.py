@@ -23,7 +23,9 @@ pytestmark = pytest.mark.django_db
 def world(request):
     url = request.getfixturevalue("sandbox").url if "sandbox" in request.fixturenames else "http://127.0.0.1:9"
     scheduler = getattr(request, "param", "kueue")
-    cluster = ClusterFactory(server=url, scheduler=scheduler)
+    # As build_world: a Volcano cluster's team queues hang under root (Volcano refuses a parent queue that does not
+    # exist, and the portal creates none for the cluster).
+    cluster = ClusterFactory(server=url, scheduler=scheduler, cohort="gpu" if scheduler == "kueue" else "")
     flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
     team = TeamFactory(slug="nlp")
     TeamNamespaceFactory(team=team, cluster=cluster)
@@ -47,6 +49,8 @@ def submit(world, **overrides):
         ({"image": "bad image"}, "image", "image reference"),
         ({"env": {"1BAD": "x"}}, "env", "not a valid environment variable name"),
         ({"env": {"OK": 3}}, "env", "must be a string"),
+        ({"env": {"OK\n": "3"}}, "env", "not a valid environment variable name"),
+        ({"image": "ghcr.io/acme/train:1.2\n"}, "image", "image reference"),
         ({"command": "torchrun train.py"}, "command", "list of strings"),
         ({"workers": 10_000}, "workers", "less than or equal to 256"),
         ({"gpus_per_worker": 0}, "gpus_per_worker", "at least one GPU"),
@@ -128,12 +132,16 @@ def test_status_sync_follows_the_job_with_one_list_per_kind_per_namespace(sandbo
     api.delete("batch/v1", "Job", jobs[2].object_name, "nlp")
     sandbox.reset_stats()
     counts = services.job_status_sync(cluster=world["cluster"])
-    assert counts["lists"] == 4  # Service, Job, RayJob, Workload in the one namespace
-    assert sandbox.stats()["requests"] == 4
+    # Service, Job, RayJob, Workload in the one namespace, and its pods: two jobs are seen started for the first time
+    assert counts["lists"] == 5
+    assert sandbox.stats()["requests"] == 5
     states = {j.pk: j.state for j in Job.objects.all()}
     assert states == {running.pk: JobState.RUNNING, done.pk: JobState.SUCCEEDED, jobs[2].pk: JobState.FAILED}
     finished = Job.objects.get(pk=done.pk)
-    assert finished.run_seconds == 3600 and finished.admitted_at is not None
+    # No Workload says when it was admitted: then it is when it started (never after), by the cluster's clock.
+    assert finished.run_seconds == 3600 and finished.admitted_at == finished.started_at
+    sandbox.reset_stats()
+    assert services.job_status_sync(cluster=world["cluster"])["lists"] == 4  # starts known: no pods read
     assert "disappeared" in Job.objects.get(pk=jobs[2].pk).state_message
 
 

@@ -1,13 +1,15 @@
 """Jobs against a sandbox that runs them: every state the status sync maps (queued with why-waiting, admitted,
 running, succeeded, failed, preempted), and cancel and resubmit end to end, on Kueue and on Volcano."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from jobs import selectors, services
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
-from tests.jobs.conftest import build_world, step
+from tests.jobs.conftest import T0, build_world, step
 
 pytestmark = pytest.mark.django_db
 BACKENDS = ["kueue", "volcano"]
@@ -143,3 +145,24 @@ def test_a_sync_writes_alike_changes_at_once_and_nothing_when_nothing_is_new(sim
     with django_assert_max_num_queries(1):
         counts = services.job_status_sync(cluster=world["cluster"])
     assert (counts["jobs"], counts["changed"], counts["lists"]) == (6, 0, 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["pytorch", "ray", "batch"])
+def test_the_timeline_is_the_clusters_however_late_the_sync(simulating_sandbox, run_on_commit, backend, kind):
+    """The sandbox's clock (T0) is weeks away from the sync's: admitted at T0, pods running at T0+5, done at
+    T0+105. The row says exactly when each thing happened, by the cluster's clock, not when a sync saw it."""
+    world = build_world(simulating_sandbox.url, backend)
+    job = submit(world, run_on_commit, kind=kind, name=f"{kind}-late")
+    for clock, state in ((0, JobState.ADMITTED), (5, JobState.RUNNING)):
+        step(simulating_sandbox, clock)
+        assert sync(world)[job.pk].state == state
+    step(simulating_sandbox, 105)
+    done = sync(world)[job.pk]
+    assert done.state == JobState.SUCCEEDED
+    assert (done.admitted_at, done.started_at, done.finished_at) == (at(0), at(5), at(105))
+    assert done.run_seconds == 100
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(T0 + seconds, UTC)

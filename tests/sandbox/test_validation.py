@@ -147,10 +147,10 @@ def test_upstream_crd_validation_over_http(upstream):
         with pytest.raises(ApiException) as exc:
             custom.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
                 "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
-                "spec": {"weight": 0}})
+                "spec": {"weight": -1}})  # 0 would be Volcano's mutating webhook's to turn into 1
         assert exc.value.status == 422
         body = _status(exc)
-        assert body["message"] == ('Queue.scheduling.volcano.sh "q" is invalid: spec.weight: Invalid value: 0: '
+        assert body["message"] == ('Queue.scheduling.volcano.sh "q" is invalid: spec.weight: Invalid value: -1: '
                                    "spec.weight in body should be greater than or equal to 1")
         assert body["details"]["causes"][0]["field"] == "spec.weight"
         with pytest.raises(ApiException) as exc:

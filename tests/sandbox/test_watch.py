@@ -31,8 +31,9 @@ def test_watch_stream_sees_existing_then_changes_in_order(k8s):
     thread.join()
     names = [(t, n) for t, n, _ in seen]
     assert ("ADDED", "before") in names and ("ADDED", "default") in names
-    assert names[-3:] == [("ADDED", "during"), ("MODIFIED", "during"), ("DELETED", "during")]
-    live = [rv for _, _, rv in seen[-3:]]
+    # A deleted namespace is first Terminating (MODIFIED), then gone once its contents are.
+    assert names[-4:] == [("ADDED", "during"), ("MODIFIED", "during"), ("MODIFIED", "during"), ("DELETED", "during")]
+    live = [rv for _, _, rv in seen[-4:]]
     assert live == sorted(live)
 
 

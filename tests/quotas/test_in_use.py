@@ -1,0 +1,88 @@
+""""In use" comes from what the cluster reports (the ResourceQuota's status, Kueue's ClusterQueue and Volcano's
+Queue status), and a quota the cluster does not hold as the database does says so. The sandbox keeps no quota
+status of its own: each test writes the status a real cluster's controllers would."""
+
+import pytest
+from django.urls import reverse
+
+from composition import reconcile
+from portal import kube
+from quotas import selectors
+from tenants.models import TeamNamespace
+from tests.quotas.test_reconcile import KUEUE, VOLCANO, grant, reconcile_all, setup_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def set_status(cluster, api_version, kind, name, namespace, status):
+    api = kube.client_for_cluster(cluster)
+    path = kube.path_for(api_version, kind, namespace, name) + "/status"
+    api._call("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
+
+
+def quota_page(client, team):
+    client.force_login(team.memberships.first().user)
+    return client.get(reverse("quotas:team-quota", args=[team.slug])).content.decode()
+
+
+def held(team):
+    return {(h.quota.flavor.name): h for h in selectors.team_held_quotas(team=team)}
+
+
+def test_kueue_in_use_per_flavor_from_the_cluster_queue(sandbox, client):
+    cluster, team, row, h100, mig = setup_cluster(sandbox.url, "kueue")
+    grant(team, h100, 16, 4)
+    grant(team, mig, 7, 0)
+    reconcile_all(cluster)
+    set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
+        "hard": {"requests.nvidia.com/gpu": "20", "requests.nvidia.com/mig-1g.10gb": "7", "requests.cpu": "184"},
+        "used": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "3", "requests.cpu": "40"}})
+    set_status(cluster, KUEUE, "ClusterQueue", "nlp", None, {"flavorsUsage": [
+        {"name": "gpu-portal-cpu", "resources": [{"name": "cpu", "total": "40", "borrowed": "0"}]},
+        {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "16", "borrowed": "0"}]},
+        {"name": "mig-1g", "resources": [{"name": "nvidia.com/mig-1g.10gb", "total": "3", "borrowed": "0"}]}]})
+    assert reconcile.reconcile_sweep()["writes"] == 0  # reading status writes nothing to the cluster
+    rows = held(team)
+    assert (rows["h100"].in_use, rows["mig-1g"].in_use) == (16, 3)
+    assert rows["h100"].not_applied == rows["mig-1g"].not_applied == ""
+    capacity = {u.flavor.name: u.in_use for u in selectors.capacity_overview(cluster=cluster)}
+    assert capacity == {"h100": 16, "mig-1g": 3}
+    page = quota_page(client, team)
+    assert "not applied" not in page
+    client.force_login(team.memberships.first().user)
+    api = client.get(f"/api/v1/teams/{team.slug}/quotas/").json()["results"]
+    assert sorted((q["in_use_units"], q["not_applied"]) for q in api) == [(3, ""), (16, "")]
+
+
+def test_volcano_in_use_from_the_resource_quota(sandbox):
+    cluster, team, row, h100, mig = setup_cluster(sandbox.url, "volcano")
+    grant(team, h100, 16, 0)
+    reconcile_all(cluster)
+    set_status(cluster, VOLCANO, "Queue", "nlp", None, {"allocated": {"nvidia.com/gpu": "12"}, "state": "Open"})
+    reconcile.reconcile_sweep()
+    assert held(team)["h100"].in_use == 12  # only the Queue says: its allocation
+    set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
+        "hard": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"},
+        "used": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "0"}})
+    reconcile.reconcile_sweep()
+    assert held(team)["h100"].in_use == 16  # the quota controller's count, every pod of the namespace
+
+
+def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, client):
+    cluster, team, row, h100, mig = setup_cluster(sandbox.url, "kueue")
+    grant(team, h100, 16, 4)
+    reconcile_all(cluster)
+    set_status(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp", {
+        "hard": {"requests.nvidia.com/gpu": "12"}, "used": {"requests.nvidia.com/gpu": "12"}})
+    reconcile.reconcile_sweep()
+    assert "enforces 12 nvidia.com/gpu, not the 20 the portal holds" in held(team)["h100"].not_applied
+    assert "not applied" in quota_page(client, team)
+
+    sandbox.faults.add(verb="apply", resource="resourcequotas", status=422, reason="Invalid",
+                       message="exceeded quota of the cluster admin", count=None)
+    grant(team, h100, 24, 4)
+    row = TeamNamespace.objects.get(team=team, cluster=cluster)
+    reconcile.team_namespace_reconcile(team_namespace_id=row.pk)
+    reason = held(team)["h100"].not_applied
+    assert reason.startswith("Rejected by the cluster:") and "exceeded quota of the cluster admin" in reason
+    assert "exceeded quota of the cluster admin" in quota_page(client, team)
