@@ -9,6 +9,7 @@ from rest_framework.exceptions import ValidationError as InputError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.limits import DAY_PATTERN, EARLIEST_YEAR, LATEST_YEAR, MONTH_PATTERN, year_in_range
 from tenants import selectors as tenant_selectors
 
 from . import selectors
@@ -29,9 +30,13 @@ def _day(params, name: str, default: date) -> date:
     if value is None:
         return default
     try:
-        return date.fromisoformat(value)
+        day = date.fromisoformat(value)
     except ValueError:
-        raise InputError({name: [f"'{value}' is not a date: use YYYY-MM-DD."]}) from None
+        day = None
+    if day is None or not year_in_range(day.year):
+        raise InputError({name: [f"'{value}' is not a date: use YYYY-MM-DD from {EARLIEST_YEAR}-01-01 to "
+                                 f"{LATEST_YEAR}-12-31."]})
+    return day
 
 
 def _midnight(day: date) -> datetime:
@@ -40,8 +45,12 @@ def _midnight(day: date) -> datetime:
 
 class UsageView(APIView):
     @extend_schema(responses=UsageSerializer, summary="GPU-hours per day and flavor (this month by default)",
-                   parameters=[OpenApiParameter("start", date, description="First day (YYYY-MM-DD)"),
-                               OpenApiParameter("end", date, description="Day after the last (YYYY-MM-DD)")])
+                   description=f"`end` must be after `start` and at most {MAX_USAGE_DAYS} days later (a 400 "
+                               "naming `end` otherwise); a day that does not exist (2026-02-30) is a 400 too.",
+                   parameters=[OpenApiParameter("start", {"type": "string", "pattern": DAY_PATTERN},
+                                                description="First day (YYYY-MM-DD, years 2000-2999)"),
+                               OpenApiParameter("end", {"type": "string", "pattern": DAY_PATTERN},
+                                                description="Day after the last (YYYY-MM-DD, years 2000-2999)")])
     def get(self, request, slug):
         team = tenant_selectors.team_get(user=request.user, slug=slug)
         month = selectors.current_month()
@@ -56,7 +65,9 @@ class UsageView(APIView):
 
 
 class StatementView(APIView):
-    @extend_schema(responses=StatementSerializer, summary="A team's statement for one month (YYYY-MM)")
+    @extend_schema(responses=StatementSerializer, summary="A team's statement for one month (YYYY-MM)",
+                   parameters=[OpenApiParameter("month", {"type": "string", "pattern": MONTH_PATTERN},
+                                                OpenApiParameter.PATH, description="YYYY-MM, years 2000-2999")])
     def get(self, request, slug, month):
         team = tenant_selectors.team_get(user=request.user, slug=slug)
         statement = selectors.team_statement(team=team, month=_month(month))
@@ -65,7 +76,8 @@ class StatementView(APIView):
 
 class BudgetView(APIView):
     @extend_schema(responses=BudgetSerializer, summary="The team's budget, spend and forecast for a month",
-                   parameters=[OpenApiParameter("month", str, description="YYYY-MM; this month by default")])
+                   parameters=[OpenApiParameter("month", {"type": "string", "pattern": MONTH_PATTERN},
+                                                description="YYYY-MM (years 2000-2999); this month by default")])
     def get(self, request, slug):
         team = tenant_selectors.team_get(user=request.user, slug=slug)
         month = _month(request.query_params.get("month"))

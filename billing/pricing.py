@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import BooleanField, ExpressionWrapper, Q, Sum
 from django.utils import timezone
 
+from portal.limits import EARLIEST_YEAR, LATEST_YEAR, year_in_range
 from tenants.models import GpuFlavor
 
 from .models import RateCard
@@ -40,8 +41,9 @@ def money(value: Decimal) -> Decimal:
 def parse_month(value: str) -> date:
     """'2026-11' → date(2026, 11, 1); anything else is a ValidationError that says what is expected."""
     match = MONTH_RE.match((value or "").strip())
-    if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 2000:
-        raise ValidationError(f"'{value}' is not a month: use YYYY-MM, e.g. 2026-11.")
+    if not match or not 1 <= int(match[2]) <= 12 or not year_in_range(int(match[1])):
+        raise ValidationError(f"'{value}' is not a month: use YYYY-MM from {EARLIEST_YEAR}-01 to {LATEST_YEAR}-12, "
+                              "e.g. 2026-11.")
     return date(int(match[1]), int(match[2]), 1)
 
 

@@ -16,7 +16,7 @@ from tenants import selectors as tenant_selectors
 
 from . import selectors, services
 from .choices import JobState
-from .filters import JobFilter
+from .filters import JobFilter, UtcIsoDateTimeFilter
 from .manifests import job_manifests
 from .models import Job
 from .serializers import (
@@ -58,6 +58,11 @@ class JobListView(generics.ListAPIView):
         # Building the filter form deep-copies every filter; a plain "my newest jobs" page needs none of it.
         if not set(self.request.query_params) - {"cursor", "page_size"}:
             return {}
+        # A time filter present but empty is no date-time, as the schema says (the page's form leaves it out).
+        empty = [name for name, f in JobFilter.base_filters.items()
+                 if isinstance(f, UtcIsoDateTimeFilter) and self.request.query_params.get(name) == ""]
+        if empty:
+            raise ValidationError({name: ["Enter a valid date/time."] for name in empty})
         filterset = JobFilter(data=self.request.query_params, queryset=self.queryset)
         if not filterset.is_valid():
             raise translate_validation(filterset.errors)

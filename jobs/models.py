@@ -37,11 +37,12 @@ def validate_env(value) -> None:
             raise ValidationError(f"The value of {name} must be a string.")
 
 
+IMAGE_MESSAGE = "Use an image reference like registry.example.com/team/train:1.2 (no spaces or shell characters)."
+
+
 def validate_image(value: str) -> None:
     if not IMAGE_RE.fullmatch(value):
-        raise ValidationError(
-            "Use an image reference like registry.example.com/team/train:1.2 (no spaces or shell characters)."
-        )
+        raise ValidationError(IMAGE_MESSAGE)
 
 
 class JobTemplate(models.Model):

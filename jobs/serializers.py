@@ -1,10 +1,20 @@
 """API shapes of jobs. The list serializer reads plain rows (selectors.job_page), not model instances: the job list is
 the API's hottest read, and building 50 model objects per page costs more than the query."""
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
+from tenants.models import DNS_LABEL_RE, dns_label
+
 from .choices import TERMINAL_STATES, JobKind, JobState
-from .models import MAX_ARGV_ITEMS, MAX_WORKERS
+from .models import IMAGE_MESSAGE, IMAGE_RE, MAX_ARGV_ITEMS, MAX_WORKERS
+
+
+def _whole(regex, message: str) -> RegexValidator:
+    """A validator that matches the whole value (`\\Z`, where `$` would let a final newline through); the schema
+    shows its pattern."""
+    return RegexValidator(rf"\A(?:{regex.pattern.removeprefix('^').removesuffix('$')})\Z", message,
+                          flags=regex.flags)
 
 
 def _iso(value) -> str:
@@ -91,22 +101,29 @@ class JobSerializer(serializers.Serializer):
 
 
 class JobSubmitSerializer(serializers.Serializer):
-    """Types only; the service checks the rest (names, image, quota, node size) exactly as for the form."""
+    """The rules the model enforces on each value, stated here so the schema shows them (the service checks them
+    again, with what depends on stored data: the flavor, tier and quota, exactly as for the form)."""
 
     team = serializers.SlugField(max_length=63)
     kind = serializers.ChoiceField(choices=JobKind.choices)
-    name = serializers.CharField(max_length=40, help_text="Lowercase letters, digits and '-'.")
+    name = serializers.CharField(max_length=40, validators=[_whole(DNS_LABEL_RE, dns_label.message)],
+                                 trim_whitespace=False,
+                                 help_text="Lowercase letters, digits and '-', starting and ending with a letter or "
+                                           "digit.")
     flavor = serializers.CharField(max_length=63, help_text="The GPU flavor's name.")
     cluster = serializers.CharField(max_length=63, required=False,
                                     help_text="The cluster's name, when flavors of that name exist in several.")
-    image = serializers.CharField(max_length=300)
+    image = serializers.CharField(max_length=300, trim_whitespace=False,
+                                  validators=[_whole(IMAGE_RE, IMAGE_MESSAGE)],
+                                  help_text="An image reference: [registry[:port]/]path[:tag][@sha256:digest].")
     command = serializers.ListField(child=serializers.CharField(max_length=4096, trim_whitespace=False),
                                     min_length=1, max_length=MAX_ARGV_ITEMS,
                                     help_text="The command as a list of arguments; nothing runs through a shell.")
     args = serializers.ListField(child=serializers.CharField(max_length=4096, trim_whitespace=False),
                                  required=False, default=list, max_length=MAX_ARGV_ITEMS)
     env = serializers.DictField(child=serializers.CharField(max_length=4096, allow_blank=True,
-                                                            trim_whitespace=False), required=False, default=dict)
+                                                            trim_whitespace=False), required=False, default=dict,
+                                help_text="Variable names are letters, digits and '_', not starting with a digit.")
     workers = serializers.IntegerField(min_value=1, max_value=MAX_WORKERS, default=1)
     gpus_per_worker = serializers.IntegerField(min_value=1, max_value=64, default=1)
     cpu_per_worker = serializers.IntegerField(min_value=1, max_value=512, default=8)

@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from portal import kube
+from portal.errors import Conflict
 from portal.naming import managed_selector
 from portal.reconcile import Outcome, converge, plan, record
 from tenants.choices import Role, Scheduler, TeamState
@@ -60,7 +61,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
     if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Only the team's admins and members can submit jobs.")
     if team.state != TeamState.ACTIVE:
-        raise ValidationError(f"The team is {team.get_state_display().lower()}.")
+        raise Conflict(f"The team is {team.get_state_display().lower()}.")
     if not TeamNamespace.objects.filter(team=team, cluster=flavor.cluster, deleted_at__isnull=True).exists():
         raise ValidationError({"flavor": "The team has no namespace in that cluster."})
     if kind not in JobKind.values:
@@ -98,7 +99,7 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
     if role != Role.ADMIN and job.submitted_by_id != actor.pk:
         raise PermissionDenied("Only the submitter or a team admin can cancel this job.")
     if job.terminal:
-        raise ValidationError(f"The job has already {job.get_state_display().lower()}.")
+        raise Conflict(f"The job has already {job.get_state_display().lower()}.")
     job.cancel_requested_at = timezone.now()
     job.generation = F("generation") + 1
     job.next_attempt_at = timezone.now()
@@ -111,7 +112,7 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
 
 def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
     if not job.terminal and job.state != JobState.PREEMPTED:
-        raise ValidationError("Only a finished, failed, cancelled or preempted job can be resubmitted.")
+        raise Conflict("Only a finished, failed, cancelled or preempted job can be resubmitted.")
     return job_submit(actor=actor, team=job.team, flavor=job.flavor, kind=job.kind, name=job.name, image=job.image,
                       command=job.command, args=job.args, env=job.env, workers=job.workers,
                       gpus_per_worker=job.gpus_per_worker, cpu_per_worker=job.cpu_per_worker,

@@ -17,6 +17,9 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import remove_query_param
 
+from portal.errors import Conflict
+from portal.limits import NO_NUL
+
 # --- errors --------------------------------------------------------------------------------------------------
 
 STATUS_CODES = {
@@ -26,9 +29,16 @@ STATUS_CODES = {
     status.HTTP_404_NOT_FOUND: "not_found",
     status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
     status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_409_CONFLICT: "conflict",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "too_large",
     status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
     status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
 }
+
+
+class StateConflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
 
 
 def _flatten(detail) -> list[str]:
@@ -52,7 +62,9 @@ def exception_handler(exc, context):
     # Imported here: rest_framework.views reads the authentication setting, which names this module.
     from rest_framework.views import exception_handler as drf_exception_handler
 
-    if isinstance(exc, DjangoValidationError):
+    if isinstance(exc, Conflict):
+        exc = StateConflict(" ".join(exc.messages))
+    elif isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages})
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
@@ -61,7 +73,9 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # an unexpected error: Django's 500 handling and logging take over
-    code = STATUS_CODES.get(response.status_code) or getattr(exc, "default_code", "error")
+    # The portal's own exceptions name their code (locked, too_large, cluster_unavailable); DRF's go by status.
+    own = isinstance(exc, exceptions.APIException) and not type(exc).__module__.startswith("rest_framework")
+    code = exc.default_code if own else STATUS_CODES.get(response.status_code) or getattr(exc, "default_code", "error")
     detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
     if isinstance(exc, exceptions.ValidationError):
         fields = _fields(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
@@ -96,23 +110,41 @@ ERROR_SCHEMA = {
     }},
 }
 ERROR_RESPONSES = {
-    "400": "The input is not valid: `fields` names each field and what is wrong.",
+    "400": "The input is not valid: `fields` names each field and what is wrong. Beyond the rules this schema "
+           "states, some depend on stored data (a flavor or tier that must exist, a quota the job must fit, "
+           "a range between two parameters); they are named in the operation's description.",
     "401": "No valid credentials: send 'Authorization: Bearer <token>'.",
     "403": "Your role in the team does not allow this.",
-    "404": "No such object among those you can see (another team's objects are not found).",
-    "429": "Too many requests for this token; retry after the Retry-After header's seconds.",
+    "404": "No such object among those you can see (another team's objects are not found), or a `cursor` this "
+           "list did not hand out.",
+    "429": "Too many requests for this token (retry after the Retry-After header's seconds), or too many bad tokens "
+           "from your address (`locked`: it is locked for LOGIN_LOCKOUT_MINUTES after the last one).",
+}
+
+
+WRITE_RESPONSES = {
+    "409": "The object's current state does not allow this: cancelling a job that has ended, resubmitting one that "
+           "has not, deciding or withdrawing a request that is no longer pending, approving past the flavor's "
+           "capacity, acting for an archived team, removing a team's last admin.",
+    "413": "The request body is larger than the portal accepts (DATA_UPLOAD_MAX_MEMORY_SIZE).",
 }
 
 
 def error_responses_hook(result, generator, request, public):
-    """drf-spectacular postprocessing: the Error component and the error responses of every operation."""
+    """drf-spectacular postprocessing: the Error component and the error responses of every operation (409 and
+    413 on writes), and the rule that no query parameter may hold a NUL character."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for operations in result.get("paths", {}).values():
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
-            for code, description in ERROR_RESPONSES.items():
+            extra = WRITE_RESPONSES if method in ("post", "put", "patch", "delete") else {}
+            for code, description in {**ERROR_RESPONSES, **extra}.items():
                 responses.setdefault(code, {"description": description})
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                if schema.get("type") == "string" and not {"pattern", "enum", "format"} & set(schema):
+                    schema["pattern"] = NO_NUL
             for code, response in responses.items():
                 if int(code) >= 400:
                     response.setdefault("content", content)
@@ -137,10 +169,51 @@ class Pagination(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 200
     ordering = "-id"
+    position_field = None  # the model field the cursor's position is a value of (set per request)
 
     def get_ordering(self, request, queryset, view):
         ordering = getattr(view, "ordering", None) or self.ordering
         return (ordering,) if isinstance(ordering, str) else tuple(ordering)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update({"minimum": 1, "maximum": self.max_page_size, "default": self.page_size})
+            if parameter["name"] == self.cursor_query_param:
+                parameter["description"] = "A `next` or `previous` link's cursor; any other is a 404."
+        return parameters
+
+    def get_page_size(self, request):
+        """The page_size asked for: a whole number from 1 to max_page_size, or the default when absent. DRF would
+        silently fall back to the default for anything else (page_size=null), hiding the client's mistake."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= self.max_page_size:
+            raise exceptions.ValidationError({self.page_size_query_param: [
+                f"A whole number from 1 to {self.max_page_size}."]})
+        return int(raw)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        name = self.get_ordering(request, queryset, view)[0].lstrip("-")
+        self.position_field = queryset.model._meta.get_field(name)
+        return super().paginate_queryset(queryset, request, view)
+
+    def decode_cursor(self, request):
+        """A cursor's position must be a value its ordering field can hold: a forged one (text where the field is
+        a number, a number past the column's range, a NUL) is an invalid cursor, not a database error."""
+        cursor = super().decode_cursor(request)
+        field = self.position_field
+        if cursor is None or cursor.position is None or field is None:
+            return cursor
+        try:
+            if "\x00" in cursor.position:
+                raise DjangoValidationError("NUL")
+            field.run_validators(field.to_python(cursor.position))
+        except (DjangoValidationError, ValueError, TypeError, OverflowError):
+            raise exceptions.NotFound(self.invalid_cursor_message) from None
+        return cursor
 
 
 class KeysetPagination(Pagination):

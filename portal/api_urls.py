@@ -1,7 +1,9 @@
 """Every endpoint of /api/v1, plus the OpenAPI schema and its interactive docs (assets served by the portal)."""
 
+from csp.constants import SELF, UNSAFE_INLINE
+from csp.decorators import csp_update
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from billing import api as billing_api
 from jobs import api as jobs_api
@@ -10,11 +12,16 @@ from quotas import api as quotas_api
 from tenants import api as tenants_api
 
 app_name = "api"
+_docs_styles = csp_update({"style-src": [UNSAFE_INLINE]})
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    # Swagger UI's start-up script is served from docs/?script= rather than inline; both libraries insert <style>
+    # elements for their widgets, the one relaxation of the portal's Content-Security-Policy.
+    path("docs/", _docs_styles(SpectacularSwaggerSplitView.as_view(url_name="api:schema")), name="docs"),
+    # Redoc's search index runs in a worker it builds from its own bundle (a blob: URL).
+    path("redoc/", csp_update({"style-src": [UNSAFE_INLINE], "worker-src": [SELF, "blob:"]})(
+        SpectacularRedocView.as_view(url_name="api:schema")), name="redoc"),
     path("v1/me/", tenants_api.MeView.as_view(), name="me"),
     path("v1/teams/", tenants_api.TeamListView.as_view(), name="team-list"),
     path("v1/teams/<slug:slug>/", tenants_api.TeamDetailView.as_view(), name="team-detail"),

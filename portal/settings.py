@@ -7,6 +7,8 @@ a database URL and allowed hosts. Every variable is listed in the README.
 
 import importlib.util
 import os
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -59,6 +61,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "tenants",
     "quotas",
     "jobs",
@@ -69,6 +72,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "portal.limits.RequestLimitsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -76,6 +81,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a lockout found while authenticating into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -102,9 +109,22 @@ DATABASES = {
         conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+# A reused connection is checked before each request that reuses it, so a database restart costs no failed request.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A busy timeout lets the web process and in-process tasks share the file without "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Concurrent writers (runserver's threads, in-process tasks) wait for each other instead of failing with
+    # "database is locked": a transaction takes the write lock when it begins (IMMEDIATE), so it never has to
+    # upgrade a read lock mid-way (which SQLite refuses at once, without waiting), and waits up to the busy
+    # timeout for it; in WAL mode readers never wait for the writer.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+# runserver serves each HTTP connection on a thread of its own, and a persistent database connection outlives
+# that thread: every browser connection would leave one open until the server ran out ("too many clients").
+if sys.argv[1:2] == ["runserver"]:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -114,6 +134,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# The largest request body accepted (bytes): API bodies are a few kilobytes; a larger one is a 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(env("DATA_UPLOAD_MAX_MEMORY_SIZE", str(1024 * 1024)))
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "tenants:dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -139,7 +162,8 @@ OIDC_VIEWER_GROUP_SUFFIX = env("OIDC_VIEWER_GROUP_SUFFIX", "-viewers")
 OIDC_PLATFORM_ADMIN_GROUP = env("OIDC_PLATFORM_ADMIN_GROUP")
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 LOGIN_REDIRECT_URL_FAILURE = "/login/"  # a path: the library does not resolve URL names here
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+# First: refuses every sign-in of a locked-out username or address before a password is even checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 if OIDC_ENABLED:
     _oidc_required = ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT",
                       "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT")
@@ -147,6 +171,17 @@ if OIDC_ENABLED:
     if _oidc_missing:
         raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set, so these must be too: {', '.join(_oidc_missing)}")
     AUTHENTICATION_BACKENDS.append("tenants.auth.PortalOIDCBackend")
+
+# Password guessing (django-axes): LOGIN_FAILURE_LIMIT failures lock the username, and separately the address, for
+# LOGIN_LOCKOUT_MINUTES after the last failure, on the login page, the Django admin and for bearer tokens
+# (portal/lockout.py). Each lockout is an audit event; failed attempts are listed in the Django admin.
+AXES_FAILURE_LIMIT = int(env("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(env("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = "portal.lockout.lockout_parameters"
+AXES_CLIENT_IP_CALLABLE = "portal.lockout.client_ip"
+AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_SENSITIVE_PARAMETERS = ["password", "token"]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -243,8 +278,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["portal.limits.LimitedJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "portal.schema.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "PAGE_SIZE": 50,
 }
@@ -261,6 +296,24 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+}
+
+# Content-Security-Policy (django-csp): every script, style, font and image is the portal's own static file (htmx,
+# plotly.js, Swagger UI and Redoc included), so nothing inline or from elsewhere runs. The API docs pages relax only
+# style-src: Swagger UI and Redoc style their widgets with inline <style> elements (portal/api_urls.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
 }
 
 LOGGING = {

@@ -1,6 +1,7 @@
 from django import forms
 from django.utils import timezone
 
+from portal.limits import LATEST_YEAR, year_in_range
 from quotas.models import MAX_CPU_CORES, MAX_MEMORY_GIB, MAX_STORAGE_GIB, MAX_UNITS
 from tenants.models import GpuFlavor, PriorityTier
 
@@ -29,6 +30,8 @@ class QuotaRequestForm(forms.Form):
         ends_at = self.cleaned_data.get("ends_at")
         if ends_at and ends_at <= timezone.now():
             raise forms.ValidationError("The end date must be in the future.")
+        if ends_at and not year_in_range(ends_at.year):
+            raise forms.ValidationError(f"The end date must be before {LATEST_YEAR + 1}.")
         return ends_at
 
     def clean(self):

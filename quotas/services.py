@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from portal.errors import Conflict
 from tenants.choices import Role, TeamState
 from tenants.models import GpuFlavor, Membership, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_role
@@ -41,7 +42,7 @@ def quota_request_create(*, actor, team: Team, flavor: GpuFlavor, guaranteed: in
     if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Only the team's admins and members can request quota.")
     if team.state != TeamState.ACTIVE:
-        raise ValidationError(f"The team is {team.get_state_display().lower()}; it cannot request quota.")
+        raise Conflict(f"The team is {team.get_state_display().lower()}; it cannot request quota.")
     if not selectors.requestable_flavors(team=team).filter(pk=flavor.pk).exists():
         raise ValidationError({"flavor": "This flavor is not offered in a cluster where the team has a namespace."})
     request = QuotaRequest(team=team, flavor=flavor, guaranteed=guaranteed, burst=burst, cpu_cores=cpu_cores,
@@ -74,7 +75,7 @@ def quota_request_withdraw(*, actor, request: QuotaRequest, source_ip: str | Non
         raise PermissionDenied("Only the requester, while a member of the team, or a team admin can withdraw "
                                "a request.")
     if request.state != RequestState.PENDING:
-        raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
+        raise Conflict(f"This request is already {request.get_state_display().lower()}.")
     request.state = RequestState.WITHDRAWN
     request.decided_at = timezone.now()
     request.save(update_fields=["state", "decided_at"])
@@ -89,7 +90,7 @@ def _lock_for_decision(request: QuotaRequest) -> tuple[GpuFlavor, QuotaRequest]:
     request = (QuotaRequest.objects.select_for_update(of=("self",)).select_related("team", "requested_by")
                .get(pk=request.pk))
     if request.state != RequestState.PENDING:
-        raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
+        raise Conflict(f"This request is already {request.get_state_display().lower()}.")
     return flavor, request
 
 
@@ -110,12 +111,12 @@ def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guara
         if value < 0 or value > MAX_UNITS:
             raise ValidationError({name: f"Use a whole number between 0 and {MAX_UNITS}."})
     if request.team.state != TeamState.ACTIVE:
-        raise ValidationError(f"The team is {request.team.get_state_display().lower()}.")
+        raise Conflict(f"The team is {request.team.get_state_display().lower()}.")
     if request.ends_at and request.ends_at <= timezone.now():
-        raise ValidationError("The requested end date has passed; ask the team for a new request.")
+        raise Conflict("The requested end date has passed; ask the team for a new request.")
     effect = selectors.impact(flavor=flavor, team=request.team, guaranteed=granted_g, burst=granted_b)
     if not effect.fits:
-        raise ValidationError(
+        raise Conflict(
             f"Approving would guarantee {effect.guaranteed_after} {flavor.name} units, more than the "
             f"{effect.allowed} allowed (capacity {flavor.capacity} × overcommit {effect.overcommit:g}). "
             f"At most {effect.allowed - effect.guaranteed_before + effect.current[0]} can be guaranteed to this team."

@@ -11,3 +11,9 @@ class TenantsConfig(AppConfig):
         from .desired import CONTRIBUTION
 
         desired.register(CONTRIBUTION)
+
+        from axes.signals import user_locked_out
+
+        from .lockout import record_lockout
+
+        user_locked_out.connect(record_lockout, dispatch_uid="tenants.lockout.record_lockout")

@@ -4,6 +4,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
+from portal import lockout
+
 from . import selectors
 from .tokens import access_token_touch
 
@@ -22,9 +24,10 @@ class BearerTokenAuthentication(BaseAuthentication):
         try:
             raw = header[1].decode("ascii")
         except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("The token is not valid.") from None
-        token = selectors.access_token_for_secret(raw)
+            raw = ""
+        token = selectors.access_token_for_secret(raw) if raw else None
         if token is None:
+            lockout.bad_token(request._request)  # counts against the address; 429 once it is locked
             raise exceptions.AuthenticationFailed("The token is not valid, has expired or was revoked.")
         access_token_touch(token=token)
         return token.user, token

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal import desired
+from portal.errors import Conflict
 
 from . import selectors
 from .audit import audit_record, snapshot
@@ -148,7 +149,7 @@ def membership_set(*, actor, team: Team, user, role: str, source_ip: str | None 
 def _keep_one_admin(team: Team, *, leaving: Membership) -> None:
     others = Membership.objects.filter(team=team, role=Role.ADMIN).exclude(pk=leaving.pk)
     if not others.exists():
-        raise ValidationError("A team keeps at least one admin.")
+        raise Conflict("A team keeps at least one admin.")
 
 
 @transaction.atomic

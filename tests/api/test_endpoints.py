@@ -80,7 +80,7 @@ def test_team_admin_manages_members_and_others_may_not(world, api_as):
 
 def test_the_last_admin_cannot_leave(world, api_as):
     fields = error(api_as(world.admin).patch(f"{V1}/teams/nlp/members/ada/", {"role": "member"}, format="json"),
-                   400)
+                   409)
     assert fields["message"]
     assert Membership.objects.get(user=world.admin).role == Role.ADMIN
 
@@ -168,7 +168,7 @@ def test_withdraw(world, api_as):
     url = f"{V1}/quota-requests/{world.quota_request.pk}/withdraw/"
     error(api_as(world.viewer).post(url), 403)
     assert api_as(world.member).post(url).json()["state"] == "withdrawn"
-    assert "already withdrawn" in error(api_as(world.member).post(url), 400)["message"]
+    assert "already withdrawn" in error(api_as(world.member).post(url), 409)["message"]
 
 
 def test_platform_admin_previews_and_approves_an_adjusted_amount(world, api_as):
@@ -185,7 +185,7 @@ def test_platform_admin_previews_and_approves_an_adjusted_amount(world, api_as):
     assert admin.get(f"{V1}/quota-requests/{pk}/impact/", {"guaranteed_units": "60"}).json()["fits"] is False
     error(admin.get(f"{V1}/quota-requests/{pk}/impact/", {"guaranteed_units": "-3"}), 400)
     too_much = admin.post(f"{V1}/quota-requests/{pk}/approve/", {"guaranteed_units": 60}, format="json")
-    assert "more than the 64 allowed" in error(too_much, 400)["message"]
+    assert "more than the 64 allowed" in error(too_much, 409)["message"]
     body = admin.post(f"{V1}/quota-requests/{pk}/approve/", {"guaranteed_units": 12, "burst_units": 2,
                                                              "note": "12 for now"}, format="json").json()
     assert (body["state"], body["granted_guaranteed_units"], body["decided_by"]) == ("approved", 12, "root")
@@ -366,11 +366,11 @@ def test_job_list_follows_membership_changes_at_once(world, api_as):
 def test_cancel_and_resubmit(world, api_as):
     url = f"{V1}/jobs/{world.job.pk}/"
     error(api_as(world.viewer).post(url + "cancel/"), 403)
-    assert "Only a finished" in error(api_as(world.member).post(url + "resubmit/"), 400)["message"]
+    assert "Only a finished" in error(api_as(world.member).post(url + "resubmit/"), 409)["message"]
     body = api_as(world.member).post(url + "cancel/").json()
     assert body["cancel_requested_at"] is not None
     Job.objects.filter(pk=world.job.pk).update(state=JobState.CANCELLED)
-    assert "already cancelled" in error(api_as(world.member).post(url + "cancel/"), 400)["message"]
+    assert "already cancelled" in error(api_as(world.member).post(url + "cancel/"), 409)["message"]
     again = api_as(world.admin).post(url + "resubmit/")
     assert again.status_code == 201
     assert (again.json()["resubmit_of"], again.json()["submitted_by"]) == (world.job.pk, "ada")

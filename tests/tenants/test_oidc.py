@@ -160,7 +160,8 @@ def sso(settings, provider):
     settings.OIDC_OP_USER_ENDPOINT = provider.endpoint("userinfo")
     settings.OIDC_OP_JWKS_ENDPOINT = provider.endpoint("jwks")
     settings.OIDC_PLATFORM_ADMIN_GROUP = "gpu-platform"
-    settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "tenants.auth.PortalOIDCBackend"]
+    # As settings.py builds them: the lockout backend first, then passwords, then SSO.
+    settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, "tenants.auth.PortalOIDCBackend"]
     _reload_urls()
     yield provider
     settings.OIDC_ENABLED = False
@@ -300,6 +301,19 @@ def test_a_failing_provider_is_shown_on_the_login_page(client, sso):
     response = sign_in(client, sso, alice())
     assert response.status_code == 302 and not response.wsgi_request.user.is_authenticated
     assert any("could not complete the sign-in" in m for m in login_messages(response))
+
+
+def test_sso_signs_in_beside_the_lockout_and_a_locked_address_is_refused(client, sso, settings):
+    settings.AXES_FAILURE_LIMIT = 3
+    UserFactory(username="local-bob")
+    for _ in range(2):  # below the limit: single sign-on is unaffected
+        client.post("/login/", {"username": "local-bob", "password": "wrong"})
+    assert sign_in(client, sso, alice()).wsgi_request.user.is_authenticated
+    client.logout()
+    for name in ("x1", "x2", "x3"):  # the address is now locked
+        client.post("/login/", {"username": name, "password": "wrong"})
+    response = sign_in(client, sso, alice())
+    assert response.status_code == 429 and "_auth_user_id" not in client.session
 
 
 def test_a_replayed_callback_is_refused(client, sso):
