@@ -1,5 +1,5 @@
-"""Job status sync at 5,000 active jobs against the standalone sandbox, the job list's query count at 10 and
-10,000 jobs, and the sandbox simulator's step cost as finished jobs pile up."""
+"""Job status sync at 5,000 active jobs against the standalone sandbox, and the job list's query count at 10 and
+10,000 jobs. (The sandbox simulator's own figures are bench_simulator's.)"""
 
 import http.client
 import json
@@ -8,7 +8,6 @@ from urllib.parse import quote
 
 from bench.support import (
     django_setup,
-    median,
     raw_applies,
     sandbox_reset_stats,
     sandbox_stats,
@@ -112,43 +111,6 @@ def _list_queries(user) -> int:
     return len(queries)
 
 
-def _simulator_step_cost(finished: int) -> float:
-    """Median time of a simulator step with 20 jobs active, after `finished` jobs ran through it."""
-    from sandbox import Sandbox
-
-    with Sandbox(simulate=True, tick=None, simulation={"duration": 0, "startup": 0}) as sb:
-        store, sim = sb.store, sb.simulator
-        store.create(store.kind("v1", "Namespace"), {"metadata": {"name": "team"}})
-        store.create(store.kind("kueue.x-k8s.io/v1beta2", "ClusterQueue"), {"metadata": {"name": "cq"}, "spec": {
-            "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1000000"}]}]}]}})
-        store.create(store.kind("kueue.x-k8s.io/v1beta2", "LocalQueue"),
-                     {"metadata": {"name": "default", "namespace": "team"}, "spec": {"clusterQueue": "cq"}})
-
-        def job(name, annotations=None):
-            store.create(store.kind("batch/v1", "Job"), {"metadata": {
-                "name": name, "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "default"},
-                "annotations": annotations or {}}, "spec": {"parallelism": 1, "template": {"spec": {
-                    "restartPolicy": "Never", "containers": [{"name": "c", "image": "x", "resources": {
-                        "limits": {"nvidia.com/gpu": "1"}}}]}}}})
-
-        for i in range(finished):
-            job(f"done-{i}")
-            if i % 100 == 99:
-                sim.step(1.0 * i)
-                sim.step(1.0 * i + 0.5)
-        sim.step(1e6)
-        for i in range(20):
-            job(f"live-{i}", {"sandbox.gpu-portal.io/duration-seconds": "1e9"})
-        sim.step(1e6 + 1)
-        times = []
-        for i in range(50):
-            started = time.perf_counter()
-            sim.step(1e6 + 2 + i)
-            times.append(time.perf_counter() - started)
-        return median(times)
-
-
 def run() -> str:
     django_setup()
     from jobs import services
@@ -183,8 +145,6 @@ def run() -> str:
         _jobs(cluster, flavor, tier, teams, user, LIST_JOBS - 10, "running")
         big = _list_queries(user)
 
-    empty_step, loaded_step = _simulator_step_cost(0), _simulator_step_cost(2000)
-
     rows = [
         ["active jobs / namespaces", f"{JOBS:,} / {NAMESPACES}", f"{running:,} found running on the first sync"],
         ["API requests per sync", steady_stats["requests"],
@@ -199,8 +159,6 @@ def run() -> str:
                                                               f"{steady_stats['writes']} cluster writes"],
     ]
     queries = [["job list (/jobs/)", small, big]]
-    steps = [["median step, 20 jobs active", f"{empty_step * 1e6:.0f} µs", f"{loaded_step * 1e6:.0f} µs",
-              f"**{loaded_step / empty_step:.2f}×**"]]
     return (
         f"## Job status sync of {JOBS:,} active jobs (standalone sandbox)\n\n"
         "Kueue batch Jobs spread over the namespaces, half of them found running (30 distinct start times) by the "
@@ -209,7 +167,5 @@ def run() -> str:
         + table(["measure", "value", "ratio / note"], rows)
         + f"\n\n### SQL queries of the job list (target: the same at 10 and {LIST_JOBS:,} jobs)\n\n"
         + table(["page", "10 jobs", f"{LIST_JOBS:,} jobs"], queries)
-        + "\n\n### Sandbox simulator step (target: flat as finished jobs pile up)\n\n"
-        + table(["measure", "no history", "after 2,000 finished jobs", "ratio"], steps)
         + "\n"
     )

@@ -6,6 +6,7 @@ import csv
 import json
 from datetime import UTC, datetime
 
+from .pricing import unit_price
 from .statements import Statement
 
 # --- exports -------------------------------------------------------------------------------------------------
@@ -16,7 +17,7 @@ FOCUS_COLUMNS = [
     "ChargeDescription", "SubAccountId", "SubAccountName", "RegionName", "ResourceId", "ResourceName",
     "ResourceType", "SkuId", "ConsumedQuantity", "ConsumedUnit", "PricingQuantity", "PricingUnit", "ListUnitPrice",
     "BilledCost", "EffectiveCost", "BillingCurrency", "Tags", "x_CostCenter", "x_Department", "x_UsedGpuHours",
-    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState",
+    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState", "x_UnpricedGpuHours",
 ]
 
 
@@ -41,13 +42,15 @@ def focus_rows(statement: Statement) -> list[dict]:
             "ResourceType": "GPU", "SkuId": flavor.resource_name,
             "ConsumedQuantity": str(line.allocated_gpu_hours), "ConsumedUnit": "GPU-Hours",
             "PricingQuantity": str(line.allocated_gpu_hours), "PricingUnit": "GPU-Hours",
-            "ListUnitPrice": "" if line.unit_price is None else str(line.unit_price),
+            "ListUnitPrice": "" if line.unit_price is None else str(unit_price(line.unit_price)),
             "BilledCost": str(line.cost), "EffectiveCost": str(line.cost), "BillingCurrency": line.currency,
             "Tags": json.dumps({"cost-center": team.cost_center, "department": department}, sort_keys=True),
             "x_CostCenter": team.cost_center, "x_Department": department,
             "x_UsedGpuHours": str(line.used_gpu_hours),
             "x_Efficiency": "" if line.efficiency is None else str(line.efficiency),
             "x_IdleCost": str(line.idle_cost), "x_PriceFrom": line.price_from, "x_StatementState": statement.state,
+            # No rate card covered these hours: BilledCost 0 means "not priced", not "free".
+            "x_UnpricedGpuHours": "0" if line.priced else str(line.allocated_gpu_hours),
         })
     return rows
 
@@ -62,7 +65,8 @@ def statement_json(statement: Statement) -> dict:
         "lines": [{
             "cluster": line.flavor.cluster.name, "flavor": line.flavor.name, "resource": line.flavor.resource_name,
             "charge_period": {"start": _iso(line.charge_start), "end": _iso(line.charge_end)},
-            "unit_price": None if line.unit_price is None else str(line.unit_price), "price_from": line.price_from,
+            "unit_price": None if line.unit_price is None else str(unit_price(line.unit_price)),
+            "price_from": line.price_from, "priced": line.priced,
             "allocated_gpu_hours": str(line.allocated_gpu_hours), "used_gpu_hours": str(line.used_gpu_hours),
             "efficiency": None if line.efficiency is None else str(line.efficiency),
             "cost": str(line.cost), "idle_cost": str(line.idle_cost),
@@ -72,7 +76,7 @@ def statement_json(statement: Statement) -> dict:
                    "idle_cost": str(statement.total_idle_cost),
                    "unpriced_gpu_hours": str(statement.unpriced_gpu_hours)},
         "missing_hours": [{"cluster": m.cluster, "start": _iso(m.start), "end": _iso(m.end), "state": m.state,
-                           "message": m.message} for m in statement.missing],
+                           "message": m.message, "retryable": m.retryable} for m in statement.missing],
     }
 
 

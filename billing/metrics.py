@@ -4,9 +4,10 @@ A metrics source answers one question, `hour_usage(hour)`: what each namespace h
 during one UTC hour, and what each portal job did. Two sources share that interface:
 
 - `PrometheusSource` reads kube-state-metrics (allocation: GPU requests of running pods) and dcgm-exporter
-  (utilisation, memory, power) through the HTTP API. Aggregation happens in PromQL, so the answer is one small
-  series per namespace × resource × GPU model however many GPUs the cluster has. Each query is sampled every
-  `step` seconds across the hour (`query_range`), and the samples are integrated here; that also shows the gaps.
+  (utilisation, memory, power) through the HTTP API, under either scrape setup (promql.py). Aggregation happens in
+  PromQL, so the answer is one small series per namespace × resource × GPU model however many GPUs the cluster has.
+  Each step of the hour (`query_range`) reads the mean of every dcgm-exporter sample in it, and the steps are added
+  up here; steps an exporter did not answer are counted, and the hour is billed for what was observed.
 - `SandboxSource` derives deterministic series from the pods of a sandbox cluster (the portal's gateway lists
   them), for the embedded default cluster and the demo.
 
@@ -28,12 +29,13 @@ from django.conf import settings
 
 from portal import kube
 from portal.naming import managed_selector
+from tenants.choices import ScrapeShape
+
+from . import promql
 
 HOUR = timedelta(hours=1)
-JOB_LABEL = "gpu-portal.io/job"
-# kube-state-metrics exposes allow-listed pod labels on kube_pod_labels as label_<sanitized name>.
-KSM_JOB_LABEL = "label_gpu_portal_io_job"
-GPU_RESOURCES = 'resource=~"nvidia_com_gpu|nvidia_com_mig_.*"'
+JOB_LABEL, KSM_JOB_LABEL = promql.JOB_LABEL, promql.KSM_JOB_LABEL
+WHOLE_GPU = "nvidia_com_gpu"
 MIB_PER_GIB = 1024
 JOULES_PER_KWH = 3_600_000
 
@@ -47,7 +49,7 @@ def ksm_resource(name: str) -> str:
 
 def mig_resource(profile: str) -> str:
     """The resource a dcgm-exporter MIG profile label (GPU_I_PROFILE="1g.10gb") belongs to; '' is a whole GPU."""
-    return ksm_resource(f"nvidia.com/mig-{profile}") if profile else "nvidia_com_gpu"
+    return ksm_resource(f"nvidia.com/mig-{profile}") if profile else WHOLE_GPU
 
 
 class MetricsError(Exception):
@@ -74,14 +76,28 @@ class Usage:
 
 
 @dataclass
+class Capacity:
+    """Device-hours of one kind of GPU unit the exporters reported, and the part running GPU pods held."""
+
+    capacity: float = 0.0
+    held: float = 0.0
+
+
+@dataclass
 class HourUsage:
     hour: datetime
+    steps: int = 60
     # (namespace, resource, GPU model or "") → usage. The model tells apart flavors sharing one resource name.
     namespaces: dict[tuple[str, str, str], Usage] = field(default_factory=dict)
     # (namespace, job id as the pod label carries it) → allocation and use of that job's pods.
     jobs: dict[tuple[str, str], Usage] = field(default_factory=dict)
-    # Gaps and NaN found in the answers: the hour is partial and must not be trusted.
+    # (resource, GPU model) → devices seen and held, whoever (or no one) holds them.
+    capacity: dict[tuple[str, str], Capacity] = field(default_factory=dict)
+    # Gaps and NaN found in the answers: what was observed is billed, and the hour is partial until re-collected.
     problems: list[str] = field(default_factory=list)
+    steps_missing: int = 0
+    # How the series carried the pods' labels this hour (a ScrapeShape; '' when no pod held a GPU to show it).
+    scrape_shape: str = ""
 
     def namespace_usage(self, key: tuple[str, str, str]) -> Usage:
         return self.namespaces.setdefault(key, Usage())
@@ -105,54 +121,14 @@ def check_hour(hour: datetime) -> datetime:
 
 # --- Prometheus ------------------------------------------------------------------------------------------------
 
-# A pod counts while kube-state-metrics reports it Running. `max by` folds duplicate exporters (HA replicas).
-RUNNING = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)'
-POD_JOB = f'max by (namespace, pod, {KSM_JOB_LABEL}) (kube_pod_labels{{{KSM_JOB_LABEL}!=""}})'
-GPU_REQUESTS = f"kube_pod_container_resource_requests{{{GPU_RESOURCES}}}"
-# dcgm-exporter series are summed per pod first (one series per device → one per pod), so the joins with pod
-# phase and labels run over pods, not devices. The hostname label (`Hostname`, or `hostname` in newer exporters)
-# is summed away, so either spelling, or a rename mid-hour, counts each device once.
-PER_POD = "namespace, pod, GPU_I_PROFILE, modelName"
-
-
-def _per_pod(metric: str, matchers: str = "") -> str:
-    return f'sum by ({PER_POD}) ({metric}{{pod!=""{matchers}}})'
-
-
-# Utilisation as a 0..1 ratio: GPU_UTIL does not exist for MIG instances, the graphics engine activity does.
-WHOLE, MIG = ', GPU_I_PROFILE=""', ', GPU_I_PROFILE!=""'
-UTILISATION = (_per_pod("DCGM_FI_DEV_GPU_UTIL", WHOLE) + " / 100 or "
-               + _per_pod("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MIG))
-
-
-def _running(expr: str) -> str:
-    return f"({expr}) * on (namespace, pod) group_left () {RUNNING}"
-
-
-def _per_job(expr: str) -> str:
-    labelled = f"{_running(expr)} * on (namespace, pod) group_left ({KSM_JOB_LABEL}) {POD_JOB}"
-    return f"sum by (namespace, {KSM_JOB_LABEL}) ({labelled})"
-
-
-QUERIES = {
-    "allocated": f"sum by (namespace, resource, node) ({_running(GPU_REQUESTS)})",
-    "used": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(UTILISATION)})",
-    "memory": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(_per_pod('DCGM_FI_DEV_FB_USED'))})",
-    "power": f"sum by (namespace, GPU_I_PROFILE, modelName) ({_running(_per_pod('DCGM_FI_DEV_POWER_USAGE'))})",
-    "job_allocated": _per_job(GPU_REQUESTS),
-    "job_used": _per_job(UTILISATION),
-    # How many steps each exporter answered: fewer than the hour's steps is a gap.
-    "coverage": ('label_replace(count(kube_pod_status_phase), "exporter", "kube-state-metrics", "", "") '
-                 'or label_replace(count(DCGM_FI_DEV_POWER_USAGE), "exporter", "dcgm-exporter", "", "")'),
-}
-# The node each GPU model sits on, to tell apart flavors that share a resource name (A100 vs L40S pools).
-NODE_MODELS = "count by (Hostname, hostname, modelName) (last_over_time(DCGM_FI_DEV_POWER_USAGE[1h]))"
-EXPORTERS = ("kube-state-metrics", "dcgm-exporter")
+# The queries themselves, and what the series look like upstream, are in promql.py.
+QUERIES = promql.queries(ScrapeShape.EITHER, settings.BILLING_STEP_SECONDS)
+NODE_DEVICES = promql.NODE_DEVICES
 
 
 class PrometheusSource:
     def __init__(self, url: str, *, timeout: float | None = None, step: int | None = None,
-                 session: requests.Session | None = None):
+                 session: requests.Session | None = None, shape: str = ScrapeShape.EITHER):
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"Prometheus URL must be http(s): {url!r}")
         self.url = url.rstrip("/")
@@ -160,6 +136,8 @@ class PrometheusSource:
         self.step = step or settings.BILLING_STEP_SECONDS
         if 3600 % self.step:
             raise ValueError("the step must divide an hour")
+        self.shape = shape
+        self.queries = promql.queries(shape, self.step)
         self.session = session or requests.Session()
 
     # -- HTTP API
@@ -193,47 +171,76 @@ class PrometheusSource:
 
     # -- one hour
 
-    def hour_usage(self, hour: datetime) -> HourUsage:
-        hour = check_hour(hour)
-        steps = 3600 // self.step
-        # Samples at the start of each step stand for that step: [hour, hour + 1h) and never the next hour.
-        start, end = hour, hour + HOUR - timedelta(seconds=self.step)
-        answers = {name: self.query_range(expr, start, end, self.step) for name, expr in QUERIES.items()}
-        node_models = {}
-        for series in self.query(NODE_MODELS, hour + HOUR):
+    def _node_units(self, hour: datetime) -> dict[str, tuple[str, str]]:
+        """node → (GPU model, MIG profile) where every device of the node is one model cut one way ('' whole)."""
+        kinds: dict[str, set[tuple[str, str]]] = {}
+        for series in self.query(promql.NODE_DEVICES, hour + HOUR):
             labels = series["metric"]
             node = labels.get("hostname") or labels.get("Hostname")
             if node:
-                node_models[node] = labels.get("modelName", "")
+                kinds.setdefault(node, set()).add((labels.get("modelName", ""), labels.get("GPU_I_PROFILE", "")))
+        return {node: next(iter(found)) for node, found in kinds.items() if len(found) == 1}
 
-        usage = HourUsage(hour=hour)
+    def hour_usage(self, hour: datetime) -> HourUsage:
+        hour = check_hour(hour)
+        steps = 3600 // self.step
+        # Each answer at t covers the step (t - step, t]: evaluated from the end of the first step to the end of the
+        # hour, the hour's samples are each read once, and none of the next hour's.
+        start, end = hour + timedelta(seconds=self.step), hour + HOUR
+        answers = {name: self.query_range(expr, start, end, self.step) for name, expr in self.queries.items()}
+        node_units = self._node_units(hour)
+        shapes = {series["metric"].get("shape") for series in self.query(promql.SHAPE, hour + HOUR)}
+
+        usage = HourUsage(hour=hour, steps=steps)
+        usage.scrape_shape = (ScrapeShape.EXPORTED if ScrapeShape.EXPORTED in shapes
+                              else ScrapeShape.DIRECT if ScrapeShape.DIRECT in shapes else "")
         hours_per_step = self.step / 3600
         covered = {series["metric"].get("exporter"): len(series["values"]) for series in answers["coverage"]}
-        for exporter in EXPORTERS:
-            if covered.get(exporter, 0) < steps:
-                usage.problems.append(f"{exporter} answered for {covered.get(exporter, 0)} of {steps} steps")
+        for exporter in promql.EXPORTERS:
+            missing = steps - covered.get(exporter, 0)
+            if missing > 0:
+                usage.steps_missing = max(usage.steps_missing, missing)
+                usage.problems.append(f"{exporter} answered for {steps - missing} of {steps} steps")
 
         def integrate(name: str) -> Iterable[tuple[dict, float]]:
+            """Each series' steps summed; a NaN or infinite step is left out (and said), the rest is billed."""
             for series in answers[name]:
                 values = [float(value) for _, value in series["values"]]
-                if not all(math.isfinite(v) for v in values):
-                    usage.problems.append(f"{name}: NaN or infinite samples in {series['metric']}")
-                    continue
-                yield series["metric"], sum(values) * hours_per_step
+                finite = [v for v in values if math.isfinite(v)]
+                if len(finite) < len(values):
+                    usage.problems.append(f"{name}: {len(values) - len(finite)} NaN or infinite steps in "
+                                          f"{series['metric']}")
+                yield series["metric"], sum(finite) * hours_per_step
+
+        def unit(labels: dict, resource: str = "") -> tuple[str, str]:
+            """(resource in kube-state-metrics' spelling, GPU model) of a measurement; a MIG slice is named by its
+            profile whichever strategy advertised it."""
+            model, profile = labels.get("modelName", ""), labels.get("GPU_I_PROFILE", "")
+            if resource:
+                node_model, node_profile = node_units.get(labels.get("node", ""), ("", ""))
+                model = node_model
+                if resource == WHOLE_GPU and node_profile:
+                    profile = node_profile  # mig.strategy single: the node's slices are its nvidia.com/gpu
+                elif resource != WHOLE_GPU:
+                    return resource, model
+            return mig_resource(profile), model
 
         for labels, total in integrate("allocated"):
-            key = (labels.get("namespace", ""), labels.get("resource", ""), node_models.get(labels.get("node"), ""))
-            usage.namespace_usage(key).allocated_gpu_hours += total
+            resource, model = unit(labels, labels.get("resource", ""))
+            usage.namespace_usage((labels.get("namespace", ""), resource, model)).allocated_gpu_hours += total
         for name, attr, scale in (("used", "used_gpu_hours", 1), ("memory", "memory_gib_hours", 1 / MIB_PER_GIB),
                                   ("power", "energy_kwh", 3600 / JOULES_PER_KWH)):
             for labels, total in integrate(name):
-                key = (labels.get("namespace", ""), mig_resource(labels.get("GPU_I_PROFILE", "")),
-                       labels.get("modelName", ""))
-                setattr(usage.namespace_usage(key), attr, getattr(usage.namespace_usage(key), attr) + total * scale)
+                measured = usage.namespace_usage((labels.get("namespace", ""), *unit(labels)))
+                setattr(measured, attr, getattr(measured, attr) + total * scale)
         for name, attr in (("job_allocated", "allocated_gpu_hours"), ("job_used", "used_gpu_hours")):
             for labels, total in integrate(name):
                 job = usage.job_usage((labels.get("namespace", ""), labels.get(KSM_JOB_LABEL, "")))
                 setattr(job, attr, getattr(job, attr) + total)
+        for name in ("capacity", "held"):
+            for labels, total in integrate(name):
+                seen = usage.capacity.setdefault(unit(labels), Capacity())
+                setattr(seen, name, getattr(seen, name) + total)
         return usage
 
 
@@ -280,7 +287,8 @@ class PodRun:
 def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float]] | None = None) -> list[PodRun]:
     """Pods (as the API returns them) that hold GPUs and have started, with their start and end times.
 
-    `models` maps (resource, nodeSelector as sorted items string) to (GPU model, memory GiB of a unit).
+    `models` maps (resource, nodeSelector as sorted items string) to (GPU model, memory GiB of a unit) and, optionally,
+    the flavor's own resource name (a MIG slice scheduled as nvidia.com/gpu under `single` is still its profile).
     """
     runs = []
     for pod in pods:
@@ -307,19 +315,23 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
         for name, count in sorted(held.items()):
             if count <= 0:
                 continue
-            model, memory = (models or {}).get((name, selector), ("", 80.0))
+            model, memory, *flavor_resource = (models or {}).get((name, selector), ("", 80.0))
             runs.append(PodRun(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                               resource=ksm_resource(name), gpus=count, started_at=started, finished_at=finished,
+                               resource=ksm_resource(flavor_resource[0] if flavor_resource else name), gpus=count,
+                               started_at=started, finished_at=finished,
                                job=(meta.get("labels") or {}).get(JOB_LABEL, ""), gpu_model=model,
                                memory_gib=memory))
     return runs
 
 
 class SandboxSource:
-    """Deterministic usage from pod runs: allocation from when each pod ran, utilisation from a hash."""
+    """Deterministic usage from pod runs: allocation from when each pod ran, utilisation from a hash. With
+    `capacity` ((resource, GPU model) → units the cluster has), every hour also reports those units as seen, the
+    pods' allocation as held (a sandbox has no exporters to say more)."""
 
-    def __init__(self, runs: Callable[[], Iterable[PodRun]]):
+    def __init__(self, runs: Callable[[], Iterable[PodRun]], capacity: dict[tuple[str, str], int] | None = None):
         self._runs = runs
+        self._capacity = capacity or {}
 
     @classmethod
     def for_cluster(cls, cluster) -> SandboxSource:
@@ -331,7 +343,7 @@ class SandboxSource:
                 listed["pods"] = cluster_pod_runs(cluster)
             return listed["pods"]
 
-        return cls(runs)
+        return cls(runs, capacity=cluster_capacity(cluster))
 
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
@@ -350,13 +362,28 @@ class SandboxSource:
             if run.job:
                 usage.job_usage((run.namespace, run.job)).add(
                     Usage(allocated_gpu_hours=row.allocated_gpu_hours, used_gpu_hours=row.used_gpu_hours))
+        for unit, units in self._capacity.items():
+            held = sum(u.allocated_gpu_hours for (_, resource, model), u in usage.namespaces.items()
+                       if (resource, model) == unit)
+            usage.capacity[unit] = Capacity(capacity=float(units), held=min(float(units), held))
         return usage
+
+
+def cluster_capacity(cluster) -> dict[tuple[str, str], int]:
+    """The units each flavor of a sandbox cluster declares, keyed as the collection keys devices."""
+    capacity: dict[tuple[str, str], int] = {}
+    for flavor in cluster.flavors.all():
+        unit = (ksm_resource(flavor.resource_name), flavor.gpu_model)
+        capacity[unit] = capacity.get(unit, 0) + flavor.capacity
+    return capacity
 
 
 def cluster_pod_runs(cluster) -> list[PodRun]:
     """The GPU pods the portal's gateway lists in a cluster (those carrying the portal's labels)."""
-    models = {(flavor.resource_name, ",".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))):
-              (flavor.gpu_model, float(flavor.memory_gb)) for flavor in cluster.flavors.all()}
+    strategy = cluster.mig_strategy
+    models = {(flavor.scheduled_resource(strategy),
+               ",".join(f"{k}={v}" for k, v in sorted(flavor.scheduled_node_labels(strategy).items()))):
+              (flavor.gpu_model, float(flavor.memory_gb), flavor.resource_name) for flavor in cluster.flavors.all()}
     try:
         pods = kube.client_for_cluster(cluster).list("v1", "Pod", label_selector=managed_selector())
     except kube.KubeError as exc:
@@ -367,7 +394,7 @@ def cluster_pod_runs(cluster) -> list[PodRun]:
 def source_for(cluster) -> MetricsSource:
     """A cluster with a Prometheus URL is read from it; a sandbox cluster without one gets synthetic series."""
     if cluster.prometheus_url:
-        return PrometheusSource(cluster.prometheus_url)
+        return PrometheusSource(cluster.prometheus_url, shape=cluster.scrape_shape)
     if cluster.connection == "sandbox":
         return SandboxSource.for_cluster(cluster)
     raise MetricsError(f"cluster {cluster.name} has no Prometheus URL: usage cannot be collected")

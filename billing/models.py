@@ -61,6 +61,31 @@ class JobUsageHour(models.Model):
         return f"job {self.job_id}/{self.flavor_id}@{self.hour:%Y-%m-%d %H:00}"
 
 
+class CapacityHour(models.Model):
+    """The GPU units of one flavor the exporters reported in one hour, and how much of it running pods held; the
+    rest (unallocated) is the cluster's idle capacity. Allocated + unallocated = capacity, always."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capacity_hours")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="capacity_hours")
+    hour = models.DateTimeField()
+    capacity_gpu_hours = models.DecimalField(**GPU_HOURS, validators=[MinValueValidator(Decimal(0))])
+    allocated_gpu_hours = models.DecimalField(**GPU_HOURS, validators=[MinValueValidator(Decimal(0))])
+    unallocated_gpu_hours = models.DecimalField(**GPU_HOURS, validators=[MinValueValidator(Decimal(0))])
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "flavor", "hour"], name="capacity_hour_unique"),
+            models.CheckConstraint(
+                condition=Q(unallocated_gpu_hours=F("capacity_gpu_hours") - F("allocated_gpu_hours"),
+                            unallocated_gpu_hours__gte=0),
+                name="capacity_adds_up"),
+        ]
+        indexes = [models.Index(fields=["hour", "cluster"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.flavor_id}@{self.hour:%Y-%m-%d %H:00}"
+
+
 class CollectedHour(models.Model):
     """The collection ledger: which hours of which cluster are known, and why the others are not."""
 
@@ -68,6 +93,8 @@ class CollectedHour(models.Model):
     hour = models.DateTimeField()
     state = models.CharField(max_length=16, choices=HourState.choices)
     message = models.TextField(blank=True)
+    # Steps of the hour an exporter did not answer (a partial hour bills the others until it is re-collected).
+    steps_missing = models.PositiveSmallIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
     collected_at = models.DateTimeField()
 

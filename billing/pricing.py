@@ -69,6 +69,11 @@ def floor_hour(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+def unit_price(price: Decimal) -> Decimal:
+    """A derived price (a slice's exact share of its GPU's rate) shown to ten places; costs use the exact one."""
+    return price.quantize(Decimal("0.0000000001")).normalize() if price.as_tuple().exponent < -10 else price
+
+
 def hours_between(start: datetime, end: datetime) -> int:
     return max(0, int((end - start) / HOUR))
 
@@ -91,10 +96,10 @@ class PricePeriod:
 def parent_flavor(flavor: GpuFlavor, cluster_flavors: list[GpuFlavor]) -> GpuFlavor | None:
     """The whole GPU a fractional flavor (a MIG slice) is cut from: a whole-GPU flavor of the same cluster with the
     same GPU model, or the cluster's only whole-GPU flavor; None when that is ambiguous or absent."""
-    if flavor.gpu_fraction >= 1:
+    if flavor.fraction >= 1:
         return None
     whole = [f for f in cluster_flavors
-             if f.cluster_id == flavor.cluster_id and f.gpu_fraction >= 1 and f.resource_name == "nvidia.com/gpu"]
+             if f.cluster_id == flavor.cluster_id and f.fraction >= 1 and f.resource_name == "nvidia.com/gpu"]
     same_model = [f for f in whole if flavor.gpu_model and f.gpu_model == flavor.gpu_model]
     if len(same_model) == 1:
         return same_model[0]
@@ -132,7 +137,10 @@ def price_periods(*, start: datetime, end: datetime, flavors: list[GpuFlavor] | 
             continue
         taken = [(p.start, p.end) for p in explicit.get(flavor.pk, [])]
         for p in explicit.get(parent.pk, []):
-            periods += [PricePeriod(flavor_id=flavor.pk, start=s, end=e, price=p.price * flavor.gpu_fraction,
+            # The exact share (1/7, not 0.1429): seven 1g slices cost one GPU to the cent.
+            share = flavor.fraction
+            periods += [PricePeriod(flavor_id=flavor.pk, start=s, end=e,
+                                    price=p.price * share.numerator / share.denominator,
                                     currency=p.currency, parent=parent.name)
                         for s, e in _subtract(p.start, p.end, taken)]
     return sorted(periods, key=lambda p: (p.flavor_id, p.start))
@@ -160,9 +168,13 @@ def segments(*, start: datetime, end: datetime, periods: list[PricePeriod]) -> l
     return list(zip(cuts, cuts[1:], strict=False))
 
 
+USAGE_SUMS = {"allocated": "allocated_gpu_hours", "used": "used_gpu_hours"}
+
+
 def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
-               periods: list[PricePeriod]) -> list[dict]:
-    """One aggregate query over usage `rows`: allocated and used GPU-hours per `by` group and rate period.
+               periods: list[PricePeriod], fields: dict[str, str] = USAGE_SUMS) -> list[dict]:
+    """One aggregate query over hourly `rows`: the `fields` (allocated and used GPU-hours unless told) summed per
+    `by` group and rate period.
 
     Rows are grouped by `by` plus one boolean per price change inside the range ("at or after the change"), so the
     database sums each segment in a single pass. Booleans keep the planner's group estimate right (it hashes);
@@ -178,7 +190,7 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
                 period_of[(p.flavor_id, k)] = i
     merged: dict[tuple, dict] = {}
     query = (rows.filter(hour__gte=start, hour__lt=end).annotate(**flags).values(*by, *flags)
-             .annotate(allocated=Sum("allocated_gpu_hours"), used=Sum("used_gpu_hours")).order_by())
+             .annotate(**{name: Sum(column) for name, column in fields.items()}).order_by())
     for row in query:
         segment = sum(1 for flag in flags if row[flag])  # the segments are in order, so the flags count them
         group = tuple(row[f] for f in by)
@@ -186,9 +198,9 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
         entry = merged.get(group + (period,))
         if entry is None:
             entry = merged[group + (period,)] = {**dict(zip(by, group, strict=True)), "period": period,
-                                                 "allocated": ZERO, "used": ZERO}
-        entry["allocated"] += row["allocated"] or ZERO
-        entry["used"] += row["used"] or ZERO
+                                                 **dict.fromkeys(fields, ZERO)}
+        for name in fields:
+            entry[name] += row[name] or ZERO
     return list(merged.values())
 
 

@@ -51,7 +51,9 @@ from .statements import (  # noqa: F401
     Statement,
     StatementLine,
     all_statements,
+    first_month,
     missing_hours,
+    retry_from,
     rollups,
     statement_state,
     statements_for,
@@ -91,17 +93,20 @@ class BudgetStatus:
 
 
 def forecast(statement: Statement, now: datetime | None = None) -> Decimal:
-    """End-of-month spend at the current burn rate: cost per collected hour so far × the hours of the month.
-    Hours not collected yet are left out of the rate, so a collection gap does not make the month look cheap."""
+    """End-of-month spend at the current burn rate: cost per collected hour so far × the hours of the month the team
+    exists. Hours not collected yet are left out of the rate, so a collection gap does not make the month look cheap,
+    and a team created mid-month is not diluted by the hours before it existed."""
     if statement.is_final:
         return statement.total_cost
     now = now or timezone.now()
-    elapsed = hours_between(statement.start, min(statement.end, floor_hour(now)))
-    covered = elapsed - statement.missing_hour_count
+    # A team created mid-month burns only from its first hour: its rate is over the hours it existed.
+    born = max(statement.start, floor_hour(statement.team.created_at))
+    elapsed = hours_between(born, min(statement.end, floor_hour(now)))
+    covered = elapsed - len({m.start + i * HOUR for m in statement.missing for i in range(m.hours)
+                             if m.start + i * HOUR >= born})
     if covered <= 0:
         return statement.total_cost
-    month_hours = hours_between(statement.start, statement.end)
-    return money(statement.total_cost / Decimal(covered) * month_hours)
+    return money(statement.total_cost / Decimal(covered) * hours_between(born, statement.end))
 
 
 def budget_status(*, team: Team, statement: Statement, now: datetime | None = None) -> BudgetStatus:

@@ -16,14 +16,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import Job
-from tenants.choices import Role, Sharing
+from tenants.choices import Role, ScrapeShape, Sharing
 from tenants.models import Cluster, GpuFlavor, Membership, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_role
 from tenants.services import audit_record, notify_users
 
 from . import metrics, selectors, tasks
 from .choices import HourState
-from .models import Budget, BudgetAlert, CollectedHour, JobUsageHour, RateCard, UsageHour
+from .models import Budget, BudgetAlert, CapacityHour, CollectedHour, JobUsageHour, RateCard, UsageHour
 
 logger = logging.getLogger(__name__)
 
@@ -206,13 +206,33 @@ class _Owners:
         for team, flavor, namespace, total in totals.values():
             allocated = _gpu_hours(total.allocated_gpu_hours)
             # A MIG instance reports its parent GPU's power: a slice is charged its fraction of it.
-            share = float(flavor.gpu_fraction) if flavor.sharing == Sharing.MIG else 1.0
+            share = float(flavor.fraction) if flavor.sharing == Sharing.MIG else 1.0
             rows.append(UsageHour(team=team, flavor=flavor, cluster=self.cluster, namespace=namespace,
                                   hour=usage.hour, allocated_gpu_hours=allocated,
                                   # Utilisation and requests are sampled apart: use never exceeds allocation.
                                   used_gpu_hours=min(allocated, _gpu_hours(total.used_gpu_hours)),
                                   gpu_memory_used_gib_avg=round(total.memory_gib_hours, 3),
                                   energy_kwh=_gpu_hours(total.energy_kwh * share)))
+        return rows
+
+    def capacity_rows(self, usage: metrics.HourUsage, notes: set[str]) -> list[CapacityHour]:
+        """Devices the exporters reported, per flavor: what running pods held and the unallocated rest."""
+        totals: dict[int, tuple[GpuFlavor, metrics.Capacity]] = {}
+        for (resource, model), seen in sorted(usage.capacity.items()):
+            flavor = self.flavor(resource, model, notes)
+            if flavor is None:
+                notes.add(f"{resource} devices ({model or 'unknown model'}): no flavor has this resource")
+                continue
+            total = totals.setdefault(flavor.pk, (flavor, metrics.Capacity()))[1]
+            total.capacity += seen.capacity
+            total.held += seen.held
+        rows = []
+        for flavor, total in totals.values():
+            capacity = _gpu_hours(total.capacity)
+            allocated = min(capacity, _gpu_hours(total.held))
+            rows.append(CapacityHour(cluster=self.cluster, flavor=flavor, hour=usage.hour,
+                                     capacity_gpu_hours=capacity, allocated_gpu_hours=allocated,
+                                     unallocated_gpu_hours=capacity - allocated))
         return rows
 
     def job_rows(self, usage: metrics.HourUsage, jobs: dict[int, Job]) -> list[JobUsageHour]:
@@ -233,9 +253,10 @@ def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metr
                         now: datetime | None = None, stop_on_failure: bool = False) -> list[CollectedHour]:
     """Collect complete hours of one cluster; each collected hour's rows replace what it held before.
 
-    The source is read first, outside any transaction. An hour the source fails on, or answers with gaps or NaN,
-    keeps its rows exactly as they were; its ledger row says why. With `stop_on_failure`, the first failure ends
-    the batch (when Prometheus is down, every further hour would only wait for the same timeout).
+    The source is read first, outside any transaction. An hour answered with gaps or NaN is billed for what was
+    observed and marked partial with the steps missing, to be collected again (replacing, never adding). An hour the
+    source fails on keeps its rows exactly as they were; its ledger row says why. With `stop_on_failure`, the first
+    failure ends the batch (when Prometheus is down, every further hour would only wait for the same timeout).
     """
     now = now or timezone.now()
     hours = [metrics.check_hour(hour) for hour in hours]
@@ -257,11 +278,23 @@ def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metr
             if stop_on_failure:
                 break
             continue
-        if usage.problems:
-            outcomes.append((hour, HourState.PARTIAL, "; ".join(usage.problems), None))
-        else:
-            outcomes.append((hour, HourState.COLLECTED, "", usage))
+        outcomes.append((hour, HourState.PARTIAL if usage.problems else HourState.COLLECTED, "", usage))
     return _usage_record(cluster=cluster, outcomes=outcomes, now=now)
+
+
+def _scrape_shape_record(cluster: Cluster, collected: list[metrics.HourUsage], now: datetime) -> None:
+    """Keep the scrape setup the newest collected hour showed, for the cluster page."""
+    seen = [usage for usage in sorted(collected, key=lambda u: u.hour) if usage.scrape_shape]
+    if seen and (cluster.scrape_shape_seen, cluster.scrape_shape_seen_at) != (seen[-1].scrape_shape, now):
+        Cluster.objects.filter(pk=cluster.pk).update(scrape_shape_seen=seen[-1].scrape_shape, scrape_shape_seen_at=now)
+        cluster.scrape_shape_seen, cluster.scrape_shape_seen_at = seen[-1].scrape_shape, now
+
+
+def _shape_note(cluster: Cluster, usage: metrics.HourUsage) -> str:
+    if cluster.scrape_shape and usage.scrape_shape and usage.scrape_shape != cluster.scrape_shape:
+        return (f"the series look like {ScrapeShape(usage.scrape_shape).label} but the cluster is set to "
+                f"{ScrapeShape(cluster.scrape_shape).label}: pods' GPUs may be counted as unallocated")
+    return ""
 
 
 @transaction.atomic
@@ -269,23 +302,29 @@ def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime) -> list[Co
     # Collections of one cluster queue up here, so two workers never interleave their replacements of an hour.
     list(Cluster.objects.select_for_update(no_key=True).filter(pk=cluster.pk).values_list("pk", flat=True))
     owners = _Owners(cluster)
-    collected = [usage for _, state, _, usage in outcomes if state == HourState.COLLECTED]
+    collected = [usage for _, _, _, usage in outcomes if usage is not None]
     job_ids = {int(label) for usage in collected for _, label in usage.jobs if label.isdigit()}
     jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids, cluster=cluster).select_related("team",
                                                                                                        "flavor")}
-    rows, job_rows, messages = [], [], {}
+    rows, job_rows, capacity_rows, messages, missing = [], [], [], {}, {}
     for usage in collected:
         notes: set[str] = set()
         rows += owners.rows(usage, notes)
         job_rows += owners.job_rows(usage, jobs)
-        messages[usage.hour] = "; ".join(sorted(notes))
+        capacity_rows += owners.capacity_rows(usage, notes)
+        shape_note = _shape_note(cluster, usage)
+        messages[usage.hour] = "; ".join(usage.problems + ([shape_note] if shape_note else []) + sorted(notes))
+        missing[usage.hour] = usage.steps_missing
     replaced = [usage.hour for usage in collected]
     UsageHour.objects.filter(cluster=cluster, hour__in=replaced).delete()
     JobUsageHour.objects.filter(job__cluster=cluster, hour__in=replaced).delete()
+    CapacityHour.objects.filter(cluster=cluster, hour__in=replaced).delete()
     # Rows are built from rows just read and from non-negative, capped numbers; the table's unique and check
     # constraints still guard them (full_clean would re-read every foreign key, row by row).
     UsageHour.objects.bulk_create(rows, batch_size=1000)
     JobUsageHour.objects.bulk_create(job_rows, batch_size=1000)
+    CapacityHour.objects.bulk_create(capacity_rows, batch_size=1000)
+    _scrape_shape_record(cluster, collected, now)
 
     existing = {row.hour: row for row in CollectedHour.objects.filter(cluster=cluster,
                                                                        hour__in=[o[0] for o in outcomes])}
@@ -294,10 +333,13 @@ def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime) -> list[Co
         ledger = existing.get(hour) or CollectedHour(cluster=cluster, hour=hour, attempts=0)
         ledger.state, ledger.collected_at = state, now
         ledger.message = messages.get(hour, message)
+        # A failed attempt leaves the hour's rows as they were, so it keeps the count of the steps they miss.
+        ledger.steps_missing = missing.get(hour, ledger.steps_missing if state == HourState.FAILED else 0)
         ledger.attempts += 1
         ledgers.append(ledger)
     CollectedHour.objects.bulk_update([lg for lg in ledgers if lg.pk is not None],
-                                      ["state", "message", "attempts", "collected_at"], batch_size=1000)
+                                      ["state", "message", "steps_missing", "attempts", "collected_at"],
+                                      batch_size=1000)
     CollectedHour.objects.bulk_create([lg for lg in ledgers if lg.pk is None], batch_size=1000)
     return ledgers
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.db.models import Min
 from django.utils import timezone
 
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
@@ -25,6 +26,7 @@ from .pricing import (
     UNPRICED,
     ZERO,
     PricePeriod,
+    current_month,
     floor_hour,
     hours_between,
     money,
@@ -73,6 +75,8 @@ class MissingHours:
     end: datetime
     state: str  # "missing" (never collected) or an HourState
     message: str = ""
+    # Still inside the backfill window, so the collector will try it again; older gaps stay as they are.
+    retryable: bool = True
 
     @property
     def hours(self) -> int:
@@ -125,12 +129,20 @@ class Statement:
         return self.state == StatementState.FINAL
 
     @property
+    def retryable_hour_count(self) -> int:
+        return len({m.start + i * HOUR for m in self.missing if m.retryable for i in range(m.hours)})
+
+    @property
     def state_label(self) -> str:
         return StatementState(self.state).label
 
 
-def statement_state(month: date, now: datetime | None = None) -> str:
-    return StatementState.FINAL if (now or timezone.now()) >= month_bounds(month)[1] else StatementState.DRAFT
+def statement_state(month: date, now: datetime | None = None, missing: list[MissingHours] = ()) -> str:
+    """Draft while the month is open; then awaiting collection while any of its hours is missing or partial and
+    will still be collected again; final only after that."""
+    if (now or timezone.now()) < month_bounds(month)[1]:
+        return StatementState.DRAFT
+    return StatementState.PENDING if any(m.retryable for m in missing) else StatementState.FINAL
 
 
 def _gpu_hours(value) -> Decimal:
@@ -151,15 +163,14 @@ def _line(flavor, sums: dict, period: PricePeriod | None, start, end) -> Stateme
                          idle_cost=cost - money(used * period.price))
 
 
-def statements_for(*, teams, month: date, now: datetime | None = None,
-                   with_missing: bool = True) -> dict[int, Statement]:
-    """The month's statement of each of `teams` (a queryset or list), from one aggregate query."""
+def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[int, Statement]:
+    """The month's statement of each of `teams` (a queryset or list), from one aggregate query; its state and missing
+    hours come from the collection ledger of the clusters the team has a namespace in."""
     start, end = month_bounds(month)
     teams = list(teams)
     flavors = {f.pk: f for f in GpuFlavor.objects.select_related("cluster").order_by("pk")}
     periods = price_periods(start=start, end=end, flavors=list(flavors.values()))
-    state = statement_state(month, now)
-    statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=state,
+    statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=StatementState.DRAFT,
                                   currency=settings.BILLING_CURRENCY) for t in teams}
     # Testing every row against a long list of teams costs more than summing every team and dropping the others.
     rows = UsageHour.objects.filter(team__in=[t.pk for t in teams]) if len(teams) <= 50 else UsageHour.objects.all()
@@ -170,18 +181,31 @@ def statements_for(*, teams, month: date, now: datetime | None = None,
         statements[sums["team_id"]].lines.append(_line(flavors[sums["flavor_id"]], sums, period, start, end))
     for statement in statements.values():
         statement.lines.sort(key=lambda line: (line.flavor.cluster.name, line.flavor.name, line.charge_start))
-    if with_missing:
-        # Each team sees the gaps of the clusters it has a namespace in.
-        team_clusters = defaultdict(set)
-        for team_id, cluster_id in TeamNamespace.objects.filter(team__in=teams).values_list("team_id", "cluster_id"):
-            team_clusters[team_id].add(cluster_id)
-        clusters = list(Cluster.objects.filter(pk__in={c for ids in team_clusters.values() for c in ids}))
-        missing = missing_hours(clusters=clusters, start=start, end=min(end, floor_hour(now or timezone.now())))
-        names = {c.pk: c.name for c in clusters}
-        for statement in statements.values():
-            mine = {names[c] for c in team_clusters[statement.team.pk]}
-            statement.missing = [m for m in missing if m.cluster in mine]
+    # Each team sees the gaps of the clusters it has a namespace in.
+    team_clusters = defaultdict(set)
+    for team_id, cluster_id in TeamNamespace.objects.filter(team__in=teams).values_list("team_id", "cluster_id"):
+        team_clusters[team_id].add(cluster_id)
+    clusters = list(Cluster.objects.filter(pk__in={c for ids in team_clusters.values() for c in ids}))
+    missing = missing_hours(clusters=clusters, start=start, end=min(end, floor_hour(now or timezone.now())), now=now)
+    names = {c.pk: c.name for c in clusters}
+    for statement in statements.values():
+        mine = {names[c] for c in team_clusters[statement.team.pk]}
+        statement.missing = [m for m in missing if m.cluster in mine]
+        statement.state = statement_state(month, now, statement.missing)
     return statements
+
+
+def first_month(*, team: Team | None = None) -> date:
+    """The first month with anything to show: the team's first usage or its creation (for the console, the first
+    usage or cluster anywhere), so "previous month" stops there instead of paging back through empty months."""
+    rows = UsageHour.objects.filter(team=team) if team is not None else UsageHour.objects.all()
+    moments = [rows.aggregate(first=Min("hour"))["first"]]
+    if team is not None:
+        moments.append(team.created_at)
+    else:
+        moments.append(Cluster.objects.aggregate(first=Min("created_at"))["first"])
+    known = [m for m in moments if m is not None]
+    return current_month(min(known)) if known else current_month()
 
 
 def team_statement(*, team: Team, month: date, now: datetime | None = None) -> Statement:
@@ -225,24 +249,37 @@ def all_statements(*, user, month: date, now: datetime | None = None) -> list[St
 # --- the collection ledger -----------------------------------------------------------------------------------
 
 
-def missing_hours(*, clusters: list[Cluster], start: datetime, end: datetime) -> list[MissingHours]:
-    """Hours of [start, end) not collected for each cluster, as runs of consecutive hours with the same state."""
+def retry_from(now: datetime | None = None) -> datetime:
+    """The first hour the collector still collects again (the backfill window's start)."""
+    return floor_hour(now or timezone.now()) - timedelta(days=settings.BILLING_BACKFILL_DAYS)
+
+
+def missing_hours(*, clusters: list[Cluster], start: datetime, end: datetime,
+                  now: datetime | None = None) -> list[MissingHours]:
+    """Hours of [start, end) not collected in full for each cluster (from the hour it was added), as runs of
+    consecutive hours with the same state and message, each saying whether the collector will try it again."""
     if end <= start or not clusters:
         return []
     known = {(c, h): (s, m) for c, h, s, m in CollectedHour.objects.filter(
         cluster__in=clusters, hour__gte=start, hour__lt=end).values_list("cluster_id", "hour", "state", "message")}
+    cutoff = retry_from(now)
     runs: list[MissingHours] = []
     for cluster in sorted(clusters, key=lambda c: c.name):
-        hour = start
+        hour = max(start, floor_hour(cluster.created_at))
         while hour < end:
+            retryable = hour >= cutoff
             state, message = known.get((cluster.pk, hour), ("missing", ""))
+            if state == "missing":
+                message = ("not collected yet" if retryable else
+                           f"never collected, and older than the {settings.BILLING_BACKFILL_DAYS}-day backfill window")
             if state != HourState.COLLECTED:
                 last = runs[-1] if runs else None
-                if last and last.cluster == cluster.name and last.end == hour and last.state == state:
+                if (last and last.cluster == cluster.name and last.end == hour and last.state == state
+                        and last.message == message and last.retryable == retryable):
                     last.end = hour + HOUR
                 else:
                     runs.append(MissingHours(cluster=cluster.name, start=hour, end=hour + HOUR, state=state,
-                                             message=message))
+                                             message=message, retryable=retryable))
             hour += HOUR
     return runs
 

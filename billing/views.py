@@ -8,6 +8,7 @@ import io
 import json
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -20,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal.http import platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 
-from . import charts, selectors, services
+from . import capacity, charts, selectors, services
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
@@ -39,10 +40,12 @@ def _month(request, value: str | None = None):
         return selectors.current_month()
 
 
-def _month_nav(month):
+def _month_nav(month, *, first):
+    """Neighbouring months that have something to show: none before `first`, none after this month."""
     previous = (month - timedelta(days=1)).replace(day=1)
     following = (month + timedelta(days=32)).replace(day=1)
-    return {"previous": previous, "next": following if following <= selectors.current_month() else None}
+    return {"previous": previous if previous >= first else None,
+            "next": following if following <= selectors.current_month() else None}
 
 
 def _team_usage_page(request, team, month, *, budget_form=None, status=200):
@@ -56,7 +59,8 @@ def _team_usage_page(request, team, month, *, budget_form=None, status=200):
         budget_form = BudgetForm(initial={"month": f"{month:%Y-%m}",
                                           "amount": budget.budget.amount if budget.budget else None})
     return render(request, "billing/team_usage.html", {
-        "team": team, "month": month, "nav": _month_nav(month), "statement": statement, "budget": budget,
+        "team": team, "month": month, "nav": _month_nav(month, first=selectors.first_month(team=team)),
+        "statement": statement, "budget": budget,
         "can_budget": can_budget, "budget_form": budget_form,
         "idle": selectors.idle_jobs(user=request.user, team=team),
         "usage_chart": charts.figure_html(charts.usage_by_flavor_figure(usage_rows), div_id="usage-chart"),
@@ -101,7 +105,8 @@ def team_statement(request, slug, month):
     month = _month(request, month)
     statement = selectors.team_statement(team=team, month=month)
     return render(request, "billing/statement.html", {
-        "team": team, "statement": statement, "nav": _month_nav(month),
+        "team": team, "statement": statement, "nav": _month_nav(month, first=selectors.first_month(team=team)),
+        "backfill_days": settings.BILLING_BACKFILL_DAYS,
         "budget": selectors.budget_status(team=team, statement=statement),
     })
 
@@ -144,8 +149,12 @@ def console_usage(request):
                  for s in statements if s.lines]
     end = selectors.floor_hour(timezone.now()) + selectors.HOUR
     start = end - timedelta(days=HEATMAP_DAYS)
+    clusters = capacity.cluster_capacity(month=month)
     return render(request, "billing/console_usage.html", {
-        "month": month, "nav": _month_nav(month), "statements": statements, "rollups": rollups,
+        "clusters": clusters, "unallocated_cost": sum((c.unallocated_cost for c in clusters), selectors.ZERO),
+        "unpriced_gpu_hours": sum((s.unpriced_gpu_hours for s in statements), selectors.ZERO),
+        "month": month, "nav": _month_nav(month, first=selectors.first_month()), "statements": statements,
+        "rollups": rollups,
         "total": sum((s.total_cost for s in statements), selectors.ZERO), "currency": currency,
         "idle": selectors.idle_jobs(user=request.user),
         "team_chart": charts.figure_html(charts.cost_by_group_figure(
@@ -187,7 +196,9 @@ def console_rates(request):
     in_force = {p.flavor_id: p for p in selectors.price_periods(start=selectors.floor_hour(now),
                                                                  end=selectors.floor_hour(now) + selectors.HOUR,
                                                                  flavors=list(flavors))}
+    month = selectors.current_month(now)
+    unpriced = capacity.unpriced_gpu_hours_by_flavor(month=month)
     return render(request, "billing/console_rates.html", {
-        "form": form, "cards": selectors.rate_cards(),
-        "flavors": [{"flavor": f, "now": in_force.get(f.pk)} for f in flavors],
+        "form": form, "cards": selectors.rate_cards(), "month": month,
+        "flavors": [{"flavor": f, "now": in_force.get(f.pk), "unpriced": unpriced.get(f.pk)} for f in flavors],
     }, status=400 if form.errors else 200)

@@ -175,14 +175,14 @@ def job_spec(job: Job) -> JobSpec:
         env=tuple(sorted(job.env.items())),
         workers=job.workers,
         gpus_per_worker=job.gpus_per_worker,
-        gpu_resource=job.flavor.resource_name,
+        gpu_resource=job.flavor.scheduled_resource(job.cluster.mig_strategy),
         cpu_per_worker=job.cpu_per_worker,
         memory_gib_per_worker=job.memory_gib_per_worker,
         priority_class=priority_class_name(job.priority_tier.name),
         local_queue=LOCAL_QUEUE,
         volcano_queue=queue,
         max_runtime_seconds=job.max_runtime_minutes * 60,
-        node_labels=job.flavor.node_labels,
+        node_labels=job.flavor.scheduled_node_labels(job.cluster.mig_strategy),
         tolerations=job.flavor.tolerations,
     )
 

@@ -217,7 +217,8 @@ def _set_state(job: Job, observed: status.Observed, now) -> bool:
     return True
 
 
-def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict]):
+def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
+             refusals: dict[str, str]):
     name = job.object_name
     found = objects.get(f"RayJob/{name}" if job.kind == JobKind.RAY else f"Job/{name}")
     if found is None:
@@ -228,7 +229,8 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     elif job.cluster.scheduler == Scheduler.KUEUE:
         observed = status.kueue_batch_job(found, workload)
     else:
-        observed = status.volcano_job(found, podgroup)
+        refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
+        observed = status.volcano_job(found, podgroup, refusal)
     return replace(observed, admitted_at=status.admission_time(found, workload, podgroup))
 
 
@@ -267,9 +269,13 @@ def job_status_sync(*, cluster) -> dict:
             for obj in client.list(api_version, kind, namespace=namespace):
                 owner = _owner_name(obj)
                 (workloads if kind == "Workload" else podgroups)[owner] = obj
+        refusals = {}
+        if cluster.scheduler == Scheduler.VOLCANO:
+            counts["lists"] += 1
+            refusals = _enqueue_refusals(client, namespace)
         observations = []
         for job in members:
-            observed = _observe(job, objects, workloads, podgroups)
+            observed = _observe(job, objects, workloads, podgroups, refusals)
             if observed is None:
                 if job.cancel_requested_at:
                     observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
@@ -289,6 +295,20 @@ def job_status_sync(*, cluster) -> dict:
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
+
+
+def _enqueue_refusals(client, namespace: str) -> dict[str, str]:
+    """PodGroup name → why Volcano's enqueue action last refused it. Volcano writes no condition for that, only an
+    Event on the PodGroup (plugins/proportion and capacity: "queue resource quota insufficient: ...")."""
+    latest: dict[str, tuple[str, str]] = {}
+    events = client.list("v1", "Event", namespace=namespace,
+                         field_selector="involvedObject.kind=PodGroup,reason=Unschedulable")
+    for event in events:
+        name = (event.get("involvedObject") or {}).get("name", "")
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if name and when >= latest.get(name, ("", ""))[0]:
+            latest[name] = (when, event.get("message", ""))
+    return {name: message for name, (_, message) in latest.items()}
 
 
 JOB_SYNC_CONDITION = "JobsSynced"

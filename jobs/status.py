@@ -72,17 +72,20 @@ VOLCANO_PHASES = {
 }
 
 
-def volcano_job(job: dict, podgroup: dict | None) -> Observed:
+def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed:
+    """`refusal`: the message of the latest Unschedulable Event on the PodGroup, Volcano's only word on why its
+    enqueue action keeps a PodGroup Pending. An Inqueue PodGroup whose gang cannot be placed is still waiting,
+    with the gang plugin's NotEnoughResources condition."""
     phase_info = (job.get("status") or {}).get("state") or {}
     phase = phase_info.get("phase", "Pending")
     state = VOLCANO_PHASES.get(phase, JobState.QUEUED)
     message = phase_info.get("message", "")
     pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
-    if state == JobState.QUEUED and pg_phase == "Inqueue":
+    unschedulable = _condition(podgroup, "Unschedulable")
+    if state == JobState.QUEUED and pg_phase == "Inqueue" and unschedulable.get("status") != "True":
         state = JobState.ADMITTED
     if state == JobState.QUEUED:
-        unschedulable = _condition(podgroup, "Unschedulable")
-        message = unschedulable.get("message", message)
+        message = unschedulable.get("message") or (refusal if pg_phase in (None, "Pending") else "") or message
     if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
         state = JobState.PREEMPTED
     if phase == "Pending" and phase_info.get("reason") == "PodEvicted":

@@ -33,6 +33,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("v1", "LimitRange"): Kind("limitranges", True),
     ("v1", "Service"): Kind("services", True),
     ("v1", "Pod"): Kind("pods", True),
+    ("v1", "Event"): Kind("events", True),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind("rolebindings", True),
     ("networking.k8s.io/v1", "NetworkPolicy"): Kind("networkpolicies", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): Kind("priorityclasses", False),
@@ -154,9 +155,12 @@ class ClusterClient:
             raise
 
     def list(
-        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = ""
+        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = "",
+        field_selector: str = "",
     ) -> list[dict]:
         query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
             result = self._call("GET", path_for(api_version, kind, namespace), query=query)
         except KubeError as exc:

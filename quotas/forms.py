@@ -60,7 +60,7 @@ class GpuFlavorForm(forms.ModelForm):
     class Meta:
         model = GpuFlavor
         fields = ["cluster", "name", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
-                  "gpu_fraction", "sharing", "node_labels", "node_taints", "tolerations"]
+                  "gpu_fraction", "sharing", "mig_slices_per_gpu", "node_labels", "node_taints", "tolerations"]
 
 
 class PriorityTierForm(forms.ModelForm):

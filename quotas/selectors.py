@@ -25,12 +25,13 @@ ROOT_QUEUE = "root"
 # --- desired cluster objects ---------------------------------------------------------------------------------
 
 
-def flavor_spec(flavor: GpuFlavor) -> m.FlavorSpec:
+def flavor_spec(flavor: GpuFlavor, strategy: str) -> m.FlavorSpec:
+    """The flavor as the cluster's MIG strategy schedules it (a MIG slice is nvidia.com/gpu under `single`)."""
     return m.FlavorSpec(
         name=flavor.name,
-        resource_name=flavor.resource_name,
+        resource_name=flavor.scheduled_resource(strategy),
         gpus_per_node=flavor.gpus_per_node,
-        node_labels=flavor.node_labels,
+        node_labels=flavor.scheduled_node_labels(strategy),
         node_taints=flavor.node_taints,
         tolerations=flavor.tolerations,
     )
@@ -50,12 +51,13 @@ def team_quota_spec(*, team: Team, cluster: Cluster, quotas, flavors) -> m.TeamQ
         slug=team.slug,
         namespace=team.namespace,
         quotas=tuple(
-            m.QuotaSpec(flavor=flavor_spec(q.flavor), guaranteed=q.guaranteed, burst=q.burst, cpu_cores=q.cpu_cores,
+            m.QuotaSpec(flavor=flavor_spec(q.flavor, cluster.mig_strategy), guaranteed=q.guaranteed, burst=q.burst,
+                        cpu_cores=q.cpu_cores,
                         memory_gib=q.memory_gib, storage_gib=q.storage_gib)
             for q in sorted(quotas, key=lambda q: q.flavor.name)
             if q.flavor.cluster_id == cluster.pk and (q.guaranteed or q.burst)
         ),
-        cluster_flavors=tuple(flavor_spec(f) for f in flavors),
+        cluster_flavors=tuple(flavor_spec(f, cluster.mig_strategy) for f in flavors),
         cohort=_parent_name(team, cluster),
         held=team.state != TeamState.ACTIVE,
     )
@@ -82,7 +84,8 @@ def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
         Team.objects.filter(children__isnull=False).exclude(state=TeamState.ARCHIVED).distinct().order_by("slug")
     )
     if cluster.scheduler == Scheduler.KUEUE:
-        objects = [m.cpu_resource_flavor_manifest()] + [m.resource_flavor_manifest(flavor_spec(f)) for f in flavors]
+        objects = [m.cpu_resource_flavor_manifest()] + [m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy))
+                                                    for f in flavors]
         objects += [
             m.workload_priority_class_manifest(name=priority_class_name(t.name), value=t.value,
                                                description=t.description or f"GPU portal priority tier {t.name}")
@@ -207,11 +210,13 @@ def capacity_overview(*, cluster: Cluster | None = None) -> list[FlavorUsage]:
 def in_use(*, flavor: GpuFlavor, scheduler: str, quota_status: dict) -> int:
     """Units of a flavor a team uses now, as its cluster reports: Kueue counts per flavor (ClusterQueue
     `flavorsUsage`); otherwise the ResourceQuota's `used` per resource, else Volcano's Queue `allocated`."""
+    # The cluster counts the resource its MIG strategy schedules (a slice is nvidia.com/gpu under `single`).
+    resource = flavor.scheduled_resource(flavor.cluster.mig_strategy)
     if scheduler == Scheduler.KUEUE and "flavors" in quota_status:
-        return (quota_status["flavors"].get(flavor.name) or {}).get(flavor.resource_name, 0)
+        return (quota_status["flavors"].get(flavor.name) or {}).get(resource, 0)
     for source in ("used", "allocated"):  # a quota controller that has not counted yet reports no key
-        if flavor.resource_name in (quota_status.get(source) or {}):
-            return quota_status[source][flavor.resource_name]
+        if resource in (quota_status.get(source) or {}):
+            return quota_status[source][resource]
     return 0
 
 
@@ -253,8 +258,11 @@ def team_held_quotas(*, team: Team) -> list[HeldQuota]:
     quotas = list(team_quotas(team=team))
     namespaces = {ns.cluster_id: ns for ns in TeamNamespace.objects.filter(team=team, deleted_at__isnull=True)}
     expected: dict[tuple[int, str], int] = defaultdict(int)
+    def resource(flavor: GpuFlavor) -> str:
+        return flavor.scheduled_resource(flavor.cluster.mig_strategy)
+
     for quota in quotas:
-        expected[(quota.flavor.cluster_id, quota.flavor.resource_name)] += quota.limit
+        expected[(quota.flavor.cluster_id, resource(quota.flavor))] += quota.limit
     held = []
     for quota in quotas:
         flavor = quota.flavor
@@ -263,8 +271,7 @@ def team_held_quotas(*, team: Team) -> list[HeldQuota]:
         held.append(HeldQuota(
             quota=quota,
             in_use=in_use(flavor=flavor, scheduler=flavor.cluster.scheduler, quota_status=status),
-            not_applied=_not_applied(namespace, flavor.resource_name,
-                                     expected[(flavor.cluster_id, flavor.resource_name)]),
+            not_applied=_not_applied(namespace, resource(flavor), expected[(flavor.cluster_id, resource(flavor))]),
         ))
     return held
 

@@ -49,3 +49,20 @@ class MembershipSource(models.TextChoices):
 
     LOCAL = "local", "Portal"
     IDP = "idp", "Identity provider"
+
+
+class MigStrategy(models.TextChoices):
+    """How the NVIDIA device plugin advertises MIG slices (k8s-device-plugin internal/lm/mig-strategy.go)."""
+
+    # Each profile is its own resource, nvidia.com/mig-<profile>.
+    MIXED = "mixed", "mixed (nvidia.com/mig-<profile>)"
+    # Every slice is an nvidia.com/gpu on a node whose GPUs all carry one profile; gpu.product names it.
+    SINGLE = "single", "single (nvidia.com/gpu on MIG-labelled nodes)"
+
+
+class ScrapeShape(models.TextChoices):
+    """How Prometheus stored dcgm-exporter's pod labels: the ServiceMonitor's honorLabels."""
+
+    EITHER = "", "Detect from the series"
+    DIRECT = "direct", "honorLabels: true (namespace, pod)"
+    EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"

@@ -1,5 +1,6 @@
 import re
 from decimal import Decimal
+from fractions import Fraction
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -7,7 +8,18 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from .choices import Connection, MembershipSource, PreemptionPolicy, Role, Scheduler, Sharing, SyncState, TeamState
+from .choices import (
+    Connection,
+    MembershipSource,
+    MigStrategy,
+    PreemptionPolicy,
+    Role,
+    Scheduler,
+    ScrapeShape,
+    Sharing,
+    SyncState,
+    TeamState,
+)
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 dns_label = RegexValidator(
@@ -106,6 +118,17 @@ class Cluster(Reconciled):
         validators=[MinValueValidator(Decimal("0.10")), MaxValueValidator(Decimal("10.00"))],
         help_text="Σ guaranteed may reach capacity × this ratio.",
     )
+    mig_strategy = models.CharField(
+        max_length=10, choices=MigStrategy.choices, default=MigStrategy.MIXED,
+        help_text="The GPU Operator's mig.strategy: the resource name and node labels MIG flavors are scheduled by.",
+    )
+    scrape_shape = models.CharField(
+        max_length=10, choices=ScrapeShape.choices, default=ScrapeShape.EITHER, blank=True,
+        help_text="The dcgm-exporter ServiceMonitor's honorLabels; left to detection, either is read.",
+    )
+    # What the last collection found in the series (the cluster page shows it beside the setting).
+    scrape_shape_seen = models.CharField(max_length=10, choices=ScrapeShape.choices, blank=True, editable=False)
+    scrape_shape_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -143,6 +166,11 @@ class GpuFlavor(models.Model):
         help_text="The part of a full GPU one unit is (1 for a whole GPU, 1/7 for a 1g MIG slice).",
     )
     sharing = models.CharField(max_length=20, choices=Sharing.choices, default=Sharing.EXCLUSIVE)
+    mig_slices_per_gpu = models.PositiveSmallIntegerField(
+        default=7, null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(8)],
+        help_text="Compute slices of the whole GPU (7 on A100/H100, 4 on A30; empty: 7): a MIG unit is its "
+                  "profile's slices over this, exactly.",
+    )
 
     class Meta:
         ordering = ["cluster__name", "name"]
@@ -170,8 +198,55 @@ class GpuFlavor(models.Model):
         if any(not t.get("key") or t.get("effect") not in {"NoSchedule", "PreferNoSchedule", "NoExecute"}
                for t in self.node_taints):
             raise ValidationError({"node_taints": "Each taint needs a key and an effect."})
-        if self.sharing == Sharing.MIG and "mig-" not in self.resource_name:
-            raise ValidationError({"resource_name": "A MIG flavor's resource is nvidia.com/mig-<profile>."})
+        if self.sharing == Sharing.MIG:
+            if not self.mig_profile:
+                raise ValidationError({"resource_name": "A MIG flavor's resource is nvidia.com/mig-<profile>, "
+                                                        "e.g. nvidia.com/mig-1g.10gb (under either MIG strategy)."})
+            if self.gpu_fraction is not None and abs(Decimal(self.gpu_fraction) - self.fraction_decimal) >= Decimal(
+                    "0.0001"):
+                raise ValidationError({"gpu_fraction": f"A {self.mig_profile} slice of a GPU with "
+                                                       f"{self.mig_slices_per_gpu or 7} slices is "
+                                                       f"{self.fraction.numerator}/{self.fraction.denominator}."})
+
+    # A MIG flavor is its GPU model and profile; its resource name is kept in the `mixed` spelling, and the cluster's
+    # strategy decides what pods and quotas ask for.
+
+    @property
+    def mig_profile(self) -> str:
+        """'1g.10gb' for nvidia.com/mig-1g.10gb; '' for anything else."""
+        match = MIG_RESOURCE.match(self.resource_name or "")
+        return match[1] if match and self.sharing == Sharing.MIG else ""
+
+    @property
+    def fraction(self) -> Fraction:
+        """The exact part of a whole GPU one unit is: 1/7 for a 1g slice of an A100, so 7 slices cost one GPU."""
+        profile = MIG_PROFILE.match(self.mig_profile)
+        if profile:
+            slices = self.mig_slices_per_gpu or 7
+            return Fraction(min(int(profile[1]), slices), slices)
+        return Fraction(Decimal(self.gpu_fraction))
+
+    @property
+    def fraction_decimal(self) -> Decimal:
+        return (Decimal(self.fraction.numerator) / Decimal(self.fraction.denominator)).quantize(Decimal("0.0001"))
+
+    def scheduled_resource(self, strategy: str) -> str:
+        """The extended resource a pod or quota asks for under the cluster's MIG strategy."""
+        return "nvidia.com/gpu" if self.mig_profile and strategy == MigStrategy.SINGLE else self.resource_name
+
+    def scheduled_node_labels(self, strategy: str) -> dict:
+        """Node labels of the flavor; under `single`, also the product label GPU Feature Discovery gives nodes whose
+        GPUs are cut into this profile: the model with spaces as dashes, then -MIG-<profile> (k8s-device-plugin
+        internal/lm/resource.go, productLabel)."""
+        labels = dict(self.node_labels or {})
+        if self.mig_profile and strategy == MigStrategy.SINGLE and self.gpu_model:
+            labels[GPU_PRODUCT_LABEL] = "-".join([self.gpu_model.replace(" ", "-"), "MIG", self.mig_profile])
+        return labels
+
+
+MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb(?:\+[a-z0-9.]+)?)$")
+MIG_PROFILE = re.compile(r"^(\d+)g\.")
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 class PriorityTier(models.Model):

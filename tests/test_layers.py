@@ -20,7 +20,7 @@ WIRING = {"portal/settings.py", "portal/urls.py", "portal/api_urls.py", "portal/
           "portal/asgi.py"}
 MAX_LINES = 450
 # Modules still over the limit, each with the size it may not grow beyond until it is split.
-KNOWN_LONG = {"sandbox/simulator.py": 1102}
+KNOWN_LONG: dict[str, int] = {}
 
 
 def packages(root: Path) -> list[str]:

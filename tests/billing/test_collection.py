@@ -13,7 +13,17 @@ from billing.tasks import usage_collect_task
 from jobs.models import Job
 from tenants.models import Cluster
 from tests import prometheus
-from tests.billing.conftest import A100, H100, HOURS, JOB_INFER, JOB_TRAIN, L40S, MIG_FRACTION, MISSING_HOUR, NAN_HOUR
+from tests.billing.conftest import (
+    A100,
+    GAP_HOUR,
+    H100,
+    HOURS,
+    JOB_INFER,
+    JOB_TRAIN,
+    L40S,
+    NAN_HOUR,
+    VARIANTS,
+)
 from tests.conftest import require_postgresql
 from tests.factories import (
     ClusterFactory,
@@ -24,16 +34,17 @@ from tests.factories import (
     UserFactory,
 )
 
-COLLECTED_HOURS = [i for i in range(HOURS) if i not in (MISSING_HOUR, NAN_HOUR)]
+COLLECTED_HOURS = [i for i in range(HOURS) if i not in (GAP_HOUR, NAN_HOUR)]
+EVERY_VARIANT = pytest.mark.parametrize("variant", range(len(VARIANTS)), ids=["-".join(v) for v in VARIANTS])
 
 
-def make_world(url: str) -> dict:
-    cluster = ClusterFactory(name="gpu-test", prometheus_url=url)
+def make_world(url: str, strategy: str = "mixed") -> dict:
+    cluster = ClusterFactory(name="gpu-test", prometheus_url=url, mig_strategy=strategy)
     flavors = {
         "h100": GpuFlavorFactory(cluster=cluster, name="h100", gpu_model=H100),
         "l40s": GpuFlavorFactory(cluster=cluster, name="l40s", gpu_model=L40S),
         "mig-1g": GpuFlavorFactory(cluster=cluster, name="mig-1g", gpu_model=A100, sharing="mig",
-                                   resource_name="nvidia.com/mig-1g.10gb", gpu_fraction=MIG_FRACTION),
+                                   resource_name="nvidia.com/mig-1g.10gb", gpu_fraction=Decimal("0.1429")),
     }
     teams = {slug: TeamFactory(slug=slug) for slug in ("alpha", "beta")}
     for team in teams.values():
@@ -61,14 +72,18 @@ def close(value: Decimal | float, expected: float) -> bool:
     return abs(float(value) - expected) <= 2e-6  # six decimal places, rounded once
 
 
-@pytest.mark.parametrize("index", COLLECTED_HOURS)
-def test_collected_rows_equal_the_truth_of_the_synthetic_series(world, index):
+@pytest.mark.parametrize("index", range(HOURS))
+@EVERY_VARIANT
+def test_collected_rows_equal_the_truth_of_the_series(world, variant, index):
+    """Under both honorLabels settings and both MIG strategies (flavors defined once), gaps and NaN included."""
     scenario, cluster = world["scenario"], world["cluster"]
-    hour = scenario.hour(index)
+    Cluster.objects.filter(pk=cluster.pk).update(mig_strategy=VARIANTS[variant][1])
+    hour = scenario.hour(index, variant)
 
     ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
 
-    assert (ledger.state, ledger.attempts) == (HourState.COLLECTED, 1)
+    state = HourState.COLLECTED if index in COLLECTED_HOURS else HourState.PARTIAL
+    assert (ledger.state, ledger.attempts, ledger.steps_missing) == (state, 1, 10 if index == GAP_HOUR else 0)
     assert "namespace gamma: no team owns the namespace" in ledger.message
     truth = scenario.truth(index)
     rows = rows_of(cluster, hour)
@@ -117,39 +132,64 @@ def test_a_failed_collection_leaves_the_previous_rows_and_says_why(world, fault,
     assert JobUsageHour.objects.filter(hour=hour).count() == 2
 
 
-def test_a_partial_answer_leaves_the_previous_rows(world):
+def test_a_partial_hour_is_billed_as_observed_and_replaced_when_collected_again(world):
     from billing.metrics import HourUsage
 
     class Gappy:
-        """Another source answering the same hour with a gap (as a Prometheus restarted mid-hour would)."""
+        """Another source answering the same hour with a gap and nothing in it (a Prometheus restarted mid-hour)."""
 
         def hour_usage(self, hour):
-            return HourUsage(hour=hour, problems=["dcgm-exporter answered for 41 of 60 steps"])
+            return HourUsage(hour=hour, problems=["dcgm-exporter answered for 41 of 60 steps"], steps_missing=19)
 
     cluster, hour = world["cluster"], world["scenario"].hour(0)
-    services.usage_collect_hour(cluster=cluster, hour=hour)
-    before = rows_of(cluster, hour)
-
     ledger = services.usage_collect_hour(cluster=cluster, hour=hour, source=Gappy())
-
-    assert (ledger.state, ledger.message, ledger.attempts) == (HourState.PARTIAL,
-                                                               "dcgm-exporter answered for 41 of 60 steps", 2)
-    assert rows_of(cluster, hour) == before
+    assert (ledger.state, ledger.message, ledger.steps_missing) == (
+        HourState.PARTIAL, "dcgm-exporter answered for 41 of 60 steps", 19)
+    assert rows_of(cluster, hour) == {}
     Cluster.objects.filter(pk=cluster.pk).update(created_at=hour)
     cluster.refresh_from_db()
     assert services.usage_hours_due(cluster=cluster, now=world["scenario"].hour(1)) == [hour]  # tried again
 
-
-@pytest.mark.parametrize(("index", "message"), [
-    (MISSING_HOUR, "kube-state-metrics answered for 0 of 60 steps"),
-    (NAN_HOUR, "power: NaN"),
-])
-def test_gaps_and_nan_mark_the_hour_partial_and_write_nothing(world, index, message):
-    cluster, hour = world["cluster"], world["scenario"].hour(index)
     ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
-    assert ledger.state == HourState.PARTIAL
-    assert message in ledger.message
-    assert not UsageHour.objects.filter(hour=hour).exists()
+    assert (ledger.state, ledger.attempts, ledger.steps_missing) == (HourState.COLLECTED, 2, 0)
+    truth = world["scenario"].truth(0)
+    rows = rows_of(cluster, hour)
+    assert set(rows) == set(truth) and all(close(rows[key][0], truth[key]["allocated"]) for key in truth)
+
+    # And an hour with a gap, collected twice, holds what was observed once.
+    gap = world["scenario"].hour(GAP_HOUR)
+    services.usage_collect_hour(cluster=cluster, hour=gap)
+    first = rows_of(cluster, gap)
+    services.usage_collect_hour(cluster=cluster, hour=gap)
+    assert rows_of(cluster, gap) == first and first
+
+
+def test_capacity_rows_split_what_pods_held_from_the_unallocated_rest(world):
+    from billing.models import CapacityHour
+
+    scenario, cluster = world["scenario"], world["cluster"]
+    hour = scenario.hour(0, 1)  # honorLabels false, MIG single
+    services.usage_collect_hour(cluster=cluster, hour=hour)
+
+    rows = {r.flavor.name: r for r in CapacityHour.objects.filter(cluster=cluster, hour=hour).select_related("flavor")}
+    truth = scenario.capacity_truth(0)
+    assert set(rows) == set(truth)
+    for name, (capacity, held) in truth.items():
+        row = rows[name]
+        assert close(row.capacity_gpu_hours, capacity) and close(row.allocated_gpu_hours, held), name
+        assert row.allocated_gpu_hours + row.unallocated_gpu_hours == row.capacity_gpu_hours
+    # 4 of the 7 slices idle all hour, 3 held by infer-0 from minute 20.
+    assert close(rows["mig-1g"].unallocated_gpu_hours, 7 - 3 * 40 / 60)
+    cluster.refresh_from_db()
+    assert cluster.scrape_shape_seen == "exported" and cluster.scrape_shape_seen_at is not None
+
+
+def test_a_cluster_set_to_the_wrong_scrape_setup_is_told_so_in_the_ledger(world):
+    cluster = world["cluster"]
+    Cluster.objects.filter(pk=cluster.pk).update(scrape_shape="direct")
+    cluster.refresh_from_db()
+    ledger = services.usage_collect_hour(cluster=cluster, hour=world["scenario"].hour(0, 1))
+    assert "the series look like honorLabels: false" in ledger.message
 
 
 def test_backfill_fills_every_missed_hour_once_prometheus_is_back(world):
@@ -169,15 +209,15 @@ def test_backfill_fills_every_missed_hour_once_prometheus_is_back(world):
     assert states == {scenario.hour(i): HourState.COLLECTED if i in COLLECTED_HOURS else HourState.PARTIAL
                       for i in range(HOURS)}
     count = UsageHour.objects.count()
-    assert count == sum(len(scenario.truth(i)) for i in COLLECTED_HOURS)
+    assert count == sum(len(scenario.truth(i)) for i in range(HOURS))  # partial hours are billed as observed
 
-    # Only the partial hours are tried again; the collected ones are not touched.
+    # Only the partial hours are tried again, replacing their rows; the collected ones are not touched.
     cluster.refresh_from_db()
     assert services.usage_hours_due(cluster=cluster, now=now) == [scenario.hour(NAN_HOUR),
-                                                                   scenario.hour(MISSING_HOUR)]
+                                                                   scenario.hour(GAP_HOUR)]
     assert services.usage_collect_due(now=now) == {"gpu-test": 0}
     assert UsageHour.objects.count() == count
-    assert CollectedHour.objects.get(hour=scenario.hour(MISSING_HOUR)).attempts == 2
+    assert CollectedHour.objects.get(hour=scenario.hour(GAP_HOUR)).attempts == 2
     assert CollectedHour.objects.get(hour=scenario.hour(0)).attempts == 1
 
 
@@ -296,9 +336,9 @@ def test_admin_lists_usage_and_ledger_read_only(world, client, django_assert_max
             response = client.get(reverse(f"admin:billing_{model}_changelist"))
         assert response.status_code == 200, model
         assert client.get(reverse(f"admin:billing_{model}_add")).status_code == 403
-    partial = CollectedHour.objects.get(hour=world["scenario"].hour(MISSING_HOUR))
+    partial = CollectedHour.objects.get(hour=world["scenario"].hour(GAP_HOUR))
     response = client.get(reverse("admin:billing_collectedhour_changelist"))
-    assert b"kube-state-metrics answered for 0 of 60 steps" in response.content
+    assert b"dcgm-exporter answered for 50 of 60 steps" in response.content
 
     with run_on_commit():
         response = client.post(reverse("admin:billing_collectedhour_changelist"),

@@ -89,4 +89,4 @@ def test_the_demo_prices_every_flavor_once_with_a_rate_change_and_a_mig_default(
     hour = selectors.floor_hour(datetime.now(UTC))
     priced = {p.flavor_id: p for p in selectors.price_periods(start=hour, end=hour + selectors.HOUR)}
     mig = priced[GpuFlavor.objects.get(name="a100-mig-1g").pk]
-    assert mig.parent == "h100" and mig.price == Decimal("4.40") * Decimal("0.1429")
+    assert mig.parent == "h100" and mig.price == Decimal("4.40") / 7  # exactly a seventh of the rate

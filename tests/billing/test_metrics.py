@@ -4,56 +4,124 @@ import pytest
 
 from billing import metrics
 from billing.metrics import MetricsError, PrometheusSource, SandboxSource
+from tenants.choices import ScrapeShape
 from tests import prometheus
-from tests.billing.conftest import H100, L40S, MIG_FRACTION, MISSING_HOUR, NAN_HOUR
+from tests.billing.conftest import (
+    A100,
+    EXPORTER_NAMESPACE,
+    GAP_HOUR,
+    H100,
+    L40S,
+    MIG_FRACTION,
+    NAN_HOUR,
+    VARIANTS,
+)
 
 FLAVOR_KEYS = {"h100": ("nvidia_com_gpu", H100), "l40s": ("nvidia_com_gpu", L40S),
-               "mig-1g": ("nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB")}
+               "mig-1g": ("nvidia_com_mig_1g_10gb", A100)}
+SHAPES = {"direct": ScrapeShape.DIRECT, "exported": ScrapeShape.EXPORTED}
+EVERY_VARIANT = pytest.mark.parametrize("variant", range(len(VARIANTS)), ids=["-".join(v) for v in VARIANTS])
 
 
-@pytest.mark.parametrize("index", [0, 1, 3])
-def test_prometheus_hour_equals_the_truth_of_the_series(prometheus_data, index):
-    url, scenario = prometheus_data
-    usage = PrometheusSource(url).hour_usage(scenario.hour(index))
-
-    assert usage.problems == []
+def _assert_truth(usage, scenario, index):
     truth = scenario.truth(index)
-    teams = {key: value for key, value in usage.namespaces.items() if key[0] != "gamma"}
+    teams = {key: value for key, value in usage.namespaces.items() if key[0] in ("alpha", "beta")}
     assert set(teams) == {(namespace, *FLAVOR_KEYS[flavor]) for namespace, flavor in truth}
     for (namespace, flavor), expected in truth.items():
         got = usage.namespaces[(namespace, *FLAVOR_KEYS[flavor])]
         # MIG power is the parent GPU's: the collector charges the slice its fraction, the source does not.
         share = float(MIG_FRACTION) if flavor == "mig-1g" else 1.0
-        assert got.allocated_gpu_hours == pytest.approx(expected["allocated"], abs=1e-9)
-        assert got.used_gpu_hours == pytest.approx(expected["used"], abs=1e-9)
-        assert got.memory_gib_hours == pytest.approx(expected["memory"], abs=1e-9)
-        assert got.energy_kwh * share == pytest.approx(expected["energy"], abs=1e-9)
+        assert got.allocated_gpu_hours == pytest.approx(expected["allocated"], abs=1e-9), (namespace, flavor)
+        assert got.used_gpu_hours == pytest.approx(expected["used"], abs=1e-9), (namespace, flavor)
+        assert got.memory_gib_hours == pytest.approx(expected["memory"], abs=1e-9), (namespace, flavor)
+        assert got.energy_kwh * share == pytest.approx(expected["energy"], abs=1e-9), (namespace, flavor)
     jobs = {int(job): value for (_, job), value in usage.jobs.items()}
     for job, expected in scenario.job_truth(index).items():
         assert jobs[job].allocated_gpu_hours == pytest.approx(expected["allocated"], abs=1e-9)
         assert jobs[job].used_gpu_hours == pytest.approx(expected["used"], abs=1e-9)
 
 
-def test_pods_stopping_mid_hour_and_a_renamed_hostname_are_counted_once(prometheus_data):
+@EVERY_VARIANT
+@pytest.mark.parametrize("setting", ["detect", "explicit"])
+def test_every_scrape_setup_and_mig_strategy_gives_the_truth_of_the_series(prometheus_data, variant, setting):
     url, scenario = prometheus_data
-    # H1: tune-0 runs minutes 70..99 on two H100s while the exporter renames Hostname to hostname at 90,
-    # infer-0 stops at 100. Each whole H100 minute counts once: 4 GPUs all hour + 2 GPUs for 30 minutes.
-    usage = PrometheusSource(url).hour_usage(scenario.hour(1))
-    assert usage.namespaces[("alpha", "nvidia_com_gpu", H100)].allocated_gpu_hours == pytest.approx(5.0)
-    assert usage.namespaces[("beta", "nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB")].allocated_gpu_hours == \
-        pytest.approx(3 * 40 / 60)
+    shape = SHAPES[VARIANTS[variant][0]]
+    source = PrometheusSource(url, shape=shape if setting == "explicit" else ScrapeShape.EITHER)
+
+    usage = source.hour_usage(scenario.hour(0, variant))
+
+    assert usage.problems == []
+    assert usage.scrape_shape == shape
+    _assert_truth(usage, scenario, 0)
 
 
-def test_a_missing_hour_and_nan_samples_are_reported_as_problems(prometheus_data):
+@pytest.mark.parametrize("variant", [1, 2])
+def test_with_honor_labels_false_nothing_lands_in_the_exporters_namespace(prometheus_data, variant):
     url, scenario = prometheus_data
-    source = PrometheusSource(url)
+    usage = PrometheusSource(url).hour_usage(scenario.hour(0, variant))
+    assert not [key for key in usage.namespaces if key[0] in (EXPORTER_NAMESPACE, "")]
+    assert usage.namespaces[("alpha", "nvidia_com_gpu", H100)].used_gpu_hours > 1
 
-    missing = source.hour_usage(scenario.hour(MISSING_HOUR))
-    assert "kube-state-metrics answered for 0 of 60 steps" in missing.problems
-    assert "dcgm-exporter answered for 0 of 60 steps" in missing.problems
 
-    nan = source.hour_usage(scenario.hour(NAN_HOUR))
-    assert len(nan.problems) == 1 and nan.problems[0].startswith("power: NaN")
+def test_reading_honor_labels_false_series_as_if_true_finds_no_pod_and_says_so(prometheus_data):
+    """The wrong explicit setting bills nothing for devices (every GPU looks unallocated) rather than billing
+    the exporter's namespace; the hour's detected shape tells the two apart."""
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url, shape=ScrapeShape.DIRECT).hour_usage(scenario.hour(0, 1))
+    assert usage.scrape_shape == ScrapeShape.EXPORTED
+    assert all(u.used_gpu_hours == 0 for u in usage.namespaces.values())
+    assert all(seen.held == 0 for seen in usage.capacity.values())
+
+
+@EVERY_VARIANT
+def test_capacity_is_every_reported_device_and_held_is_what_running_gpu_pods_hold(prometheus_data, variant):
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(0, variant))
+    for flavor, (capacity, held) in scenario.capacity_truth(0).items():
+        seen = usage.capacity[FLAVOR_KEYS[flavor]]
+        assert (seen.capacity, seen.held) == (pytest.approx(capacity, abs=1e-9), pytest.approx(held, abs=1e-9))
+    # 8 H100s all hour, of which train-0 held 4 but for its two-minute restart and eval-0 2 for 30 minutes.
+    assert usage.capacity[FLAVOR_KEYS["h100"]].capacity == pytest.approx(8.0)
+    assert usage.capacity[FLAVOR_KEYS["h100"]].held == pytest.approx(4 * 58 / 60 + 2 * 30 / 60)
+
+
+def test_a_restarting_pod_a_pending_pod_and_a_renamed_hostname_count_once(prometheus_data):
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(0))
+    # train-0 runs 4 H100s but for minutes 30-31; eval-0 2 H100s for minutes 15-44 across the relabel at 40.
+    assert usage.namespaces[("alpha", "nvidia_com_gpu", H100)].allocated_gpu_hours == pytest.approx(
+        4 * 58 / 60 + 2 * 30 / 60)
+    # beta's pending wait-0 asks for 2 L40S and holds none: only viz-0's 2 count.
+    assert usage.namespaces[("beta", "nvidia_com_gpu", L40S)].allocated_gpu_hours == pytest.approx(2.0)
+
+
+@EVERY_VARIANT
+def test_integration_is_within_half_a_percent_of_the_mean_of_every_stored_sample(prometheus_data, variant):
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(0, variant))
+    for namespace, flavor in (("alpha", "h100"), ("beta", "l40s"), ("beta", "mig-1g")):
+        got = usage.namespaces[(namespace, *FLAVOR_KEYS[flavor])].used_gpu_hours
+        expected = sum(v["used"] for (ns, _), v in scenario.truth(0).items() if ns == namespace)
+        assert got == pytest.approx(scenario.truth(0)[(namespace, flavor)]["used"], abs=1e-9)
+    for namespace in ("alpha", "beta"):
+        got = sum(u.used_gpu_hours for key, u in usage.namespaces.items() if key[0] == namespace)
+        assert got == pytest.approx(scenario.samples_mean_used(0, namespace), rel=0.005)
+        assert expected > 0
+
+
+def test_a_gap_inside_an_hour_bills_what_was_observed_and_counts_the_steps_missing(prometheus_data):
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(GAP_HOUR))
+    assert usage.problems == ["dcgm-exporter answered for 50 of 60 steps"]
+    assert usage.steps_missing == 10
+    _assert_truth(usage, scenario, GAP_HOUR)
+
+
+def test_a_nan_sample_leaves_out_its_step_only(prometheus_data):
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(NAN_HOUR))
+    assert len(usage.problems) == 1 and usage.problems[0].startswith("power: 1 NaN or infinite steps")
+    _assert_truth(usage, scenario, NAN_HOUR)
 
 
 def test_unreachable_and_slow_prometheus_raise_a_typed_error_with_the_reason():
@@ -117,6 +185,22 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
         ("b", "nvidia_com_mig_1g_10gb", 3, "", "", H + timedelta(minutes=20)),
         ("c", "nvidia_com_gpu", 1, "", "", H + timedelta(minutes=40)),  # stopped when it stopped being ready
     ]
+
+
+def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_its_profile():
+    product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    runs = metrics.pod_runs([_pod("s", selector=product)], models={
+        ("nvidia.com/gpu", "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"):
+            ("NVIDIA A100-SXM4-80GB", 10.0, "nvidia.com/mig-1g.10gb")})
+    assert [(r.resource, r.gpu_model, r.memory_gib) for r in runs] == [
+        ("nvidia_com_mig_1g_10gb", "NVIDIA A100-SXM4-80GB", 10.0)]
+
+
+def test_a_sandbox_source_reports_the_declared_units_as_capacity_and_its_pods_as_held():
+    pods = [_pod("a", gpus=3), _pod("b", gpus=2, start=H + timedelta(minutes=30))]
+    usage = SandboxSource(lambda: metrics.pod_runs(pods), capacity={("nvidia_com_gpu", ""): 8}).hour_usage(H)
+    seen = usage.capacity[("nvidia_com_gpu", "")]
+    assert (seen.capacity, seen.held) == (8.0, pytest.approx(4.0))
 
 
 def test_sandbox_source_allocates_by_run_time_and_is_deterministic():

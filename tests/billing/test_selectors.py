@@ -37,9 +37,19 @@ def at(day: int, hour: int = 0) -> datetime:
     return datetime(2026, 11, day, hour, tzinfo=UTC)
 
 
+def backdate(obj, when: datetime):
+    """Rows are created now; the months under test are older (a cluster's gaps and a team's forecast start at the
+    hour it was added)."""
+    type(obj).objects.filter(pk=obj.pk).update(created_at=when)
+    obj.refresh_from_db()
+    return obj
+
+
 @pytest.fixture
 def h100():
-    return GpuFlavorFactory(name="h100", gpu_model="NVIDIA H100 80GB HBM3")
+    flavor = GpuFlavorFactory(name="h100", gpu_model="NVIDIA H100 80GB HBM3")
+    backdate(flavor.cluster, START - 30 * 24 * H)
+    return flavor
 
 
 def test_each_hour_is_priced_at_the_rate_in_force_then(h100):
@@ -95,7 +105,7 @@ def test_a_mig_slice_defaults_to_its_fraction_of_the_parent_rate_unless_priced(h
     lines = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV).lines
 
     assert [(line.unit_price, line.price_from, line.cost) for line in lines] == [
-        (Decimal("7.00") * Decimal("0.1429"), "h100", Decimal("7.00")),  # 7 × 1.0003 = 7.0021
+        (Decimal("1.00"), "h100", Decimal("7.00")),  # exactly a seventh: 7 slice-hours cost one GPU-hour
         (Decimal("1.50"), "", Decimal("10.50"))]
     assert (lines[0].charge_start, lines[0].charge_end) == (START, at(20))
 
@@ -108,6 +118,8 @@ def test_hours_without_a_rate_are_shown_unpriced_not_dropped(h100):
 
     assert statement.unpriced_gpu_hours == Decimal(4)
     assert statement.total_cost == 0 and not statement.lines[0].priced
+    row = selectors.focus_rows(statement)[0]
+    assert (row["BilledCost"], row["ListUnitPrice"], row["x_UnpricedGpuHours"]) == ("0", "", "4.000000")
 
 
 def test_rows_of_other_months_and_teams_stay_out(h100):
@@ -165,13 +177,82 @@ def test_missing_hours_are_runs_per_cluster_with_their_state(h100):
 
     statement = selectors.team_statement(team=team, month=NOV, now=at(1, 6) + timedelta(minutes=5))
 
-    assert [(m.start, m.end, m.state, m.message) for m in statement.missing] == [
-        (at(1, 2), at(1, 3), "missing", ""), (at(1, 3), at(1, 4), "failed", "Prometheus: timeout")]
+    assert [(m.start, m.end, m.state, m.message, m.retryable) for m in statement.missing] == [
+        (at(1, 2), at(1, 3), "missing", "not collected yet", True),
+        (at(1, 3), at(1, 4), "failed", "Prometheus: timeout", True)]
     assert statement.missing_hour_count == 2
 
 
-def test_forecast_extrapolates_the_burn_rate_over_collected_hours(h100):
+def _collect_month(cluster, *, except_hours=()):
+    from billing.models import CollectedHour
+
+    CollectedHour.objects.bulk_create([
+        CollectedHour(cluster=cluster, hour=START + i * H, state="collected", collected_at=DEC)
+        for i in range(30 * 24) if START + i * H not in except_hours])
+
+
+def test_a_month_is_not_final_while_hours_of_it_are_missing_and_retried(h100, settings):
+    settings.BILLING_BACKFILL_DAYS = 7
     team = TeamFactory()
+    TeamNamespaceFactory(team=team, cluster=h100.cluster)
+    _collect_month(h100.cluster, except_hours=[at(30, 22), at(30, 23)])
+    CollectedHourFactory(cluster=h100.cluster, hour=at(30, 22), state="partial",
+                         message="dcgm-exporter answered for 50 of 60 steps", steps_missing=10)
+
+    pending = selectors.team_statement(team=team, month=NOV, now=DEC + 2 * H)
+    assert (pending.state, pending.is_final, pending.state_label) == (StatementState.PENDING, False,
+                                                                      "Awaiting collection")
+    assert [(m.state, m.message) for m in pending.missing] == [
+        ("partial", "dcgm-exporter answered for 50 of 60 steps"), ("missing", "not collected yet")]
+
+    # Past the backfill window nothing will collect them again: the month is final, its gaps still shown.
+    final = selectors.team_statement(team=team, month=NOV, now=DEC + 8 * 24 * H)
+    assert final.state == StatementState.FINAL and len(final.missing) == 2
+    assert final.missing[1].message == "never collected, and older than the 7-day backfill window"
+    assert not any(m.retryable for m in final.missing)
+
+    # Or once they are collected.
+    from billing.models import CollectedHour
+
+    CollectedHour.objects.filter(hour=at(30, 22)).update(state="collected")
+    CollectedHourFactory(cluster=h100.cluster, hour=at(30, 23))
+    assert selectors.team_statement(team=team, month=NOV, now=DEC + 2 * H).state == StatementState.FINAL
+
+
+def test_a_cluster_added_mid_month_is_not_missing_the_hours_before_it(h100):
+    team = TeamFactory()
+    TeamNamespaceFactory(team=team, cluster=backdate(ClusterFactory(), at(10, 5) + 20 * timedelta(minutes=1)))
+    statement = selectors.team_statement(team=team, month=NOV, now=at(10, 8))
+    assert [(m.start, m.end) for m in statement.missing] == [(at(10, 5), at(10, 8))]
+
+
+def test_the_forecast_of_a_team_created_mid_month_uses_the_hours_it_existed(h100):
+    team = backdate(TeamFactory(), at(16, 0) + timedelta(minutes=30))
+    TeamNamespaceFactory(team=team, cluster=h100.cluster)
+    RateCardFactory(flavor=h100, price_per_gpu_hour=1, effective_from=START)
+    _collect_month(h100.cluster)
+    for hour in range(10):  # 10 hours since it was created, at 2 per hour
+        UsageHourFactory(team=team, flavor=h100, hour=at(16, hour), allocated_gpu_hours=2, used_gpu_hours=1)
+    statement = selectors.team_statement(team=team, month=NOV, now=at(16, 10))
+    # 2 per hour over the 15 days it exists in November, not diluted over the 15 days before it did.
+    assert selectors.forecast(statement, now=at(16, 10)) == Decimal(2 * 15 * 24)
+
+
+def test_seven_slice_hours_cost_exactly_one_gpu_hour_at_any_volume(h100):
+    mig = GpuFlavorFactory(cluster=h100.cluster, name="h100-1g", resource_name="nvidia.com/mig-1g.10gb",
+                           sharing=Sharing.MIG, gpu_fraction=Decimal("0.1429"), gpu_model=h100.gpu_model)
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("2.00"), effective_from=START)
+    team = TeamFactory()
+    for hour in range(100):
+        UsageHourFactory(team=team, flavor=mig, hour=START + hour * H, allocated_gpu_hours=7, used_gpu_hours=0)
+    line = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV).lines[0]
+    assert line.cost == Decimal("200.00")  # 0.1429 would have made it 200.06
+    assert selectors.focus_rows(selectors.team_statement(team=team, month=NOV, now=AFTER_NOV))[0][
+        "ListUnitPrice"] == "0.2857142857"
+
+
+def test_forecast_extrapolates_the_burn_rate_over_collected_hours(h100):
+    team = backdate(TeamFactory(), START - 30 * 24 * H)
     TeamNamespaceFactory(team=team, cluster=h100.cluster)
     RateCardFactory(flavor=h100, price_per_gpu_hour=1, effective_from=START)
     for hour in range(10):  # 10 hours elapsed, 8 collected at 3 per hour, 2 missing

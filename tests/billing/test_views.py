@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -41,6 +42,9 @@ def world():
     RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("2.50"), effective_from=MONTH_START - timedelta(days=90))
     team = TeamFactory(slug="nlp", name="NLP", cost_center="CC-7")
     TeamNamespaceFactory(team=team, cluster=cluster)
+    for added in (cluster, team):  # in use for months: its gaps and forecast start before this month
+        type(added).objects.filter(pk=added.pk).update(created_at=MONTH_START - timedelta(days=90))
+        added.refresh_from_db()
     users = {role: MembershipFactory(team=team, role=role, user=UserFactory(username=f"nlp-{role}")).user
              for role in (Role.ADMIN, Role.MEMBER, Role.VIEWER)}
     outsider = MembershipFactory(team=TeamFactory(slug="vision"), role=Role.ADMIN).user
@@ -162,6 +166,7 @@ def test_a_malformed_month_is_a_404_in_a_path_and_a_message_in_a_query(client, w
     assert response.status_code == 200 and "YYYY-MM" in response.content.decode()
 
 
+@override_settings(BILLING_BACKFILL_DAYS=0)  # last month's gaps are past collecting, whatever day it is
 def test_the_statement_page_lists_missing_hours(client, world):
     last_month = (THIS_MONTH - timedelta(days=1)).replace(day=1)
     start = selectors.month_bounds(last_month)[0]
@@ -172,6 +177,40 @@ def test_the_statement_page_lists_missing_hours(client, world):
     body = response.content.decode()
     assert 'id="missing-hours"' in body and "Prometheus did not answer in 30 s" in body and "Download CSV" in body
     assert "Final" in body
+
+
+def test_a_month_with_hours_still_being_collected_is_not_final_and_says_why(client, world):
+    last_month = (THIS_MONTH - timedelta(days=1)).replace(day=1)
+    start, end = selectors.month_bounds(last_month)
+    from billing.models import CollectedHour
+
+    hours = [start + timedelta(hours=i) for i in range(int((end - start) / timedelta(hours=1)))]
+    CollectedHour.objects.bulk_create([CollectedHour(cluster=world["cluster"], hour=h, state="collected",
+                                                     collected_at=end) for h in hours[:-1]])
+    CollectedHourFactory(cluster=world["cluster"], hour=hours[-1], state="partial", steps_missing=10,
+                         message="dcgm-exporter answered for 50 of 60 steps")
+    url = reverse("billing:team-statement", args=[world["team"].slug, f"{last_month:%Y-%m}"])
+    with override_settings(BILLING_BACKFILL_DAYS=(timezone.now() - end).days + 2):
+        body = request_as(client, world["viewer"], url).content.decode()
+        assert "Awaiting collection" in body and 'id="awaiting-collection"' in body and ">Final<" not in body
+        assert "dcgm-exporter answered for 50 of 60 steps" in body
+    with override_settings(BILLING_BACKFILL_DAYS=max(0, (timezone.now() - end).days - 1)):
+        body = request_as(client, world["viewer"], url).content.decode()
+        assert "Final" in body and "Awaiting collection" not in body
+
+
+def test_previous_month_stops_at_the_first_month_with_data(client, world):
+    team = world["team"]
+    first = selectors.first_month(team=team)
+    assert first == selectors.current_month(MONTH_START - timedelta(days=90))  # the team's creation
+    body = request_as(client, world["viewer"], reverse("billing:team-statement", args=[
+        team.slug, f"{first:%Y-%m}"])).content.decode()
+    before = (first - timedelta(days=1)).replace(day=1)
+    assert f"{before:%Y-%m}" not in body and "← " not in body
+    following = (first + timedelta(days=32)).replace(day=1)
+    body = request_as(client, world["viewer"], reverse("billing:team-statement", args=[
+        team.slug, f"{following:%Y-%m}"])).content.decode()
+    assert f"← {first:%b %Y}" in body
 
 
 def test_platform_admins_set_rates_from_the_console(client, world):

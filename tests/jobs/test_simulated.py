@@ -53,7 +53,8 @@ def test_a_job_goes_queued_admitted_running_succeeded(any_simulating_sandbox, ru
 @pytest.mark.parametrize(
     ("backend", "words"),
     [("kueue", "insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed"),
-     ("volcano", "queue resource quota insufficient")],
+     # proportion's enqueue refusal, which Volcano records as an Event on the PodGroup
+     ("volcano", "queue resource quota insufficient: insufficient nvidia.com/gpu")],
 )
 def test_a_queued_job_says_why_in_the_schedulers_words(simulating_sandbox, run_on_commit, backend, words):
     world = build_world(simulating_sandbox.url, backend, guaranteed=8, burst=0)
@@ -69,10 +70,9 @@ def test_a_queued_job_says_why_in_the_schedulers_words(simulating_sandbox, run_o
     assert words in sentence
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_higher_tier_preempts_and_the_submitter_is_told(any_simulating_sandbox, run_on_commit, backend,
-                                                          mailoutbox):
-    simulating_sandbox = any_simulating_sandbox
+def test_a_higher_tier_preempts_and_the_submitter_is_told(any_simulating_sandbox, run_on_commit, mailoutbox):
+    """Kueue: the team's ClusterQueue preempts withinClusterQueue LowerPriority."""
+    simulating_sandbox, backend = any_simulating_sandbox, "kueue"
     world = build_world(simulating_sandbox.url, backend, guaranteed=8, burst=0)
     low = submit(world, run_on_commit, name="cheap", workers=1, gpus_per_worker=8,
                  priority_tier=world["tiers"]["standard"])
@@ -84,10 +84,34 @@ def test_a_higher_tier_preempts_and_the_submitter_is_told(any_simulating_sandbox
     step(simulating_sandbox, 6)
     with run_on_commit():
         rows = sync(world)
+    assert (rows[low.pk].state, rows[high.pk].state) == (JobState.PREEMPTED, JobState.QUEUED)
+    assert rows[high.pk].state_message.endswith("Pending the preemption of 1 workload(s)")
+    step(simulating_sandbox, 7)
+    with run_on_commit():
+        rows = sync(world)
     assert (rows[low.pk].state, rows[high.pk].state) == (JobState.PREEMPTED, JobState.ADMITTED)
     assert rows[low.pk].state_message
     assert [m.subject for m in mailoutbox] == ["Job cheap preempted"]
     assert pods(world, low) == []
+
+
+def test_on_volcano_a_higher_tier_waits_for_a_full_queue(simulating_sandbox, run_on_commit, mailoutbox):
+    """Volcano at its default configuration has no preempt action, and even with one a PodGroup its queue cannot
+    enqueue (proportion: the queue is at its capability) is never a preemptor (actions/preempt skips Pending
+    jobs). The urgent job waits, saying why in Volcano's words."""
+    world = build_world(simulating_sandbox.url, "volcano", guaranteed=8, burst=0)
+    low = submit(world, run_on_commit, name="cheap", workers=1, gpus_per_worker=8,
+                 priority_tier=world["tiers"]["standard"])
+    step(simulating_sandbox, 0)
+    step(simulating_sandbox, 5)
+    high = submit(world, run_on_commit, name="deadline", workers=1, gpus_per_worker=8,
+                  priority_tier=world["tiers"]["urgent"])
+    step(simulating_sandbox, 6)
+    with run_on_commit():
+        rows = sync(world)
+    assert (rows[low.pk].state, rows[high.pk].state) == (JobState.RUNNING, JobState.QUEUED)
+    assert rows[high.pk].state_message == "queue resource quota insufficient: insufficient nvidia.com/gpu"
+    assert mailoutbox == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -85,10 +85,26 @@ def test_volcano_preemption_says_who_evicted_the_job():
     assert (observed.state, observed.message) == (JobState.PREEMPTED, "Evicted by preempt to schedule nlp/x")
 
 
-def test_volcano_unschedulable_message_explains_the_wait():
-    podgroup = {"status": {"phase": "Pending", "conditions": [cond("Unschedulable", "True", "NotEnoughResources",
-                                                                   "queue resource quota insufficient")]}}
-    assert volcano_job(vc("Pending"), podgroup).message == "queue resource quota insufficient"
+GANG = ("2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; Pending: "
+        "2 Unschedulable")
+REFUSED = "queue resource quota insufficient: insufficient nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(
+    ("podgroup", "refusal", "state", "message"),
+    [
+        # Enqueue refused (proportion/capacity): the PodGroup stays Pending; Volcano says why only in an Event.
+        ({"status": {"phase": "Pending"}}, REFUSED, JobState.QUEUED, REFUSED),
+        # Enqueued but the gang cannot be placed (gang.go OnSessionClose): still waiting, in the gang's words.
+        ({"status": {"phase": "Inqueue", "conditions": [cond("Unschedulable", "True", "NotEnoughResources", GANG)]}},
+         "", JobState.QUEUED, GANG),
+        # An old refusal is moot once the PodGroup is enqueued.
+        ({"status": {"phase": "Inqueue"}}, REFUSED, JobState.ADMITTED, ""),
+    ],
+)
+def test_volcano_says_why_a_job_waits_in_volcanos_words(podgroup, refusal, state, message):
+    observed = volcano_job(vc("Pending"), podgroup, refusal)
+    assert (observed.state, observed.message) == (state, message)
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 runs += metrics.cluster_pod_runs(cluster)
             except metrics.MetricsError as exc:
                 self.stderr.write(f"{cluster.name}: only the synthetic history ({exc})")
-            source = metrics.SandboxSource(lambda runs=runs: runs)
+            source = metrics.SandboxSource(lambda runs=runs: runs, capacity=metrics.cluster_capacity(cluster))
             done = set(CollectedHour.objects.filter(cluster=cluster, state=HourState.COLLECTED,
                                                     hour__gte=first).values_list("hour", flat=True))
             hours = []

@@ -2,9 +2,11 @@
 demo clusters, submitted through the same services as the forms, run by the simulating sandboxes.
 
 Each demo job steers its simulation through the sandbox's `/_sandbox/jobs` endpoint (how long it starts and runs,
-how it ends); preemption is real: a higher tier arrives while a preemptible job holds the team's quota. A pending
-job is one whose first apply met a (one-shot) API server error and waits for its retry. Idempotent: a demo job that
-exists already is left alone.
+how it ends); preemption is real: on Kueue a higher tier arrives while a preemptible job holds the team's quota;
+on Volcano, whose default configuration preempts nothing, the demo cluster's scheduler is configured for
+hierarchical queues with the `reclaim` action, and a team within its deserved share reclaims from one above it.
+A pending job is one whose first apply met a (one-shot) API server error and waits for its retry. Idempotent: a demo
+job that exists already is left alone.
 """
 
 import json
@@ -12,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -46,7 +49,10 @@ JOBS = [
     ("gpu-west", "recsys", "ivan", "embeddings-b", "batch", "a100", 1, 8, "standard", LONG, "queued"),
     ("gpu-west", "ml-research", "bob", "scratch", "batch", "a100", 1, 1, "standard", LONG, "cancel"),
     ("gpu-west", "ml-research", "bob", "hparam-search", "batch", "a100", 1, 8, "preemptible", LONG, "running"),
-    ("gpu-west", "ml-research", "alice", "eval-urgent", "batch", "a100", 1, 8, "urgent", LONG, "running"),
+    # Volcano: the cluster is full and ml-research is above its deserved share; vision, within its own, reclaims.
+    ("gpu-west", "vision", "frank", "detector-retrain", "batch", "l40s", 1, 4, "standard", LONG, "running"),
+    # Volcano: ml-research is at its deserved share, so it may not reclaim, and its gang cannot be placed.
+    ("gpu-west", "ml-research", "alice", "eval-urgent", "batch", "a100", 1, 8, "urgent", LONG, "queued"),
     ("gpu-west", "vision", "frank", "yolo-export", "batch", "l40s", 1, 1, "standard", LONG, "pending"),
 ]
 # Where the demo ends up once everything above has happened.
@@ -84,6 +90,8 @@ class Command(BaseCommand):
                 self.stderr.write(f"No demo jobs on {cluster.name}: {exc}")
             else:
                 clusters[cluster.name] = cluster
+                if cluster.scheduler == "volcano":
+                    self._enable_reclaim(cluster)
         for row in JOBS:
             cluster_name, slug, username, name, kind, flavor, workers, gpus, tier, plan, wait_for = row
             cluster = clusters.get(cluster_name)
@@ -114,6 +122,28 @@ class Command(BaseCommand):
         for name, state in FINAL.items():
             for job in Job.objects.filter(name=name, cluster__in=clusters.values()):
                 self._wait(job.cluster, job, state, timeout=timeout)
+
+    def _enable_reclaim(self, cluster) -> None:
+        """Volcano's scheduler ConfigMap (volcano-system/volcano-scheduler-configmap) as upstream's guide to
+        hierarchical queues gives it (docs/user-guide/how_to_use_capacity_plugin.md): the capacity plugin, which the
+        portal's department queues need, and the reclaim action. Left alone when it exists."""
+        conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
+                         {"name": "conformance"}]},
+            {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
+                         {"name": "capacity", "enableHierarchy": True}, {"name": "nodeorder"},
+                         {"name": "binpack"}]}]}
+        for path, body in (
+                ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": "volcano-system"}}),
+                ("/api/v1/namespaces/volcano-system/configmaps", {
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"},
+                    "data": {"volcano-scheduler.conf": yaml.safe_dump(conf, sort_keys=False)}})):
+            try:
+                _call(f"{cluster.server}{path}", "POST", body)
+            except CommandError as exc:
+                if ": 409 " not in str(exc):
+                    raise
 
     def _wait(self, cluster, job: Job, *states: str, timeout: float) -> None:
         """Sync the cluster's jobs until this one is in one of `states` (the simulators tick on their own)."""

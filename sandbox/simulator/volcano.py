@@ -1,0 +1,448 @@
+"""Volcano v1.15's scheduler at its default configuration, for Volcano Jobs and RayJobs labelled with a Volcano
+queue. The configuration is read, as upstream reads it, from the `volcano-scheduler.conf` key of the ConfigMap
+`volcano-scheduler-configmap` in `volcano-system`; without one, upstream's default applies
+(installer/helm/chart/volcano/config/volcano-scheduler.conf: actions "enqueue, allocate, backfill", no preempt
+and no reclaim).
+
+- enqueue (pkg/scheduler/actions/enqueue): a PodGroup goes Pending → Inqueue when the queue's plugins admit its
+  minResources: proportion compares them plus the queue's allocation with the queue's real capability
+  (capability, at most the cluster less the other queues' guarantees); capacity (when configured, with
+  hierarchical queues) with the capability of the queue and of each ancestor; overcommit with 1.2 × the cluster.
+  A refusal is an Event on the PodGroup, not a condition ("queue resource quota insufficient: insufficient X").
+- allocate with gang (pkg/scheduler/plugins/gang): the job runs once at least minAvailable pods can be placed,
+  more as room allows; short of that the PodGroup says `Unschedulable`, reason `NotEnoughResources`,
+  "N/M tasks in gang unschedulable: ...".
+- preempt and reclaim only when the configuration lists them; the gang plugin then offers as victims only a
+  job's pods above its minAvailable (preemptableFn), so a gang is never broken.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+import yaml
+
+from ..quantity import parse_quantity
+from .model import VCJOB, VOLCANO, Tracked, fmt, iso, owner, set_conditions
+
+QUEUE_LABEL = "volcano.sh/queue-name"
+CONFIG_NAMESPACE, CONFIG_NAME, CONFIG_KEY = "volcano-system", "volcano-scheduler-configmap", "volcano-scheduler.conf"
+DEFAULT_CONF = {"actions": "enqueue, allocate, backfill", "tiers": [
+    {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
+    {"plugins": [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
+                 {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"}]}]}
+OVERCOMMIT_FACTOR = Decimal("1.2")  # plugins/overcommit defaultOverCommitFactor
+
+
+class Volcano:
+    backend = "volcano"
+    record = (VOLCANO, "PodGroup")
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.objects = sim.objects
+        self.usage: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        self.running: dict[str, dict[tuple, Tracked]] = defaultdict(dict)
+        self.elastic: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+
+    def installed(self) -> bool:
+        return self.objects.installed(*self.record)
+
+    def prepare(self) -> None:
+        """The scheduler creates the `root` and `default` queues when missing (cache.go newDefaultAndRootQueue)."""
+        if not self.objects.installed(VOLCANO, "Queue"):
+            return
+        for name, reclaimable in (("root", False), ("default", True)):
+            if self.objects.get(VOLCANO, "Queue", None, name) is None:
+                self.objects.create({"apiVersion": VOLCANO, "kind": "Queue", "metadata": {"name": name},
+                                     "spec": {"reclaimable": reclaimable, "weight": 1}})
+
+    def claims(self, kind, labels: dict, spec: dict) -> str:
+        if kind == VCJOB:
+            return spec.get("queue") or "default"
+        return labels.get(QUEUE_LABEL, "") if kind == ("ray.io", "RayJob") else ""
+
+    def priority(self, labels: dict, priority_class: str) -> tuple[int, bool]:
+        """The PriorityClass; one with preemptionPolicy Never may not preempt."""
+        pc = self.objects.get("scheduling.k8s.io/v1", "PriorityClass", None, priority_class) if priority_class \
+            else None
+        if pc is None:
+            return 0, True
+        return int(pc.get("value", 0)), pc.get("preemptionPolicy") != "Never"
+
+    def queue_id(self, job: Tracked) -> str:
+        return f"vq/{job.queue}"
+
+    def record_name(self, job: Tracked) -> str:
+        # vcjob: `<job>-<uid>` (pkg/controllers/job GeneratePodgroupName); KubeRay: `ray-<job>-pg`.
+        return f"{job.name}-{job.uid}" if job.kind == VCJOB else f"ray-{job.name}-pg"
+
+    @staticmethod
+    def min_count(job: Tracked) -> int:
+        """PodGroup minMember: the vcjob's minAvailable; for a RayJob KubeRay's head + workers (without the
+        submitter, ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go)."""
+        return job.min_available or sum(p.count for p in job.pod_sets if p.creates_pods)
+
+    @staticmethod
+    def _pods(job: Tracked, count: int | None = None) -> list:
+        """The job's pods in creation order (tasks in order), the quota-only submitter last."""
+        pods = [p for p in job.pod_sets if p.creates_pods for _ in range(p.count)]
+        extra = [p for p in job.pod_sets if not p.creates_pods for _ in range(p.count)]
+        return (pods if count is None else pods[:count]) + extra
+
+    @staticmethod
+    def _sum(pod_sets) -> dict[str, Decimal]:
+        total: dict[str, Decimal] = defaultdict(Decimal)
+        for pod_set in pod_sets:
+            for resource, value in pod_set.requests.items():
+                total[resource] += value
+        return total
+
+    def min_resources(self, job: Tracked) -> dict[str, Decimal]:
+        return self._sum(self._pods(job, self.min_count(job)))
+
+    def create_record(self, job: Tracked, obj: dict) -> None:
+        spec = {"minMember": self.min_count(job), "queue": job.queue,
+                "minResources": {k: fmt(v) for k, v in sorted(self.min_resources(job).items()) if v},
+                "minTaskMember": {p.name: (p.min_count if p.min_count is not None else p.count)
+                                  for p in job.pod_sets if p.creates_pods}}
+        pc = (obj.get("spec") or {}).get("priorityClassName")
+        if pc:
+            spec["priorityClassName"] = pc
+        created = self.objects.create({
+            "apiVersion": VOLCANO, "kind": "PodGroup",
+            "metadata": {"name": job.scheduler_object, "namespace": job.namespace,
+                         "annotations": {"volcano.sh/job-name": job.name} if job.kind == VCJOB else {},
+                         "ownerReferences": [owner(job)]}, "spec": spec})
+        job.scheduler_uid = (created or {}).get("metadata", {}).get("uid", job.scheduler_uid)
+        self._podgroup(job, {"phase": "Pending"})
+
+    # Configuration ---------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict:
+        self.prepare()
+        conf = DEFAULT_CONF
+        cm = self.objects.get("v1", "ConfigMap", CONFIG_NAMESPACE, CONFIG_NAME)
+        if cm and (cm.get("data") or {}).get(CONFIG_KEY):
+            conf = yaml.safe_load(cm["data"][CONFIG_KEY]) or {}
+        actions = [a.strip() for a in str(conf.get("actions", "")).split(",") if a.strip()]
+        plugins = {p.get("name"): p for tier in conf.get("tiers") or [] for p in tier.get("plugins") or []}
+        queues = {}
+        for q in self.objects.list(VOLCANO, "Queue"):
+            spec = q.get("spec") or {}
+            queues[q["metadata"]["name"]] = {
+                "capability": _amounts(spec.get("capability")), "deserved": _amounts(spec.get("deserved")),
+                "guarantee": _amounts((spec.get("guarantee") or {}).get("resource")),
+                "reclaimable": spec.get("reclaimable", True), "parent": spec.get("parent", ""), "leaf": True,
+                "open": ((q.get("status") or {}).get("state") or "Open") == "Open"}
+        for q in queues.values():
+            if q["parent"] in queues:
+                queues[q["parent"]]["leaf"] = False
+        capacity: dict[str, Decimal] = defaultdict(Decimal)
+        nodes = self.objects.list("v1", "Node")
+        for node in nodes:
+            for k, v in ((node.get("status") or {}).get("allocatable") or {}).items():
+                capacity[k] += parse_quantity(v)
+        if not nodes:  # no Nodes: the cluster holds what its leaf queues are promised
+            for name, q in queues.items():
+                if q["leaf"] and name not in ("root", "default"):
+                    for k, v in q["deserved"].items():
+                        capacity[k] += v
+        guarantees: dict[str, Decimal] = defaultdict(Decimal)
+        for q in queues.values():  # a parent's guarantee is its children's: counted once, at the leaves
+            for k, v in (q["guarantee"] if q["leaf"] else {}).items():
+                guarantees[k] += v
+        return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
+                "capacity": dict(capacity), "guarantees": guarantees}
+
+    # Scheduling ------------------------------------------------------------------------------------------------
+
+    def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]:
+        return jobs  # by priority then creation already: the priority plugin's JobOrderFn, then FIFO
+
+    def schedule(self, job: Tracked, config: dict, now: float) -> None:
+        queue = config["queues"].get(job.queue)
+        if queue is None or not queue["leaf"] or not queue["open"]:
+            return self._refused(job, now, f"queue {job.queue} is not an open leaf queue")
+        if "enqueue" in config["actions"] and not job.enqueued:
+            refusal = self._enqueue_refusal(job, config)
+            if refusal:
+                return self._refused(job, now, refusal)
+            job.enqueued = True
+            self._podgroup(job, {"phase": "Inqueue"})
+        count = self._placeable(job, config)
+        if count < self.min_count(job):
+            victims = self._victims(job, config) if job.may_preempt else []
+            if not victims:
+                return self._gang_unschedulable(job, now)
+            for victim, count in victims:
+                self._shrink(victim, count, now, job)
+            count = self._placeable(job, config)
+            if count < self.min_count(job):
+                return self._gang_unschedulable(job, now)
+        job.limit = count
+        self.sim.admit(job, now)
+
+    def _real_capability(self, name: str, config: dict) -> dict[str, Decimal]:
+        """proportion: min(capability, the cluster less every queue's guarantee plus this queue's own)."""
+        queue = config["queues"][name]
+        real = {k: max(Decimal(0), v - config["guarantees"].get(k, Decimal(0))) + queue["guarantee"].get(k, 0)
+                for k, v in config["capacity"].items()}
+        for k, v in queue["capability"].items():
+            real[k] = min(real.get(k, v), v)
+        return real
+
+    def _limits(self, name: str, config: dict) -> list[tuple[str, dict]]:
+        """The bounds a queue's allocation must respect: proportion's real capability, or with the capacity
+        plugin the capability of the queue and every ancestor (hierarchical queues)."""
+        if "capacity" in config["plugins"]:
+            bounds, seen = [], set()
+            while name in config["queues"] and name not in seen:
+                seen.add(name)
+                bounds.append((name, config["queues"][name]["capability"]))
+                name = config["queues"][name]["parent"]
+            return bounds
+        return [(name, self._real_capability(name, config))]
+
+    def _allocated(self, name: str, config: dict) -> dict[str, Decimal]:
+        if "capacity" not in config["plugins"]:
+            return self.usage[name]
+        total: dict[str, Decimal] = defaultdict(Decimal)
+        for queue, usage in self.usage.items():
+            node, seen = queue, set()
+            while node in config["queues"] and node not in seen:
+                seen.add(node)
+                if node == name:
+                    for k, v in usage.items():
+                        total[k] += v
+                    break
+                node = config["queues"][node]["parent"]
+        return total
+
+    def _enqueue_refusal(self, job: Tracked, config: dict) -> str:
+        need = {k: v for k, v in self.min_resources(job).items() if v}
+        for name, bound in self._limits(job.queue, config):
+            allocated = self._allocated(name, config)
+            # proportion counts allocation less the queue's elastic part: pods running above their gang minimum
+            elastic = self._elastic(job.queue) if name == job.queue else {}
+            short = sorted(k for k, v in need.items()
+                           if k in bound and allocated.get(k, 0) - elastic.get(k, 0) + v > bound[k])
+            if short:
+                return "queue resource quota insufficient: " + ", ".join(f"insufficient {k}" for k in short)
+        if "overcommit" in config["plugins"]:
+            used = self._cluster_used()
+            over = sorted(k for k, v in need.items() if k in config["capacity"]
+                          and used.get(k, 0) + v > config["capacity"][k] * OVERCOMMIT_FACTOR)
+            if over:
+                return "resource in cluster is overused: " + ", ".join(f"overused {k}" for k in over)
+        return ""
+
+    def _elastic(self, queue: str) -> dict[str, Decimal]:
+        return self.elastic[queue]  # what the queue's jobs hold above their gang minimum, kept by `charge`
+
+    def _cluster_used(self) -> dict[str, Decimal]:
+        used: dict[str, Decimal] = defaultdict(Decimal)
+        for usage in self.usage.values():
+            for k, v in usage.items():
+                used[k] += v
+        return used
+
+    def _placeable(self, job: Tracked, config: dict) -> int:
+        """How many of the job's pods allocate would place now: each must fit in the cluster's free capacity and
+        its queue's bounds."""
+        used = self._cluster_used()
+        bounds = [(self._allocated(name, config), bound) for name, bound in self._limits(job.queue, config)]
+        taken: dict[str, Decimal] = defaultdict(Decimal)
+        placed = 0
+        for pod_set in self._pods(job):
+            fits = all(used.get(k, 0) + taken[k] + v <= config["capacity"][k]
+                       for k, v in pod_set.requests.items() if v and k in config["capacity"])
+            fits = fits and all(allocated.get(k, 0) + taken[k] + v <= bound[k] for allocated, bound in bounds
+                                for k, v in pod_set.requests.items() if v and k in bound)
+            if not fits:
+                break
+            for k, v in pod_set.requests.items():
+                taken[k] += v
+            placed += pod_set.creates_pods
+        return placed
+
+    def _victims(self, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
+        """The preempt action (tasks of the same queue) and the reclaim action (tasks of other, reclaimable queues),
+        each only when configured. Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable
+        do (framework/session_plugins.go): the plugins of a tier that have a say (enablePreemptable /
+        enableReclaimable not false) intersect their choices, and the first tier with a non-empty answer decides.
+        Victims are then taken lowest priority first until the preemptor's gang can be placed. Answers
+        (job, how many of its pods go)."""
+        chosen: dict[tuple, int] = {}
+        order = []
+        mine = config["queues"][job.queue]
+        # actions/reclaim: a queue that already has its deserved share (Session.Overused) reclaims nothing.
+        overused = bool(mine["deserved"]) and all(self.usage[job.queue].get(k, 0) >= v
+                                                  for k, v in mine["deserved"].items() if v)
+        for action, same in (("preempt", True), ("reclaim", False)):
+            if action not in config["actions"] or (action == "reclaim" and overused):
+                continue
+            tasks = [(other, i) for queue, jobs in self.running.items() if (queue == job.queue) == same
+                     for other in jobs.values() if other is not job
+                     and (same or config["queues"].get(queue, {}).get("reclaimable", True))
+                     for i in range(other.limit or 0)]
+            order.extend(self._allowed(action, job, tasks, config))
+        order.sort(key=lambda t: (t[0].priority, -t[0].admitted_at, -t[1]))
+        saved = {q: dict(u) for q, u in self.usage.items()}
+        try:
+            for other, index in order:
+                pod_set = self._pods(other)[index]
+                for k, v in pod_set.requests.items():
+                    self.usage[other.queue][k] -= v
+                chosen[other.key] = chosen.get(other.key, 0) + 1
+                if self._placeable(job, config) >= self.min_count(job):
+                    victims = {o.key: o for o, _ in order}
+                    return [(victims[key], count) for key, count in chosen.items()]
+        finally:
+            for queue, usage in saved.items():
+                self.usage[queue] = defaultdict(Decimal, usage)
+        return []
+
+    def _allowed(self, action: str, preemptor: Tracked, tasks: list, config: dict) -> list:
+        flag = "enablePreemptable" if action == "preempt" else "enableReclaimable"
+        for tier in config["tiers"]:
+            victims = None
+            for plugin in tier.get("plugins") or []:
+                if plugin.get(flag) is False:
+                    continue
+                fn = PLUGIN_FNS[action].get(plugin.get("name"))
+                if fn is None:
+                    continue
+                candidates = fn(self, preemptor, tasks, config)
+                if not candidates:
+                    victims = None
+                    break
+                victims = candidates if victims is None else [t for t in victims if t in candidates]
+            if victims:
+                return victims
+        return []
+
+    def _by_priority(self, preemptor, tasks, config):
+        """priority.go preemptableFn: tasks of jobs with a lower priority."""
+        return [t for t in tasks if t[0].priority < preemptor.priority]
+
+    def _gang(self, preemptor, tasks, config):
+        """gang.go preemptableFn: a job gives up pods only while it keeps more than minAvailable running."""
+        left, victims = {}, []
+        for other, index in sorted(tasks, key=lambda t: -t[1]):
+            left.setdefault(other.key, other.limit or 0)
+            if left[other.key] > self.min_count(other):
+                left[other.key] -= 1
+                victims.append((other, index))
+        return victims
+
+    def _overused(self, preemptor, tasks, config):
+        """proportion/capacity reclaimableFn: tasks of queues allocated above their deserved share."""
+        return [t for t in tasks if any(self.usage[t[0].queue].get(k, 0) > v for k, v in
+                                        config["queues"].get(t[0].queue, {}).get("deserved", {}).items())]
+
+    def _shrink(self, victim: Tracked, count: int, now: float, preemptor: Tracked) -> None:
+        """Evict `count` of the victim's pods, newest first. A job left below its gang minimum is evicted whole
+        (Volcano's job controller restarts it: PodEvicted)."""
+        keep = (victim.limit or 0) - count
+        if keep < self.min_count(victim):
+            reason = "preempt" if victim.queue == preemptor.queue else "reclaim"
+            return self.sim.evict(victim, now, f"Evicted by {reason} to schedule {preemptor.namespace}/"
+                                               f"{preemptor.name}")
+        self.charge(victim, -1)
+        for pod in victim.pods[keep:]:
+            self.objects.delete("v1", "Pod", victim.namespace, pod)
+        victim.pods, victim.limit = victim.pods[:keep], keep
+        self.charge(victim, +1)
+
+    # Usage -----------------------------------------------------------------------------------------------------
+
+    def charge(self, job: Tracked, sign: int, config: dict | None = None) -> None:
+        pods = self._pods(job, job.limit)
+        for resource, value in self._sum(pods).items():
+            self.usage[job.queue][resource] += sign * value
+        for resource, value in self._sum(pods[self.min_count(job):]).items():
+            self.elastic[job.queue][resource] += sign * value
+        if sign > 0:
+            self.running[job.queue][job.key] = job
+        else:
+            self.running[job.queue].pop(job.key, None)
+
+    # The PodGroup's status --------------------------------------------------------------------------------------
+
+    def _podgroup(self, job: Tracked, status: dict) -> None:
+        self.objects.patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object, status)
+
+    def _refused(self, job: Tracked, now: float, message: str) -> None:
+        """Enqueue refused: the PodGroup stays Pending; the reason is an Event on it, written once."""
+        if job.waiting == ("Unschedulable", message):
+            return
+        job.waiting = ("Unschedulable", message)
+        self.objects.create({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{job.scheduler_object}.{job.seq:x}{int(now * 1000) % 0xffffff:x}",
+                         "namespace": job.namespace},
+            "involvedObject": {"apiVersion": VOLCANO, "kind": "PodGroup", "name": job.scheduler_object,
+                               "namespace": job.namespace, "uid": job.scheduler_uid},
+            "reason": "Unschedulable", "message": message, "type": "Normal", "count": 1,
+            "firstTimestamp": iso(now), "lastTimestamp": iso(now), "source": {"component": "volcano"}})
+
+    def _gang_unschedulable(self, job: Tracked, now: float) -> None:
+        """gang.OnSessionClose for a job short of minAvailable (FitError's histogram)."""
+        tasks, minimum = sum(p.count for p in job.pod_sets if p.creates_pods), self.min_count(job)
+        message = (f"{minimum}/{tasks} tasks in gang unschedulable: pod group is not ready, {tasks} Pending, "
+                   f"{minimum} minAvailable; Pending: {tasks} Unschedulable")
+        if job.waiting == ("NotEnoughResources", message):
+            return
+        job.waiting = ("NotEnoughResources", message)
+        conditions = self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
+        self._podgroup(job, {"conditions": set_conditions(conditions, {
+            "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": message,
+            "lastTransitionTime": iso(now), "transitionID": str(job.seq)})})
+
+    def admitted_status(self, job: Tracked, now: float) -> None:
+        """Allocated at least minAvailable pods: the gang is ready, and gang.go OnSessionClose says so with a
+        `Scheduled` condition (its Unschedulable one goes)."""
+        conditions = [c for c in self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
+                      if c.get("type") != "Unschedulable"]
+        self._podgroup(job, {"phase": "Inqueue", "conditions": set_conditions(conditions, self._scheduled(job, now))})
+
+    def running_status(self, job: Tracked, now: float) -> None:
+        """Running once minMember pods run (framework/session.go getPodGroupPhase)."""
+        conditions = self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
+        self._podgroup(job, {"phase": "Running", "running": len(job.pods),
+                             "conditions": set_conditions(conditions, self._scheduled(job, now))})
+
+    @staticmethod
+    def _scheduled(job: Tracked, now: float) -> dict:
+        return {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled",
+                "message": "", "lastTransitionTime": iso(now), "transitionID": str(job.seq)}
+
+    def finished_status(self, job: Tracked, now: float, succeeded: bool, message: str) -> None:
+        self._podgroup(job, {"phase": "Completed", "running": 0,
+                             "succeeded" if succeeded else "failed": len(job.pods) or job.pod_count})
+
+    def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None:
+        job.enqueued = False
+        self._podgroup(job, {"phase": "Pending", "running": 0})
+
+    def adopt(self, job: Tracked, record: dict | None) -> None:
+        job.enqueued = True
+        job.limit = len(job.pods)
+
+
+def _amounts(values) -> dict[str, Decimal]:
+    return {k: parse_quantity(v) for k, v in (values or {}).items()}
+
+
+def _everyone(scheduler, preemptor, tasks, config):
+    """conformance.go evictableFn: any task but the cluster's critical pods (none here)."""
+    return list(tasks)
+
+
+PLUGIN_FNS = {
+    "preempt": {"priority": Volcano._by_priority, "gang": Volcano._gang, "conformance": _everyone},
+    "reclaim": {"gang": Volcano._gang, "conformance": _everyone, "proportion": Volcano._overused,
+                "capacity": Volcano._overused},
+}
