@@ -4,21 +4,11 @@ ledger's action can ask for again (audited, through the service)."""
 from django.contrib import admin, messages
 
 from portal.http import source_ip
+from tenants.admin import ReadOnlyAdmin
 from tenants.selectors import is_platform_admin
 
 from . import services
 from .models import CollectedHour, JobUsageHour, UsageHour
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(UsageHour)

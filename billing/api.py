@@ -19,10 +19,8 @@ MAX_USAGE_DAYS = 366
 
 
 def _month(value: str | None) -> date:
-    if not value:
-        return selectors.current_month()
     try:
-        return selectors.parse_month(value)
+        return selectors.month_or_current(value)
     except ValidationError as exc:
         raise InputError({"month": exc.messages}) from None
 

@@ -47,6 +47,12 @@ def parse_month(value: str) -> date:
     return date(int(match[1]), int(match[2]), 1)
 
 
+def month_or_current(value: str | None, now: datetime | None = None) -> date:
+    """The month named (YYYY-MM, checked by parse_month), or this month when none is named. Pages and the API
+    read a requested month through here."""
+    return parse_month(value) if value else current_month(now)
+
+
 def current_month(now: datetime | None = None) -> date:
     now = now or timezone.now()
     return date(now.year, now.month, 1)

@@ -36,6 +36,7 @@ from .pricing import (  # noqa: F401 - re-exported: selectors is the entry point
     hours_between,
     money,
     month_bounds,
+    month_or_current,
     parent_flavor,
     parse_month,
     price_periods,

@@ -13,12 +13,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 
 from . import capacity, charts, selectors, services
@@ -31,11 +31,8 @@ HEATMAP_DAYS = 30
 def _month(request, value: str | None = None):
     """The month asked for (path or ?month=), or this month; a malformed month is a 404 in a path, a message in a
     query string."""
-    raw = value if value is not None else request.GET.get("month")
-    if not raw:
-        return selectors.current_month()
     try:
-        return selectors.parse_month(raw)
+        return selectors.month_or_current(value if value is not None else request.GET.get("month"))
     except ValidationError as exc:
         if value is not None:
             raise Http404(exc.messages[0]) from None
@@ -90,14 +87,14 @@ def budget_set(request, slug):
     form = BudgetForm(request.POST)
     if form.is_valid():
         month = form.cleaned_data["month"]
-        try:
-            budget = services.budget_set(actor=request.user, team=team, month=month,
-                                         amount=form.cleaned_data["amount"], source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.")
-            return redirect(f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}")
+        done = write_from_form(
+            request, form, lambda: services.budget_set(actor=request.user, team=team, month=month,
+                                                       amount=form.cleaned_data["amount"],
+                                                       source_ip=source_ip(request)),
+            message=lambda budget: f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.",
+            to=f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}")
+        if done:
+            return done
     return _team_usage_page(request, team, selectors.current_month(), budget_form=form, status=400)
 
 
@@ -186,16 +183,15 @@ def console_rates(request):
     form = RateCardForm(request.POST or None, flavors=flavors)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        try:
-            card = services.rate_card_set(actor=request.user, flavor=data["flavor"], price=data["price"],
-                                          effective_from=data["effective_from"], note=data["note"],
-                                          source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"{card.flavor.name}: {card.price_per_gpu_hour} {card.currency} per GPU-hour "
-                                      f"from {card.effective_from:%Y-%m-%d %H:%M} UTC.")
-            return redirect("billing:console-rates")
+        done = write_from_form(
+            request, form, lambda: services.rate_card_set(actor=request.user, flavor=data["flavor"],
+                                                          price=data["price"], effective_from=data["effective_from"],
+                                                          note=data["note"], source_ip=source_ip(request)),
+            message=lambda card: f"{card.flavor.name}: {card.price_per_gpu_hour} {card.currency} per GPU-hour "
+                                 f"from {card.effective_from:%Y-%m-%d %H:%M} UTC.",
+            to="billing:console-rates")
+        if done:
+            return done
     now = timezone.now()
     in_force = {p.flavor_id: p for p in selectors.price_periods(start=selectors.floor_hour(now),
                                                                  end=selectors.floor_hour(now) + selectors.HOUR,

@@ -4,27 +4,21 @@ are the history usage and statements are built from; a template's delete goes th
 from django.contrib import admin
 
 from portal.http import source_ip
+from tenants.admin import ReadOnlyAdmin
 
 from . import services
 from .models import Job, JobTemplate
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin):
+    # Read-only, deletes included: a job ends by cancelling it, which deletes its objects in the cluster and keeps
+    # its history.
     list_display = ("pk", "name", "team", "kind", "cluster", "flavor", "workers", "gpus_per_worker", "state",
                     "submitted_by", "submitted_at")
     list_filter = ("state", "kind", "cluster")
     search_fields = ("name", "team__slug", "submitted_by__username")
     list_select_related = ("team", "cluster", "flavor", "submitted_by")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False  # a job ends by cancelling it, which deletes its objects in the cluster and keeps its history
 
 
 @admin.register(JobTemplate)

@@ -1,7 +1,6 @@
 """API views of jobs: submit each kind, list with filters, read, cancel, resubmit, YAML, why-waiting and the
 pods' log tail. Submission goes through the same service as the form, so the same feasibility checks apply."""
 
-
 from django_filters.utils import translate_validation
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
@@ -14,7 +13,6 @@ from portal.api import KeysetPagination, valid_input
 from portal.http import source_ip
 from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
-from tenants.models import GpuFlavor, PriorityTier
 
 from . import selectors, services
 from .choices import JobState
@@ -75,33 +73,12 @@ class JobListView(generics.ListAPIView):
     def post(self, request):
         data = valid_input(JobSubmitSerializer, request)
         team = tenant_selectors.team_get(user=request.user, slug=data.pop("team"))
-        flavor = _flavor(data.pop("flavor"), data.pop("cluster", None))
-        tier = _tier(data.pop("priority", None))
+        flavor = tenant_selectors.flavor_named(name=data.pop("flavor"), cluster=data.pop("cluster", None))
+        priority = data.pop("priority", None)
+        tier = None if priority is None else tenant_selectors.tier_named(name=priority)
         job = services.job_submit(actor=request.user, team=team, flavor=flavor, priority_tier=tier,
                                   source_ip=source_ip(request), **data)
         return Response(_job_detail(request.user, job.pk), status=status.HTTP_201_CREATED)
-
-
-def _flavor(name: str, cluster: str | None) -> GpuFlavor:
-    flavors = GpuFlavor.objects.select_related("cluster").filter(name=name)
-    if cluster:
-        flavors = flavors.filter(cluster__name=cluster)
-    found = list(flavors[:2])
-    if not found:
-        raise ValidationError({"flavor": [f"There is no flavor named {name!r}" + (f" in {cluster}." if cluster
-                                                                                    else ".")]})
-    if len(found) > 1:
-        raise ValidationError({"cluster": [f"Flavors named {name!r} exist in several clusters: name the cluster."]})
-    return found[0]
-
-
-def _tier(name: str | None) -> PriorityTier | None:
-    if name is None:
-        return None
-    tier = PriorityTier.objects.filter(name=name).first()
-    if tier is None:
-        raise ValidationError({"priority": [f"There is no priority tier named {name!r}."]})
-    return tier
 
 
 class JobDetailView(APIView):

@@ -1,4 +1,6 @@
-"""Reads for jobs, scoped to the user's teams, and the desired objects of a job."""
+"""Reads for jobs, scoped to the user's teams: the job list (the page's queryset and the API's keyset page), one
+job, its pods and why it waits; the desired objects of a job; which jobs are due for reconcile; what the submit form
+offers (flavors the team holds quota of, its saved templates)."""
 
 import functools
 from dataclasses import dataclass
@@ -13,14 +15,16 @@ from django.utils import timezone
 from portal import kube, sql
 from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
 from quotas.models import Quota
+from quotas.selectors import team_quotas
 from tenants.choices import Scheduler
 from tenants.manifests import priority_class_name
+from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
 from .choices import TERMINAL_STATES, JobState
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
-from .models import Job
+from .models import Job, JobTemplate
 
 
 def job_list(*, user, team=None, filters: dict | None = None) -> QuerySet[Job]:
@@ -212,6 +216,24 @@ def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:
                 .values("flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
                 .values_list("flavor_id", "gpus"))
     return {q.flavor_id: (q.limit, held.get(q.flavor_id) or 0) for q in Quota.objects.filter(team=team)}
+
+
+def submit_flavors(*, team) -> QuerySet[GpuFlavor]:
+    """The flavors the team may submit jobs to: those it holds quota of."""
+    held = [q.flavor_id for q in team_quotas(team=team) if q.limit > 0]
+    return GpuFlavor.objects.filter(pk__in=held).select_related("cluster")
+
+
+def job_templates(*, team, kind: str | None = None) -> QuerySet[JobTemplate]:
+    templates = JobTemplate.objects.filter(team=team)
+    return templates.filter(kind=kind) if kind else templates
+
+
+def job_template_get(*, team, pk: int) -> JobTemplate:
+    template = job_templates(team=team).filter(pk=pk).first()
+    if template is None:
+        raise Http404("No such template")
+    return template
 
 
 def team_flavor_quota(*, team, flavor) -> Quota | None:

@@ -1,3 +1,7 @@
+"""Job pages: the filtered list, the submit form per kind (templates, a YAML preview of exactly what would be
+applied), a job's page with its live status, pods and logs, and cancel/resubmit. Reads through selectors, writes
+through services."""
+
 import shlex
 
 from django.contrib import messages
@@ -5,23 +9,21 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from portal import yamltext
 from portal.http import add_service_errors, source_ip
 from portal.kube import KubeError
-from quotas.selectors import team_quotas
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
-from tenants.models import GpuFlavor
 
 from . import outcome, selectors, services
 from .choices import JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
 from .manifests import job_manifests
-from .models import Job, JobTemplate
+from .models import Job
 
 LOG_DOWNLOAD_LINES = 100_000
 
@@ -51,10 +53,6 @@ def job_list(request):
                                                   "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
 
 
-def _submit_flavors(team):
-    return [q.flavor_id for q in team_quotas(team=team) if q.limit > 0]
-
-
 @login_required
 def job_submit(request, slug, kind):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
@@ -62,12 +60,12 @@ def job_submit(request, slug, kind):
         raise Http404("Unknown job kind")
     if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Viewers cannot submit jobs.")
-    flavors = GpuFlavor.objects.filter(pk__in=_submit_flavors(team)).select_related("cluster")
-    templates = JobTemplate.objects.filter(team=team, kind=kind)
+    flavors = selectors.submit_flavors(team=team)
+    templates = selectors.job_templates(team=team, kind=kind)
     initial = {"command": DEFAULT_COMMANDS[kind], "name": f"{kind}-run"}
     chosen = request.GET.get("template", "")
     if chosen.isdigit():
-        template = templates.filter(pk=int(chosen)).first()
+        template = next((t for t in templates if t.pk == int(chosen)), None)
         if template:
             initial.update(template.values)
     form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
@@ -179,7 +177,7 @@ def job_action(request, pk, action):
 @login_required
 def template_delete(request, slug, pk):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
-    template = get_object_or_404(JobTemplate, team=team, pk=pk)
+    template = selectors.job_template_get(team=team, pk=pk)
     services.job_template_delete(actor=request.user, template=template, source_ip=source_ip(request))
     messages.success(request, f"Template {template.name} deleted.")
     return redirect("jobs:job-submit", slug=slug, kind=template.kind)

@@ -1,9 +1,12 @@
-"""Small helpers every page uses: the platform-admin gate, the client address, service errors onto forms."""
+"""Small helpers every page uses: the platform-admin gate, the client address, service errors onto forms, and a
+service write from a valid form."""
 
 from functools import wraps
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import redirect
 
 
 def is_platform_admin(user) -> bool:
@@ -34,3 +37,16 @@ def add_service_errors(form, error: ValidationError) -> None:
             form.add_error(field if field in form.fields else None, errors)
     else:
         form.add_error(None, error.messages)
+
+
+def write_from_form(request, form, write, *, message, to, **to_kwargs):
+    """Run a service write for a form whose input is valid. On success: `message(result)` as a success message and
+    a redirect to `to` (a URL name with `to_kwargs`, or a path). On the service's ValidationError: its errors on the
+    form and None, so the caller shows the form again."""
+    try:
+        result = write()
+    except ValidationError as exc:
+        add_service_errors(form, exc)
+        return None
+    messages.success(request, message(result))
+    return redirect(to, **to_kwargs)

@@ -124,11 +124,28 @@ def team_requests(*, team: Team) -> QuerySet[QuotaRequest]:
     return team.quota_requests.select_related("flavor__cluster", "requested_by", "decided_by")
 
 
-def request_list(*, user, state: str | None = None) -> QuerySet[QuotaRequest]:
+def request_list(*, user, state: str | None = None, team_slug: str | None = None,
+                 requested_by=None) -> QuerySet[QuotaRequest]:
+    """The requests the user may see, optionally only in one state, of one team (its slug) or by one requester."""
     requests = QuotaRequest.objects.select_related("team", "flavor__cluster", "requested_by", "decided_by")
     if not is_platform_admin(user):
         requests = requests.filter(team__in=team_list(user=user))
-    return requests.filter(state=state) if state else requests
+    if state:
+        requests = requests.filter(state=state)
+    if team_slug:
+        requests = requests.filter(team__slug=team_slug)
+    if requested_by is not None:
+        requests = requests.filter(requested_by=requested_by)
+    return requests
+
+
+def recently_decided(*, user, limit: int = 20) -> list[QuotaRequest]:
+    return list(request_list(user=user).exclude(state=RequestState.PENDING).order_by("-decided_at")[:limit])
+
+
+def team_request(*, team: Team, pk: int) -> QuotaRequest | None:
+    """One of the team's requests, or None (a renewal link to a request that is not the team's offers nothing)."""
+    return team_requests(team=team).filter(pk=pk).first()
 
 
 def request_get(*, user, pk: int) -> QuotaRequest:

@@ -1,3 +1,6 @@
+"""Quota pages: a team's quotas (with units in use) and requests, the request form, the platform admins' approval
+queue, capacity overview, flavors and priority tiers. Reads through selectors, writes through services."""
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -5,11 +8,10 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.choices import Role
-from tenants.models import GpuFlavor, PriorityTier
 
 from . import selectors, services
 from .choices import RequestState
@@ -37,7 +39,7 @@ def request_create(request, slug):
     initial = {}
     renew = request.GET.get("renew")
     if renew and renew.isdigit():
-        previous = selectors.team_requests(team=team).filter(pk=int(renew)).first()
+        previous = selectors.team_request(team=team, pk=int(renew))
         if previous:
             initial = {"flavor": previous.flavor_id, "guaranteed": previous.guaranteed, "burst": previous.burst,
                        "cpu_cores": previous.cpu_cores, "memory_gib": previous.memory_gib,
@@ -76,7 +78,7 @@ def request_withdraw(request, pk):
 @login_required
 def request_list(request):
     return render(request, "quotas/request_list.html",
-                  {"requests": selectors.request_list(user=request.user).filter(requested_by=request.user)[:200]})
+                  {"requests": selectors.request_list(user=request.user, requested_by=request.user)[:200]})
 
 
 def _edited_impact(quota_request, form: ApproveForm):
@@ -97,8 +99,7 @@ def _approval_page(request, *, bound_pk=None, bound_form=None, status=200):
         elif r.pk == bound_pk:
             reject = bound_form
         items.append({"request": r, "impact": i, "approve": approve, "reject": reject})
-    decided = selectors.request_list(user=request.user).exclude(state=RequestState.PENDING).order_by(
-        "-decided_at")[:20]
+    decided = selectors.recently_decided(user=request.user)
     return render(request, "quotas/approval_list.html", {"items": items, "decided": decided}, status=status)
 
 
@@ -121,7 +122,7 @@ def request_impact(request, pk):
 def request_decide(request, pk, decision):
     if decision not in ("approve", "reject"):
         raise Http404("Unknown decision")
-    quota_request = get_object_or_404(selectors.request_list(user=request.user), pk=pk)
+    quota_request = selectors.request_get(user=request.user, pk=pk)
     form_class, prefix = (ApproveForm, f"a{pk}") if decision == "approve" else (RejectForm, f"r{pk}")
     form = form_class(request.POST, prefix=prefix)
     if form.is_valid():
@@ -158,14 +159,14 @@ def _typed_capacity(raw) -> int | None:
 @require_GET
 def flavor_effect(request, pk):
     """The effect of the capacity being typed into a flavor's form (HTMX, as the admin types)."""
-    flavor = get_object_or_404(GpuFlavor.objects.select_related("cluster"), pk=pk)
+    flavor = tenant_selectors.flavor_get(pk=pk)
     effect = selectors.capacity_effect(flavor=flavor, capacity=_typed_capacity(request.GET.get("capacity")))
     return render(request, "quotas/_capacity_effect.html", {"effect": effect})
 
 
 @platform_admin_required
 def flavor_edit(request, pk=None):
-    flavor = get_object_or_404(GpuFlavor, pk=pk) if pk else None
+    flavor = tenant_selectors.flavor_get(pk=pk) if pk else None
     effect = selectors.capacity_effect(flavor=flavor, capacity=_typed_capacity(request.POST.get("capacity"))) \
         if flavor else None
     form = GpuFlavorForm(request.POST or None, instance=flavor)
@@ -185,12 +186,10 @@ def flavor_edit(request, pk=None):
 def tier_list(request):
     form = PriorityTierForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
-            tier = tenant_services.priority_tier_save(actor=request.user, tier=form.instance,
-                                                      source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Priority tier {tier.name} saved.")
-            return redirect("quotas:tier-list")
-    return render(request, "quotas/tier_list.html", {"tiers": PriorityTier.objects.all(), "form": form})
+        done = write_from_form(
+            request, form, lambda: tenant_services.priority_tier_save(actor=request.user, tier=form.instance,
+                                                                      source_ip=source_ip(request)),
+            message=lambda tier: f"Priority tier {tier.name} saved.", to="quotas:tier-list")
+        if done:
+            return done
+    return render(request, "quotas/tier_list.html", {"tiers": tenant_selectors.tier_list(), "form": form})

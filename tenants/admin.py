@@ -29,6 +29,19 @@ def retry_reconcile(modeladmin, request, queryset):
     _report(modeladmin, request, queryset.count(), [], "queued for reconcile")
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by the portal itself (audit events, collected usage, jobs): listed, never edited here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class AuditedDeleteMixin:
     """Deletes (the delete page and the bulk action) go through a service: one audit event per row, with the actor."""
 
@@ -213,19 +226,10 @@ class TeamNamespaceAdmin(AuditedDeleteMixin, SyncStateMixin, admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ("at", "actor", "action", "object_type", "object_repr", "team", "source_ip")
     list_filter = ("action", "object_type", "team")
     search_fields = ("action", "object_repr", "object_id", "actor__username", "team__slug")
     list_select_related = ("actor", "team")
     date_hierarchy = "at"
     readonly_fields = [f.name for f in AuditEvent._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

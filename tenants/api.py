@@ -1,7 +1,6 @@
 """API views of tenancy: me, teams and their members, clusters and flavors. Thin: selectors read (scoped to the
 user, so another team is a 404), services write (and refuse a role that may not act with a 403)."""
 
-from django.contrib.auth import get_user_model
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
@@ -66,7 +65,7 @@ class MemberListView(generics.ListAPIView):
     def post(self, request, slug):
         team = selectors.team_get(user=request.user, slug=slug)
         data = valid_input(MemberInputSerializer, request)
-        user = get_user_model().objects.filter(username=data["username"], is_active=True).first()
+        user = selectors.active_user_named(data["username"])
         if user is None:
             raise ValidationError({"username": [f"There is no active user named {data['username']!r}."]})
         membership = services.membership_set(actor=request.user, team=team, user=user, role=data["role"],
@@ -77,7 +76,7 @@ class MemberListView(generics.ListAPIView):
 class MemberDetailView(APIView):
     def _membership(self, request, slug, username):
         team = selectors.team_get(user=request.user, slug=slug)
-        membership = selectors.team_memberships(team=team).filter(user__username=username).first()
+        membership = selectors.membership_named(team=team, username=username)
         if membership is None:
             raise Http404(f"{username} is not a member of {team.slug}")
         return team, membership
@@ -124,7 +123,5 @@ class FlavorListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        flavors = selectors.flavor_list()
-        cluster = self.request.query_params.get("cluster")
-        return flavors.filter(cluster__name=cluster) if cluster else flavors
+        return selectors.flavor_list(cluster_name=self.request.query_params.get("cluster"))
 

@@ -8,10 +8,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from portal import yamltext
 from portal.desired import cluster_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
 
 from . import objects, selectors, services
 from .choices import TeamState
@@ -96,7 +97,7 @@ def _cluster_object(name, group, version, kind, object_name):
 def console_cluster_object_detail(request, name, group, version, kind, object_name):
     cluster, obj = _cluster_object(name, group, version, kind, object_name)
     return render(request, "tenants/object_detail.html", {
-        "cluster": cluster, "obj": obj, "desired_yaml": objects.to_yaml(obj),
+        "cluster": cluster, "obj": obj, "desired_yaml": yamltext.dump(obj),
         "status": objects.object_status(cluster, obj),
         "live_url": reverse("tenants:cluster-object-live", args=[name, group, version, kind, object_name]),
         "back_url": reverse("tenants:cluster-detail", args=[cluster.name]),
@@ -133,13 +134,12 @@ def console_team_list(request):
         return _console_teams_page(request)
     form = TeamCreateForm(request.POST, parents=selectors.team_list(user=request.user))
     if form.is_valid():
-        try:
-            team = services.team_create(actor=request.user, source_ip=source_ip(request), **form.cleaned_data)
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"Team {team.name} created; its namespaces are being set up.")
-            return redirect("tenants:team-list")
+        done = write_from_form(
+            request, form, lambda: services.team_create(actor=request.user, source_ip=source_ip(request),
+                                                        **form.cleaned_data),
+            message=lambda team: f"Team {team.name} created; its namespaces are being set up.", to="tenants:team-list")
+        if done:
+            return done
     return _console_teams_page(request, create_form=form)
 
 
@@ -167,15 +167,13 @@ def console_team_delete_namespaces(request, slug):
     team = selectors.team_get(user=request.user, slug=slug)
     form = NamespaceDeletionForm(request.POST, auto_id=f"id_t{team.pk}_%s")
     if form.is_valid():
-        try:
-            services.team_confirm_namespace_deletion(actor=request.user, team=team,
-                                                     confirmation=form.cleaned_data["confirmation"],
-                                                     source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"The namespaces of {team.name} are being deleted.")
-            return redirect("tenants:team-list")
+        done = write_from_form(
+            request, form, lambda: services.team_confirm_namespace_deletion(
+                actor=request.user, team=team, confirmation=form.cleaned_data["confirmation"],
+                source_ip=source_ip(request)),
+            message=lambda _: f"The namespaces of {team.name} are being deleted.", to="tenants:team-list")
+        if done:
+            return done
     return _console_teams_page(request, confirm_for=(team.pk, form))
 
 

@@ -1,6 +1,6 @@
 from django import forms
-from django.contrib.auth import get_user_model
 
+from . import selectors
 from .choices import Role, TeamState
 from .models import Cluster, Team
 
@@ -26,7 +26,7 @@ class MemberAddForm(forms.Form):
 
     def clean_username(self):
         username = self.cleaned_data["username"].strip()
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        user = selectors.active_user_named(username)
         if user is None:
             raise forms.ValidationError(f"There is no active user named “{username}”.")
         self.user = user

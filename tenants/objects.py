@@ -39,10 +39,6 @@ def find_object(desired: list[dict], api_version: str, kind: str, name: str) -> 
     raise Http404("Not one of the objects the portal manages here")
 
 
-def to_yaml(obj: dict) -> str:
-    return yamltext.dump(obj, default_flow_style=False)
-
-
 def live_yaml(cluster, obj: dict) -> dict:
     """The live object as YAML, or why there is none; a cluster that cannot be read is a message, not a 500."""
     meta = obj["metadata"]
@@ -54,7 +50,7 @@ def live_yaml(cluster, obj: dict) -> dict:
     if live is None:
         return {"absent": True}
     live.get("metadata", {}).pop("managedFields", None)
-    return {"yaml": to_yaml(live)}
+    return {"yaml": yamltext.dump(live)}
 
 
 def object_status(row, obj) -> dict:

@@ -13,7 +13,7 @@ from portal import kube, sql
 from portal.http import is_platform_admin  # noqa: F401 - re-exported: the reads of every app use it from here
 
 from .choices import Role, TeamState
-from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, Team, TeamNamespace
+from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 from .tokens import split_token, token_digest
 
 
@@ -95,8 +95,24 @@ def team_memberships(*, team: Team) -> QuerySet[Membership]:
     return team.memberships.select_related("user").order_by("role", "user__username")
 
 
+def active_user_named(username: str):
+    """The active user of that username, or None: whom a team admin may add to a team."""
+    return get_user_model().objects.filter(username=username, is_active=True).first()
+
+
+def membership_named(*, team: Team, username: str) -> Membership | None:
+    return team_memberships(team=team).filter(user__username=username).first()
+
+
 def team_namespaces(*, team: Team) -> QuerySet[TeamNamespace]:
     return team.namespaces.select_related("cluster").order_by("cluster__name")
+
+
+def team_namespace_in(*, team: Team, cluster_name: str) -> TeamNamespace:
+    row = team_namespaces(team=team).filter(cluster__name=cluster_name).first()
+    if row is None:
+        raise Http404("The team has no namespace in that cluster")
+    return row
 
 
 def cluster_list() -> QuerySet[Cluster]:
@@ -114,8 +130,10 @@ def cluster_get(*, name: str) -> Cluster:
     return cluster
 
 
-def flavor_list(*, cluster: Cluster | None = None) -> QuerySet[GpuFlavor]:
+def flavor_list(*, cluster: Cluster | None = None, cluster_name: str | None = None) -> QuerySet[GpuFlavor]:
     flavors = GpuFlavor.objects.select_related("cluster")
+    if cluster_name:
+        flavors = flavors.filter(cluster__name=cluster_name)
     return flavors.filter(cluster=cluster) if cluster else flavors
 
 
@@ -132,6 +150,25 @@ def flavor_named(*, name: str, cluster: str | None = None) -> GpuFlavor:
     if len(found) > 1:
         raise ValidationError({"cluster": f"Flavors named {name!r} exist in several clusters: name the cluster."})
     return found[0]
+
+
+def flavor_get(*, pk: int) -> GpuFlavor:
+    flavor = flavor_list().filter(pk=pk).first()
+    if flavor is None:
+        raise Http404("No such flavor")
+    return flavor
+
+
+def tier_list() -> QuerySet[PriorityTier]:
+    return PriorityTier.objects.all()
+
+
+def tier_named(*, name: str) -> PriorityTier:
+    """A priority tier by its name, as the API takes it; a ValidationError on `priority` when there is none."""
+    tier = tier_list().filter(name=name).first()
+    if tier is None:
+        raise ValidationError({"priority": f"There is no priority tier named {name!r}."})
+    return tier
 
 
 def audit_event_list(*, user) -> QuerySet[AuditEvent]:

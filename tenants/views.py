@@ -1,4 +1,5 @@
-"""Pages of the tenancy app: dashboard, team page, object YAML, and the platform admins' console.
+"""Pages of the tenancy app a team sees: dashboard, team page and its members, a team's Kubernetes objects (desired
+and live YAML), and personal access tokens. The platform admins' console is console_views.py.
 
 Views stay thin: read through selectors (already scoped to the user), write through services, put a
 service's ValidationError back on the form, and never answer bad input with a 500.
@@ -7,16 +8,16 @@ service's ValidationError back on the form, and never answer bad input with a 50
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from portal import yamltext
 from portal.desired import team_namespace_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal.http import add_service_errors, platform_admin_required, source_ip
+from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
 
 from . import selectors, services
 from .choices import SyncState
@@ -34,7 +35,6 @@ from .objects import (
     object_rows,
     object_status,
     pending,
-    to_yaml,
 )
 
 # --- dashboard and team page ---------------------------------------------------------------------------------
@@ -98,25 +98,24 @@ def _team_for_member_admin(request, slug):
     return team
 
 
-@login_required
-@require_POST
-def membership_add(request, slug):
-    team = _team_for_member_admin(request, slug)
-    form = MemberAddForm(request.POST)
-    if form.is_valid():
-        try:
-            services.membership_set(actor=request.user, team=team, user=form.user, role=form.cleaned_data["role"],
-                                    source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"{form.user.username} is now {form.cleaned_data['role']} of {team.name}.")
-            return redirect("tenants:team-detail", slug=team.slug)
-    return _team_page(request, team, add_form=form)
+def _membership_change(request, team, form, *, user, role: str | None, form_name: str):
+    """Gives `user` the role in the team, or removes them when role is None; on success back to the team page
+    with what changed, on a service refusal the team page again with the reason beside the form."""
+    if role is None:
+        write, done = (lambda: services.membership_remove(actor=request.user, team=team, user=user,
+                                                          source_ip=source_ip(request)),
+                       f"was removed from {team.name}")
+    else:
+        write, done = (lambda: services.membership_set(actor=request.user, team=team, user=user, role=role,
+                                                       source_ip=source_ip(request)),
+                       f"is now {role} of {team.name}")
+    return (write_from_form(request, form, write, message=lambda _: f"{user.username} {done}.",
+                            to="tenants:team-detail", slug=team.slug)
+            or _team_page(request, team, **{form_name: form}))
 
 
 def _member_from_form(team, form):
-    membership = selectors.team_memberships(team=team).filter(user__username=form.cleaned_data["username"]).first()
+    membership = selectors.membership_named(team=team, username=form.cleaned_data["username"])
     if membership is None:
         form.add_error(None, f"{form.cleaned_data['username']} is not a member of {team.name}.")
     return membership
@@ -124,44 +123,40 @@ def _member_from_form(team, form):
 
 @login_required
 @require_POST
-def membership_update(request, slug):
+def membership_add(request, slug):
     team = _team_for_member_admin(request, slug)
-    form = MemberRoleForm(request.POST)
-    if form.is_valid() and (membership := _member_from_form(team, form)):
-        try:
-            services.membership_set(actor=request.user, team=team, user=membership.user,
-                                    role=form.cleaned_data["role"], source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"{membership.user.username} is now {form.cleaned_data['role']}.")
-            return redirect("tenants:team-detail", slug=team.slug)
-    return _team_page(request, team, member_form=form)
+    form = MemberAddForm(request.POST)
+    if not form.is_valid():
+        return _team_page(request, team, add_form=form)
+    return _membership_change(request, team, form, user=form.user, role=form.cleaned_data["role"],
+                              form_name="add_form")
+
+
+def _member_post(request, slug, form_class):
+    """A role change (MemberRoleForm) or a removal (MemberRemoveForm, which has no role) of an existing member."""
+    team = _team_for_member_admin(request, slug)
+    form = form_class(request.POST)
+    if not (form.is_valid() and (membership := _member_from_form(team, form))):
+        return _team_page(request, team, member_form=form)
+    return _membership_change(request, team, form, user=membership.user, role=form.cleaned_data.get("role"),
+                              form_name="member_form")
+
+
+@login_required
+@require_POST
+def membership_update(request, slug):
+    return _member_post(request, slug, MemberRoleForm)
 
 
 @login_required
 @require_POST
 def membership_remove(request, slug):
-    team = _team_for_member_admin(request, slug)
-    form = MemberRemoveForm(request.POST)
-    if form.is_valid() and (membership := _member_from_form(team, form)):
-        try:
-            services.membership_remove(actor=request.user, team=team, user=membership.user,
-                                       source_ip=source_ip(request))
-        except ValidationError as exc:
-            add_service_errors(form, exc)
-        else:
-            messages.success(request, f"{membership.user.username} was removed from {team.name}.")
-            return redirect("tenants:team-detail", slug=team.slug)
-    return _team_page(request, team, member_form=form)
+    return _member_post(request, slug, MemberRemoveForm)
 
 
 def _team_namespace(request, slug, cluster_name):
     team = selectors.team_get(user=request.user, slug=slug)
-    row = selectors.team_namespaces(team=team).filter(cluster__name=cluster_name).first()
-    if row is None:
-        raise Http404("The team has no namespace in that cluster")
-    return team, row
+    return team, selectors.team_namespace_in(team=team, cluster_name=cluster_name)
 
 
 @platform_admin_required
@@ -187,7 +182,7 @@ def _team_object(request, slug, cluster_name, group, version, kind, name):
 def object_detail(request, slug, cluster_name, group, version, kind, name):
     team, row, obj = _team_object(request, slug, cluster_name, group, version, kind, name)
     return render(request, "tenants/object_detail.html", {
-        "team": team, "cluster": row.cluster, "obj": obj, "desired_yaml": to_yaml(obj),
+        "team": team, "cluster": row.cluster, "obj": obj, "desired_yaml": yamltext.dump(obj),
         "status": object_status(row, obj),
         "live_url": reverse("tenants:object-live", args=[slug, cluster_name, group, version, kind, name]),
         "back_url": reverse("tenants:team-detail", args=[team.slug]),

@@ -47,3 +47,13 @@ def test_statement_and_budget(world, api_as, usage):
     budget = api_as(world.member).get(f"{V1}/teams/nlp/budget/").json()
     assert (Decimal(budget["amount"]), Decimal(budget["spent"])) == (Decimal("1000"), Decimal("60"))
     assert api_as(world.outsider).get(f"{V1}/teams/nlp/budget/").status_code == 404
+
+
+@pytest.mark.parametrize("month, status", [("2026-11", 200), ("2026-13", 400), ("1999-12", 400)])
+def test_the_budget_api_and_the_usage_page_accept_the_same_months(world, api_as, client, month, status):
+    response = api_as(world.member).get(f"{V1}/teams/nlp/budget/", {"month": month})
+    assert response.status_code == status
+    client.force_login(world.member)
+    page = client.get("/teams/nlp/usage/", {"month": month})
+    refused = [str(m) for m in page.context["messages"]]
+    assert page.status_code == 200 and (refused == []) == (status == 200)

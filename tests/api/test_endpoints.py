@@ -10,6 +10,7 @@ import yaml
 from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from jobs.choices import JobState
 from jobs.models import Job
@@ -17,7 +18,7 @@ from quotas.choices import RequestState
 from quotas.models import Quota, QuotaRequest
 from tenants.choices import Role
 from tenants.models import AuditEvent, Membership
-from tests.factories import UserFactory
+from tests.factories import GpuFlavorFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 V1 = "/api/v1"
@@ -113,6 +114,17 @@ def test_team_quotas_with_usage(world, api_as):
     (row,) = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
     assert row["not_applied"].startswith("The cluster's ResourceQuota enforces 8 nvidia.com/gpu, not the 12")
     error(api_as(world.outsider).get(f"{V1}/teams/nlp/quotas/"), 404)
+
+
+@pytest.mark.parametrize("usage, in_use", [({"nvidia.com/gpu": 6}, 6), ({}, 0), ({"nvidia.com/mig-1g.10gb": 3}, 0)])
+def test_the_quota_page_and_the_api_read_in_use_units_from_one_selector(world, api_as, client, usage, in_use):
+    world.team.namespaces.update(quota_status={"used": usage})
+    rows = api_as(world.viewer).get(f"{V1}/teams/nlp/quotas/").json()["results"]
+    assert [r["in_use_units"] for r in rows] == [in_use]
+    client.force_login(world.viewer)
+    page = client.get("/teams/nlp/quota/")
+    assert [row.in_use for row in page.context["rows"]] == [in_use]
+    assert f"{in_use} in use" in page.content.decode()
 
 
 # --- quota requests --------------------------------------------------------------------------------------------
@@ -242,6 +254,16 @@ def test_infeasible_or_bad_submissions_name_the_field(world, api_as, overrides, 
     fields = error(api_as(world.member).post(f"{V1}/jobs/", submit_body(**overrides), format="json"), 400)["fields"]
     assert field in fields
     assert Job.objects.count() == 2
+
+
+def test_a_flavor_name_two_clusters_share_needs_the_cluster(world, api_as):
+    GpuFlavorFactory(name="h100", cluster__name="south")
+    client = api_as(world.member)
+    fields = error(client.post(f"{V1}/jobs/", submit_body(), format="json"), 400)["fields"]
+    assert "several clusters" in fields["cluster"][0]
+    fields = error(client.post(f"{V1}/jobs/", submit_body(cluster="north"), format="json"), 400)["fields"]
+    assert fields["flavor"] == ["There is no flavor named 'h100' in north."]
+    assert client.post(f"{V1}/jobs/", submit_body(cluster="east"), format="json").status_code == 201
 
 
 def test_submit_roles_and_scoping(world, api_as):
@@ -410,6 +432,14 @@ def test_schema_and_docs_are_served_by_the_portal(client):
         assert "/static/drf_spectacular_sidecar/" in page and "cdn" not in page.lower()
     asset = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert asset.status_code == 200
+
+
+def test_the_job_page_and_the_api_show_the_same_yaml_without_anchors(world, api_as, client):
+    text = api_as(world.viewer).get(f"{V1}/jobs/{world.job.pk}/yaml/").json()["yaml"]
+    assert "&id" not in text and "*id" not in text
+    client.force_login(world.viewer)
+    page = client.get(f"/jobs/{world.job.pk}/").content.decode()
+    assert escape(text) in page
 
 
 @pytest.mark.parametrize("demotion", ["viewer", "removed"])

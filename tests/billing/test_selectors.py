@@ -4,6 +4,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from billing import selectors
 from billing.choices import StatementState
@@ -316,6 +317,18 @@ def test_idle_jobs_stayed_under_the_threshold_for_the_whole_window(h100, setting
 def test_bad_months_are_refused_with_the_expected_shape(value):
     with pytest.raises(Exception, match="YYYY-MM"):
         selectors.parse_month(value)
+
+
+@pytest.mark.parametrize("value, expected", [(None, date(2026, 3, 1)), ("", date(2026, 3, 1)),
+                                             ("2026-11", date(2026, 11, 1)), ("2000-01", date(2000, 1, 1))])
+def test_a_named_month_or_else_this_one(value, expected):
+    assert selectors.month_or_current(value, now=datetime(2026, 3, 17, 9, tzinfo=UTC)) == expected
+
+
+@pytest.mark.parametrize("value", ["2026-13", "1999-12", "3000-01", "26-11"])
+def test_month_or_current_refuses_what_parse_month_refuses(value):
+    with pytest.raises(ValidationError, match="YYYY-MM"):
+        selectors.month_or_current(value)
 
 
 def test_chart_series_come_from_rows(h100):

@@ -305,6 +305,7 @@ def test_member_role_change_is_audited(client, team, team_admin, member):
     assert Membership.objects.get(team=team, user=member).role == Role.VIEWER
     event = AuditEvent.objects.get(action="membership.set")
     assert event.before == {"role": Role.MEMBER} and event.source_ip == IP
+    assert "erin is now viewer of Natural Language." in text(client.get(response["Location"]))
 
 
 def test_demoting_the_last_admin_shows_error(client, team, team_admin):
@@ -323,6 +324,7 @@ def test_member_remove_is_audited(client, team, team_admin, member, viewer):
     assert not Membership.objects.filter(team=team, user=member).exists()
     event = AuditEvent.objects.get(action="membership.remove")
     assert event.before == {"user": "erin", "role": Role.MEMBER} and event.actor == team_admin
+    assert "erin was removed from Natural Language." in text(client.get(response["Location"]))
 
 
 def test_removing_the_last_admin_shows_error(client, team, team_admin):
