@@ -14,6 +14,8 @@ def pytest_configure(config):
     celery_app.conf.task_always_eager = True
     # Test users need no slow password hashing.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Nothing is collected into STATIC_ROOT for the suite: WhiteNoise serves static files from the apps (finders).
+    settings.WHITENOISE_USE_FINDERS = True
     # Live-server threads must not keep connections open, or the test database cannot be dropped at the end.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
