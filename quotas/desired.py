@@ -34,6 +34,7 @@ CONTRIBUTION = Contribution(
             ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
             ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"),
             ("kueue.x-k8s.io/v1beta2", "Cohort"),
+            ("kueue.x-k8s.io/v1beta2", "Topology"),
         ],
         Scheduler.VOLCANO: [("scheduling.volcano.sh/v1beta1", "Queue")],
     },

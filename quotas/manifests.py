@@ -16,6 +16,7 @@ LOCAL_QUEUE = "default"  # Kueue's webhook also sends unlabelled jobs to a Local
 RESOURCE_QUOTA = "gpu-portal-quota"
 LIMIT_RANGE = "gpu-portal-limits"
 NS_NAME_LABEL = "kubernetes.io/metadata.name"
+TOPOLOGY = "gpu-portal"  # the cluster's one Kueue Topology, named by every TAS ResourceFlavor
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class FlavorSpec:
     node_labels: dict = field(default_factory=dict)
     node_taints: list = field(default_factory=list)
     tolerations: list = field(default_factory=list)
+    spot: bool = False
+    topology: str = ""  # the Kueue Topology its nodes are described by (TAS), when the cluster has levels
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class TeamQuotaSpec:
     cluster_flavors: tuple[FlavorSpec, ...]
     cohort: str = ""
     held: bool = False  # a suspended team: admit nothing new
+    weight: int = 1  # fair-sharing weight among the teams of its cohort / parent queue
 
     @property
     def queue_name(self) -> str:
@@ -130,6 +134,8 @@ def resource_flavor_manifest(flavor: FlavorSpec) -> dict:
         spec["nodeTaints"] = list(flavor.node_taints)
     if flavor.tolerations:
         spec["tolerations"] = list(flavor.tolerations)
+    if flavor.topology and flavor.node_labels:  # the CRD requires a node label beside topologyName
+        spec["topologyName"] = flavor.topology
     return {
         "apiVersion": KUEUE,
         "kind": "ResourceFlavor",
@@ -154,8 +160,17 @@ def workload_priority_class_manifest(*, name: str, value: int, description: str)
     }
 
 
-def cohort_manifest(*, name: str, parent: str = "") -> dict:
+def topology_manifest(node_labels: list[str]) -> dict:
+    """The cluster's topology levels, broadest first (kueue v0.19.2 apis/kueue/v1beta2/topology_types.go). Its
+    levels are immutable (the CRD's CEL rule), so changing them needs the object deleted and made again."""
+    return {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": TOPOLOGY, "labels": cluster_labels()},
+            "spec": {"levels": [{"nodeLabel": label} for label in node_labels]}}
+
+
+def cohort_manifest(*, name: str, parent: str = "", weight: int = 1) -> dict:
     spec = {"parentName": parent} if parent else {}
+    if weight != 1:
+        spec["fairSharing"] = {"weight": str(weight)}
     return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name, "labels": cluster_labels()},
             "spec": spec}
 
@@ -166,7 +181,13 @@ def _quantity(resource: str, value: int) -> str:
 
 def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
     """One resource group for CPU and memory, then one per GPU resource name with a flavor per GPU flavor the
-    team holds: nominalQuota = guaranteed, borrowingLimit = burst (only inside a cohort, as Kueue requires)."""
+    team holds: nominalQuota = guaranteed, borrowingLimit = burst (only inside a cohort, as Kueue requires).
+
+    Reserved flavors come before spot ones in each group: Kueue tries a group's flavors in order and, with
+    whenCanBorrow MayStopSearch and whenCanPreempt TryNextFlavor, moves on to the next only when one is full
+    and would need preemption (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go,
+    shouldTryNextFlavor), so spot is where a job lands once reserved capacity is used up. A fair-sharing
+    weight other than 1 is written (apis/kueue/v1beta2 FairSharing.Weight; the default is 1)."""
     totals = team.totals()
     groups = [
         {
@@ -187,12 +208,13 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
         by_resource[quota.flavor.resource_name].append(quota)
     for resource in sorted(by_resource):
         flavors = []
-        for quota in sorted(by_resource[resource], key=lambda q: q.flavor.name):
+        for quota in sorted(by_resource[resource], key=lambda q: (q.flavor.spot, q.flavor.name)):
             entry = {"name": resource, "nominalQuota": str(quota.guaranteed)}
             if team.cohort:
                 entry["borrowingLimit"] = str(quota.burst)
             flavors.append({"name": quota.flavor.name, "resources": [entry]})
         groups.append({"coveredResources": [resource], "flavors": flavors})
+    fungibility = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
     spec = {
         "namespaceSelector": {"matchLabels": {NS_NAME_LABEL: team.namespace}},
         "queueingStrategy": "BestEffortFIFO",
@@ -200,6 +222,10 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
         "resourceGroups": groups,
         "stopPolicy": "Hold" if team.held else "None",
     }
+    if any(q.flavor.spot for q in team.quotas):
+        spec["flavorFungibility"] = fungibility
+    if team.weight != 1:
+        spec["fairSharing"] = {"weight": str(team.weight)}
     if team.cohort:
         spec = {"cohortName": team.cohort, **spec}
     return {
@@ -244,11 +270,11 @@ def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
     team gets a capability of zero: Volcano has no spec field to close a queue (state lives in status)."""
     if team.held:
         zero = {name: "0" for name in _gpu_resources(team.cluster_flavors)}
-        spec = {"weight": 1, "reclaimable": True, "capability": zero}
+        spec = {"weight": team.weight, "reclaimable": True, "capability": zero}
     else:
         guaranteed = _volcano_resources(team.quotas, lambda q: q.guaranteed)
         spec = {
-            "weight": 1,
+            "weight": team.weight,
             "reclaimable": True,
             "capability": _volcano_resources(team.quotas, lambda q: q.guaranteed + q.burst),
             "deserved": guaranteed,
@@ -269,12 +295,13 @@ def department_queue_name(slug: str) -> str:
     return dns_name(slug, "dept")
 
 
-def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec], parent: str = "") -> dict:
+def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec], parent: str = "",
+                                      weight: int = 1) -> dict:
     """A department's queue bounds its teams: Volcano requires Σ children's deserved/guarantee ≤ the parent's."""
     quotas = [q for child in children if not child.held for q in child.quotas]
     guaranteed = _volcano_resources(quotas, lambda q: q.guaranteed)
     spec = {
-        "weight": 1,
+        "weight": weight,
         "reclaimable": True,
         "capability": _volcano_resources(quotas, lambda q: q.guaranteed + q.burst),
         "deserved": guaranteed,

@@ -25,9 +25,11 @@ ROOT_QUEUE = "root"
 # --- desired cluster objects ---------------------------------------------------------------------------------
 
 
-def flavor_spec(flavor: GpuFlavor, strategy: str) -> m.FlavorSpec:
+def flavor_spec(flavor: GpuFlavor, strategy: str, topology: str = "") -> m.FlavorSpec:
     """The flavor as the cluster's MIG strategy schedules it (a MIG slice is nvidia.com/gpu under `single`)."""
     return m.FlavorSpec(
+        spot=flavor.spot,
+        topology=topology,
         name=flavor.name,
         resource_name=flavor.scheduled_resource(strategy),
         gpus_per_node=flavor.gpus_per_node,
@@ -60,6 +62,7 @@ def team_quota_spec(*, team: Team, cluster: Cluster, quotas, flavors) -> m.TeamQ
         cluster_flavors=tuple(flavor_spec(f, cluster.mig_strategy) for f in flavors),
         cohort=_parent_name(team, cluster),
         held=team.state != TeamState.ACTIVE,
+        weight=team.fair_share_weight,
     )
 
 
@@ -84,21 +87,25 @@ def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
         Team.objects.filter(children__isnull=False).exclude(state=TeamState.ARCHIVED).distinct().order_by("slug")
     )
     if cluster.scheduler == Scheduler.KUEUE:
-        objects = [m.cpu_resource_flavor_manifest()] + [m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy))
-                                                    for f in flavors]
+        topology = m.TOPOLOGY if cluster.topology_levels else ""
+        objects = [m.cpu_resource_flavor_manifest()] + [
+            m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy, topology)) for f in flavors]
+        if topology:
+            objects.append(m.topology_manifest([level["node_label"] for level in cluster.topology_levels]))
         objects += [
             m.workload_priority_class_manifest(name=priority_class_name(t.name), value=t.value,
                                                description=t.description or f"GPU portal priority tier {t.name}")
             for t in tiers
         ]
-        objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort) for d in departments]
+        objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort, weight=d.fair_share_weight)
+                    for d in departments]
         return objects
     objects = []
     children = _children_specs(cluster, departments, flavors)
     parent = "" if cluster.cohort in ("", ROOT_QUEUE) else cluster.cohort
     for department in departments:
         objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children[department.pk],
-                                                           parent=parent))
+                                                           parent=parent, weight=department.fair_share_weight))
     return objects
 
 

@@ -111,6 +111,8 @@ BUILTIN_CUSTOM_KINDS = (
     ("kueue.x-k8s.io", "v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses", False, []),
     ("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts", False, []),
     ("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", True, ["wl"]),
+    ("kueue.x-k8s.io", "v1beta2", "Topology", "topologies", False, []),
+    ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", False, ["hn"]),
     ("scheduling.volcano.sh", "v1beta1", "Queue", "queues", False, ["q", "queue-v1beta1"]),
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", True, ["pg", "podgroup-v1beta1"]),
     ("batch.volcano.sh", "v1alpha1", "Job", "jobs", True, ["vcjob", "vj"]),
