@@ -14,6 +14,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from ..quantity import parse_quantity
+from . import kueue_fair_sharing as fair
 from . import quota_tree
 from .kueue_preemption import REASON_WORDS, find_targets
 from .model import KUEUE, Tracked, condition, fmt, kueue_workload_name, owner, set_conditions
@@ -89,11 +90,12 @@ class Kueue:
                 groups.append((list(group.get("coveredResources") or []), flavors))
             name = cq["metadata"]["name"]
             specs[name] = {"cohort": spec.get("cohortName", ""), "quotas": quotas}
-            queues[name] = {"groups": groups, "namespaces": spec.get("namespaceSelector"),
+            queues[name] = {"groups": groups, "namespaces": spec.get("namespaceSelector"), "weight": fair.weight(spec),
                             "preemption": spec.get("preemption") or {},
                             "stopped": spec.get("stopPolicy", "None") != "None"}
-        cohorts = {}
+        cohorts, declared = {}, [cq.get("spec") or {} for cq in self.objects.list(KUEUE, "ClusterQueue")]
         for cohort in self.objects.list(KUEUE, "Cohort"):
+            declared.append(cohort.get("spec") or {})
             spec = cohort.get("spec") or {}
             quotas = {(flavor["name"], resource["name"]): _quota(resource)
                       for group in spec.get("resourceGroups") or [] for flavor in group.get("flavors") or []
@@ -109,7 +111,7 @@ class Kueue:
                  for lq in self.objects.list(KUEUE, "LocalQueue")}
         flavors = {rf["metadata"]["name"]: (rf.get("spec") or {}).get("nodeLabels") or {}
                    for rf in self.objects.list(KUEUE, "ResourceFlavor")}
-        return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}}
+        return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared)}
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
@@ -129,7 +131,26 @@ class Kueue:
                           for fr, value in self._requests(job, flavors).items())
             return (0, int(borrows))
 
-        return sorted(jobs, key=key)
+        return self._fair_order(jobs, config) if config["fair"] else sorted(jobs, key=key)
+
+    def _fair_order(self, jobs: list[Tracked], config: dict):
+        """With fair sharing, each next workload is the one whose ClusterQueue's share stays lowest once it is
+        admitted (kueue_fair_sharing); shares move as each is admitted, so the order is decided one at a time."""
+        remaining = list(jobs)  # by priority, then first come: the tie-breaks
+
+        def key(index: int):
+            job = remaining[index]
+            if self._blocker(job, config):
+                return (1, index)
+            cq_name = config["lq"][(job.namespace, job.queue)]["clusterQueue"]
+            flavors, _, _ = self.assign(job, config["cq"][cq_name], config["nodes"][cq_name], config)
+            if flavors is None:
+                return (1, index)
+            return (0, *fair.order_key(config["nodes"][cq_name], config["cq"][cq_name]["weight"],
+                                       self._requests(job, flavors)), index)
+
+        while remaining:
+            yield remaining.pop(min(range(len(remaining)), key=key))
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         blocked = self._blocker(job, config)
