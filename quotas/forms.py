@@ -76,8 +76,10 @@ class GpuFlavorForm(forms.ModelForm):
     class Meta:
         model = GpuFlavor
         fields = ["cluster", "name", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
-                  "gpu_fraction", "sharing", "mig_slices_per_gpu", "node_labels", "node_taints", "tolerations"]
-        labels = {"resource_name": "Resource name", "gpu_model": "GPU model", "capacity": "Capacity (units)",
+                  "gpu_fraction", "sharing", "mig_slices_per_gpu", "spot", "node_labels", "node_taints",
+                  "tolerations"]
+        labels = {"spot": "Spot capacity", "resource_name": "Resource name", "gpu_model": "GPU model",
+                  "capacity": "Capacity (units)",
                   "gpus_per_node": "GPUs per node", "memory_gb": "Memory per GPU (GB)",
                   "gpu_fraction": "Fraction of a full GPU per unit", "node_labels": "Node labels (JSON)",
                   "node_taints": "Node taints (JSON)", "tolerations": "Tolerations (JSON)"}
@@ -91,3 +93,7 @@ class PriorityTierForm(forms.ModelForm):
         fields = ["name", "value", "preemption_policy", "description", "is_default"]
         labels = {"value": "Priority value", "preemption_policy": "Preemption policy",
                   "is_default": "Default tier for new jobs"}
+
+
+class FairShareWeightForm(forms.Form):
+    weight = forms.IntegerField(min_value=1, max_value=65535, label="Fair-share weight")

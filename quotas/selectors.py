@@ -408,3 +408,6 @@ def expiry_notices_due(*, now, notice) -> QuerySet[Quota]:
     return Quota.objects.filter(
         Q(expires_at__gt=now, expires_at__lte=now + notice, expiry_notice_sent_at__isnull=True)
     ).select_related("team", "flavor__cluster")
+
+
+from .fair_share import fair_shares  # noqa: E402,F401  (re-exported: the one place for the app's reads)

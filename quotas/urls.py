@@ -13,6 +13,7 @@ urlpatterns = [
     path("console/approvals/<int:pk>/impact/", views.request_impact, name="request-impact"),
     path("console/approvals/<int:pk>/<str:decision>/", views.request_decide, name="request-decide"),
     path("console/capacity/", views.capacity, name="capacity"),
+    path("console/teams/<slug:slug>/weight/", views.team_weight, name="team-weight"),
     path("console/flavors/new/", views.flavor_edit, name="flavor-create"),
     path("console/flavors/<int:pk>/", views.flavor_edit, name="flavor-edit"),
     path("console/flavors/<int:pk>/effect/", views.flavor_effect, name="flavor-effect"),

@@ -15,7 +15,7 @@ from tenants.choices import Role
 
 from . import selectors, services
 from .choices import RequestState
-from .forms import ApproveForm, GpuFlavorForm, PriorityTierForm, QuotaRequestForm, RejectForm
+from .forms import ApproveForm, FairShareWeightForm, GpuFlavorForm, PriorityTierForm, QuotaRequestForm, RejectForm
 
 
 @login_required
@@ -148,7 +148,24 @@ def request_decide(request, pk, decision):
 @platform_admin_required
 def capacity(request):
     overview = selectors.capacity_overview()
-    return render(request, "quotas/capacity.html", {"overview": overview})
+    sharing = [(cluster, selectors.fair_shares(cluster=cluster))
+               for cluster in tenant_selectors.active_clusters()]
+    return render(request, "quotas/capacity.html", {"overview": overview, "sharing": sharing})
+
+
+@platform_admin_required
+@require_POST
+def team_weight(request, slug):
+    """A team's fair-share weight, set beside the share it gives (on the capacity page)."""
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    form = FairShareWeightForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{team.name}: {' '.join(form.errors['weight'])}")
+        return redirect("quotas:capacity")
+    tenant_services.team_set_fair_share_weight(actor=request.user, team=team, weight=form.cleaned_data["weight"],
+                                               source_ip=source_ip(request))
+    messages.success(request, f"{team.name} now has fair-share weight {form.cleaned_data['weight']}.")
+    return redirect("quotas:capacity")
 
 
 def _typed_capacity(raw) -> int | None:

@@ -10,7 +10,7 @@ from .models import Cluster, GpuFlavor, PriorityTier, Team, TeamNamespace
 from .nudges import clusters_touch, lease, team_namespaces_touch
 
 CLUSTER_FIELDS = ["name", "display_name", "connection", "server", "context", "scheduler", "prometheus_url",
-                  "cohort", "overcommit", "mig_strategy", "scrape_shape", "active"]
+                  "cohort", "overcommit", "mig_strategy", "scrape_shape", "topology_levels", "active"]
 
 
 @transaction.atomic
@@ -45,7 +45,7 @@ def cluster_update(*, actor, cluster: Cluster, source_ip: str | None = None, **f
 
 
 FLAVOR_FIELDS = ["cluster", "name", "resource_name", "gpu_model", "node_labels", "node_taints", "tolerations",
-                 "capacity", "gpus_per_node", "memory_gb", "gpu_fraction", "sharing", "mig_slices_per_gpu"]
+                 "capacity", "gpus_per_node", "memory_gb", "gpu_fraction", "sharing", "mig_slices_per_gpu", "spot"]
 
 
 @transaction.atomic

@@ -101,6 +101,23 @@ def team_set_state(*, actor, team: Team, state: str, source_ip: str | None = Non
 
 
 @transaction.atomic
+def team_set_fair_share_weight(*, actor, team: Team, weight: int, source_ip: str | None = None) -> Team:
+    """A platform admin's weight for the team among the teams sharing a cohort (Kueue) or parent queue (Volcano).
+    Its queues change; a department's weight is on its Cohort / parent queue, a cluster object."""
+    team = Team.objects.select_for_update().get(pk=team.pk)
+    before = team.fair_share_weight
+    team.fair_share_weight = weight
+    team.full_clean(validate_unique=False, validate_constraints=False)
+    team.save(update_fields=["fair_share_weight"])
+    audit_record(actor=actor, action="team.fair_share_weight", obj=team, team=team,
+                 before={"fair_share_weight": before}, after={"fair_share_weight": weight}, source_ip=source_ip)
+    team_namespaces_touch(team_namespaces=team.namespaces.all())
+    if team.children.exists():
+        clusters_touch(clusters=Cluster.objects.filter(team_namespaces__team=team).distinct())
+    return team
+
+
+@transaction.atomic
 def team_confirm_namespace_deletion(*, actor, team: Team, confirmation: str,
                                     source_ip: str | None = None) -> Team:
     """Deleting an archived team's namespaces destroys its workloads: only with the slug typed back."""

@@ -213,6 +213,7 @@ MATRIX = {
     "quotas:request-impact": Row(quota_request, {"get": PLATFORM}),
     "quotas:request-decide": Row(lambda w: {"pk": w.quota_request.pk, "decision": "approve"}, {"post": PLATFORM}),
     "quotas:capacity": Row(none, {"get": PLATFORM}),
+    "quotas:team-weight": Row(team, {"post": PLATFORM}, data={"post": lambda w: {"weight": "2"}}),
     "quotas:flavor-create": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     "quotas:flavor-edit": Row(lambda w: {"pk": w.flavor.pk}, {"get": PLATFORM, "post": PLATFORM}),
     "quotas:flavor-effect": Row(lambda w: {"pk": w.flavor.pk}, {"get": PLATFORM}),
