@@ -4,8 +4,9 @@ from django import forms
 
 from tenants.models import GpuFlavor, PriorityTier
 
-from .choices import JobKind
+from .choices import JobKind, Placement
 from .models import ENV_NAME_RE, MAX_WORKERS
+from .placement import SPOT_WARNING
 
 DEFAULT_COMMANDS = {
     JobKind.PYTORCH: "torchrun train.py --epochs 3",
@@ -29,16 +30,26 @@ class JobSubmitForm(forms.Form):
     priority_tier = forms.ModelChoiceField(queryset=PriorityTier.objects.all(), label="Priority tier")
     max_runtime_minutes = forms.IntegerField(min_value=1, max_value=30 * 24 * 60, initial=24 * 60,
                                              label="Maximum run time (minutes)")
+    spot_allowed = forms.BooleanField(required=False, label="May run on spot capacity",
+                                      help_text=SPOT_WARNING + " Spot hours are billed at the spot rate.")
+    topology_level = forms.ChoiceField(required=False, label="Keep workers within one",
+                                       help_text="A topology level of the cluster (e.g. a rack): workers placed close "
+                                                 "together talk faster.")
+    topology_mode = forms.ChoiceField(required=False, choices=Placement.choices, initial=Placement.REQUIRED,
+                                      label="Placement", widget=forms.RadioSelect,
+                                      help_text="Required: wait until one domain has room. Preferred: one domain "
+                                                "if it can, else spread.")
     notify = forms.BooleanField(required=False, initial=True, label="Email me when it ends or is preempted")
     save_as_template = forms.CharField(required=False, max_length=100, label="Save as template (name)")
 
-    def __init__(self, *args, flavors=None, room=None, **kwargs):
+    def __init__(self, *args, flavors=None, room=None, levels=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["flavor"].queryset = flavors if flavors is not None else GpuFlavor.objects.none()
+        self.fields["topology_level"].choices = [("", "— anywhere —")] + [(name, name) for name in levels]
         room = room or {}
 
         def label(flavor):
-            text = f"{flavor.cluster.name} · {flavor.name} ({flavor.resource_name})"
+            text = f"{flavor.cluster.name} · {flavor.name} ({flavor.resource_name}){' · spot' if flavor.spot else ''}"
             if flavor.pk in room:
                 limit, held = room[flavor.pk]
                 text += f": {max(0, limit - held)} of {limit} free for the team now"
@@ -75,10 +86,12 @@ class JobSubmitForm(forms.Form):
         data = self.cleaned_data
         return {k: data[k] for k in ("flavor", "name", "image", "command", "env", "workers", "gpus_per_worker",
                                      "cpu_per_worker", "memory_gib_per_worker", "priority_tier",
-                                     "max_runtime_minutes", "notify")}
+                                     "max_runtime_minutes", "notify", "spot_allowed", "topology_level",
+                                     "topology_mode")}
 
     def template_values(self) -> dict:
         data = self.data
         return {k: data.get(k, "") for k in ("flavor", "image", "command", "env", "workers", "gpus_per_worker",
                                              "cpu_per_worker", "memory_gib_per_worker", "priority_tier",
-                                             "max_runtime_minutes")}
+                                             "max_runtime_minutes", "spot_allowed", "topology_level",
+                                             "topology_mode")}

@@ -67,6 +67,9 @@ class JobSpec:
     node_labels: dict = field(default_factory=dict)
     tolerations: list = field(default_factory=list)
     annotations: dict = field(default_factory=dict)
+    pod_annotations: dict = field(default_factory=dict)  # on every pod set (Kueue's topology request)
+    preferred_node_labels: dict = field(default_factory=dict)  # scored, not required (Volcano: prefer reserved)
+    network_topology: dict = field(default_factory=dict)  # a vcjob's networkTopology
 
 
 def labels(spec: JobSpec) -> dict[str, str]:
@@ -120,11 +123,19 @@ def _pod_spec(spec: JobSpec, containers: list[dict], **extra) -> dict:
         pod["nodeSelector"] = dict(sorted(spec.node_labels.items()))
     if spec.tolerations:
         pod["tolerations"] = list(spec.tolerations)
+    if spec.preferred_node_labels:
+        expressions = [{"key": k, "operator": "In", "values": [v]}
+                       for k, v in sorted(spec.preferred_node_labels.items())]
+        pod["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchExpressions": expressions}}]}}
     return pod
 
 
 def _template(spec: JobSpec, pod: dict) -> dict:
-    return {"metadata": {"labels": labels(spec)}, "spec": pod}
+    metadata = {"labels": labels(spec)}
+    if spec.pod_annotations:
+        metadata["annotations"] = dict(spec.pod_annotations)
+    return {"metadata": metadata, "spec": pod}
 
 
 # --- PyTorch -------------------------------------------------------------------------------------------------
@@ -186,6 +197,8 @@ def volcano_job_manifest(spec: JobSpec, tasks: list[dict], plugins: dict | None 
     }
     if plugins:
         job_spec["plugins"] = plugins
+    if spec.network_topology:
+        job_spec["networkTopology"] = dict(spec.network_topology)
     if spec.priority_class:
         job_spec["priorityClassName"] = spec.priority_class
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": _metadata(spec), "spec": job_spec}

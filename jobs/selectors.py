@@ -21,6 +21,7 @@ from tenants.manifests import priority_class_name
 from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
+from . import placement
 from .choices import TERMINAL_STATES, JobState
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
@@ -182,9 +183,27 @@ def job_spec(job: Job) -> JobSpec:
         local_queue=LOCAL_QUEUE,
         volcano_queue=queue,
         max_runtime_seconds=job.max_runtime_minutes * 60,
-        node_labels=job.flavor.scheduled_node_labels(job.cluster.mig_strategy),
-        tolerations=job.flavor.tolerations,
+        **_placement_fields(job),
     )
+
+
+def _placement_fields(job: Job) -> dict:
+    """Node labels and tolerations of the job's flavor; with spot allowed, only the labels it shares with the
+    cluster's spot flavors of its resource, and their taints tolerated; its topology request."""
+    strategy, flavor, cluster = job.cluster.mig_strategy, job.flavor, job.cluster
+    fields = {"node_labels": flavor.scheduled_node_labels(strategy), "tolerations": list(flavor.tolerations),
+              "pod_annotations": placement.pod_annotations(cluster=cluster, level=job.topology_level,
+                                                           mode=job.topology_mode),
+              "network_topology": placement.network_topology(cluster=cluster, level=job.topology_level,
+                                                             mode=job.topology_mode)}
+    if job.spot_allowed:
+        siblings = placement.spot_siblings(flavor, list(cluster.flavors.all()), strategy)
+        if siblings:
+            fields["node_labels"] = placement.shared_labels(flavor, siblings, strategy)
+            fields["tolerations"] += placement.tolerations_for([t for s in siblings for t in s.node_taints])
+            if cluster.scheduler == Scheduler.VOLCANO and not flavor.spot:
+                fields["preferred_node_labels"] = flavor.scheduled_node_labels(strategy)
+    return fields
 
 
 def job_desired(*, job: Job) -> list[dict]:

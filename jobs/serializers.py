@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from tenants.models import DNS_LABEL_RE, dns_label
 
-from .choices import TERMINAL_STATES, JobKind, JobState
+from .choices import TERMINAL_STATES, JobKind, JobState, Placement
 from .models import IMAGE_MESSAGE, IMAGE_RE, MAX_ARGV_ITEMS, MAX_WORKERS
 
 
@@ -98,6 +98,11 @@ class JobSerializer(serializers.Serializer):
     queue_wait_seconds = serializers.FloatField(allow_null=True)
     run_seconds = serializers.FloatField(allow_null=True)
     resubmit_of = serializers.IntegerField(source="resubmit_of_id", allow_null=True)
+    spot_allowed = serializers.BooleanField()
+    topology_level = serializers.CharField()
+    topology_mode = serializers.CharField()
+    placement = serializers.DictField(help_text="Where the cluster placed the job and why: flavor, spot, "
+                                                "topology domain, eviction.")
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -132,6 +137,14 @@ class JobSubmitSerializer(serializers.Serializer):
                                      help_text="A priority tier's name; the platform's default when left out.")
     max_runtime_minutes = serializers.IntegerField(min_value=1, max_value=30 * 24 * 60, default=24 * 60)
     notify = serializers.BooleanField(default=True, help_text="Email the submitter when the job ends.")
+    spot_allowed = serializers.BooleanField(default=False, help_text="May run on the cluster's spot flavors when "
+                                                                     "reserved capacity is full; spot can be evicted.")
+    topology_level = serializers.CharField(max_length=63, required=False, default="", allow_blank=True,
+                                           help_text="Keep every worker within one domain of this topology level "
+                                                     "of the cluster (e.g. rack).")
+    topology_mode = serializers.ChoiceField(choices=Placement.choices, required=False, default="", allow_blank=True,
+                                            help_text="required (wait for one domain) or preferred; required when "
+                                                      "left out with a level.")
 
 
 class JobYamlSerializer(serializers.Serializer):

@@ -23,8 +23,8 @@ from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import active_clusters, team_role
 from tenants.services import audit_record, notify_users
 
-from . import selectors, status, tasks
-from .choices import TERMINAL_STATES, JobKind, JobState
+from . import placement, selectors, status, tasks
+from .choices import TERMINAL_STATES, JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
 
@@ -58,6 +58,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
                args: list[str] | None = None, env: dict | None = None, workers: int = 1, gpus_per_worker: int = 1,
                cpu_per_worker: int = 8, memory_gib_per_worker: int = 64, priority_tier: PriorityTier | None = None,
                max_runtime_minutes: int = 1440, notify: bool = True, resubmit_of: Job | None = None,
+               spot_allowed: bool = False, topology_level: str = "", topology_mode: str = "",
                source_ip: str | None = None) -> Job:
     if team_role(user=actor, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Only the team's admins and members can submit jobs.")
@@ -74,7 +75,16 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
               workers=workers,
               gpus_per_worker=gpus_per_worker, cpu_per_worker=cpu_per_worker,
               memory_gib_per_worker=memory_gib_per_worker, max_runtime_minutes=max_runtime_minutes,
-              submitted_by=actor, notify=notify, resubmit_of=resubmit_of, next_attempt_at=timezone.now())
+              submitted_by=actor, notify=notify, resubmit_of=resubmit_of, next_attempt_at=timezone.now(),
+              spot_allowed=spot_allowed, topology_level=topology_level,
+              topology_mode=topology_mode or (Placement.REQUIRED if topology_level else ""))
+    if flavor.spot and not spot_allowed:
+        raise ValidationError({"spot_allowed": f"{flavor.name} is spot capacity: allow spot to use it. "
+                                               f"{placement.SPOT_WARNING}"})
+    problem = placement.topology_problem(cluster=flavor.cluster, flavor=flavor, kind=kind, level=topology_level,
+                                         mode=job.topology_mode)
+    if problem:
+        raise ValidationError({"topology_level": problem})
     if kind == JobKind.RAY and not job.command:
         raise ValidationError({"command": "A Ray job needs an entrypoint command."})
     job.full_clean(exclude=["priority_tier"] if priority_tier is None else None)
@@ -120,7 +130,8 @@ def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
                       gpus_per_worker=job.gpus_per_worker, cpu_per_worker=job.cpu_per_worker,
                       memory_gib_per_worker=job.memory_gib_per_worker, priority_tier=job.priority_tier,
                       max_runtime_minutes=job.max_runtime_minutes, notify=job.notify, resubmit_of=job,
-                      source_ip=source_ip)
+                      spot_allowed=job.spot_allowed, topology_level=job.topology_level,
+                      topology_mode=job.topology_mode, source_ip=source_ip)
 
 
 def _job_actual(client: kube.ClusterClient, job: Job) -> list[dict]:

@@ -68,8 +68,9 @@ def job_submit(request, slug, kind):
         template = next((t for t in templates if t.pk == int(chosen)), None)
         if template:
             initial.update(template.values)
+    levels = list(dict.fromkeys(level["name"] for f in flavors for level in f.cluster.topology_levels))
     form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
-                         room=selectors.team_flavor_room(team=team))
+                         room=selectors.team_flavor_room(team=team), levels=levels)
     preview = None
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()

@@ -51,7 +51,6 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("kueue.x-k8s.io/v1beta2", "Cohort"): Kind("cohorts", False),
     ("kueue.x-k8s.io/v1beta2", "Workload"): Kind("workloads", True),
     ("kueue.x-k8s.io/v1beta2", "Topology"): Kind("topologies", False),
-    ("topology.volcano.sh/v1alpha1", "HyperNode"): Kind("hypernodes", False),
     ("scheduling.volcano.sh/v1beta1", "Queue"): Kind("queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): Kind("podgroups", True),
     ("batch.volcano.sh/v1alpha1", "Job"): Kind("jobs", True),

@@ -141,6 +141,8 @@ class Simulator:
             started = time.process_time()
             self._drain(now)
             self._progress(now)
+            if any(self.schedulers["kueue"].admitted.values()):
+                self.schedulers["kueue"].evict_lost_nodes(now)
             if any(self._pending.values()):
                 self._schedule(now)
             self.step_cpu += time.process_time() - started

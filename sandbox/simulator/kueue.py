@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from ..quantity import parse_quantity
 from . import kueue_fair_sharing as fair
-from . import quota_tree
+from . import kueue_tas, quota_tree
 from .kueue_preemption import REASON_WORDS, find_targets
 from .model import KUEUE, Tracked, condition, fmt, kueue_workload_name, owner, set_conditions
 from .quota_tree import Quota
@@ -34,6 +34,7 @@ class Kueue:
         self.objects = sim.objects
         self.usage: dict[str, dict[tuple[str, str], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.admitted: dict[str, dict[tuple, Tracked]] = defaultdict(dict)  # ClusterQueue -> its workloads
+        self.node_usage: dict[str, dict[str, Decimal]] = {}  # what TAS placements hold on each node
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -111,7 +112,8 @@ class Kueue:
                  for lq in self.objects.list(KUEUE, "LocalQueue")}
         flavors = {rf["metadata"]["name"]: (rf.get("spec") or {}).get("nodeLabels") or {}
                    for rf in self.objects.list(KUEUE, "ResourceFlavor")}
-        return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared)}
+        return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared),
+                "tas": kueue_tas.snapshot(self.objects)}
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
@@ -224,7 +226,7 @@ class Kueue:
         group given one flavor for all its resources, the usage of earlier pod sets counted against the later.
         Answers (flavors, mode per (flavor, resource), message); flavors is None when nothing fits."""
         assumed: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-        flavors, modes, messages = {}, {}, []
+        flavors, modes, messages, placements = {}, {}, [], {}
         preemption = cq["preemption"]
         for pod_set in job.pod_sets:
             requests = {r: v * pod_set.count for r, v in pod_set.requests.items()}
@@ -241,7 +243,7 @@ class Kueue:
                     break
                 wanted = {r: requests[r] for r in group[0] if r in requests}
                 best, best_modes, group_reasons = self._pick_flavor(group[1], wanted, selector, node, assumed,
-                                                                    preemption, config)
+                                                                    preemption, config, pod_set, placements)
                 if best is None:
                     reasons, failed = group_reasons, True  # the failing group's status replaces the pod set's
                     break
@@ -254,12 +256,13 @@ class Kueue:
             if failed:
                 return None, modes, "; ".join(messages)
             flavors[pod_set.name] = chosen
+            job.topology[pod_set.name] = next((placements[f] for f in chosen.values() if placements.get(f)), {})
             for resource, value in requests.items():
                 if resource in chosen:
                     assumed[(chosen[resource], resource)] += value
         return flavors, modes, "; ".join(messages)
 
-    def _pick_flavor(self, flavors, wanted, selector, node, assumed, preemption, config):
+    def _pick_flavor(self, flavors, wanted, selector, node, assumed, preemption, config, pod_set, placements):
         """findFlavorForPodSets: the flavors of one resource group in order; the first where every resource fits
         ends the search (whenCanBorrow MayStopSearch, borrowing or not); one that needs preemption is remembered
         and the search goes on (whenCanPreempt TryNextFlavor)."""
@@ -268,6 +271,10 @@ class Kueue:
             labels = config["rf"].get(flavor, {})
             if any(k in labels and labels[k] != v for k, v in selector.items()):  # flavorSelector: own keys only
                 reasons.append(f"flavor {flavor} doesn't match node affinity")
+                continue
+            tainted = kueue_tas.untolerated(config["tas"], flavor, pod_set.template)
+            if tainted:
+                reasons.append(tainted)
                 continue
             mode, frmodes = FIT, {}
             for resource, value in wanted.items():
@@ -279,6 +286,11 @@ class Kueue:
                 mode = min(mode, rmode)
                 if mode == NOFIT:
                     break
+            if mode != NOFIT:  # quota would do: do the flavor's nodes have room, in one domain if asked?
+                placements[flavor], why = kueue_tas.place(config["tas"], self.node_usage, flavor, labels, pod_set)
+                if placements[flavor] is None:
+                    reasons.append(why)
+                    continue
             if mode == FIT:
                 return flavor, frmodes, []
             if mode > best_mode:
@@ -332,6 +344,7 @@ class Kueue:
             usage[fr] += sign * value
             if node is not None:
                 (quota_tree.add_usage if sign > 0 else quota_tree.remove_usage)(node, fr, value)
+        kueue_tas.charge(self.node_usage, job, sign)
         if sign > 0:
             self.admitted[job.cluster_queue][job.key] = job
         else:
@@ -357,7 +370,9 @@ class Kueue:
             updates.append(condition("Requeued", True, "QuotaReserved", "The workload was requeued", now))
         assignments = [{"name": p.name, "count": p.count,
                         "flavors": dict(sorted(job.flavors.get(p.name, {}).items())),
-                        "resourceUsage": {r: fmt(v * p.count) for r, v in sorted(p.requests.items())}}
+                        "resourceUsage": {r: fmt(v * p.count) for r, v in sorted(p.requests.items())},
+                        **({"topologyAssignment": kueue_tas.assignment_status(job.topology[p.name])}
+                           if job.topology.get(p.name) else {})}
                        for p in job.pod_sets]
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object, {
             "conditions": set_conditions(conditions, *updates),
@@ -378,14 +393,25 @@ class Kueue:
         """Evicted/Preempted/Requeued as workload.SetEvictedCondition and SetPreemptedCondition write them; the job
         is suspended again (jobframework's stopJob)."""
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
-        updates = [condition("Evicted", True, "Preempted", message, now),
-                   condition("Preempted", True, reason, message, now),
+        lost = reason == kueue_tas.NODE_FAILURES
+        updates = [condition("Evicted", True, reason if lost else "Preempted", message, now),
+                   *([] if lost else [condition("Preempted", True, reason, message, now)]),
                    condition("QuotaReserved", False, "Preempted", message, now),
                    condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
-                   condition("Requeued", True, "Preempted", message, now)]
+                   condition("Requeued", True, reason if lost else "Preempted", message, now)]
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
                                   {"conditions": set_conditions(conditions, *updates), "admission": None})
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": True}})
+
+    def evict_lost_nodes(self, now: float) -> None:
+        """Nodes gone (a spot provider took them back) evict the TAS workloads placed on them (kueue_tas)."""
+        alive = {node["metadata"]["name"] for node in self.objects.list("v1", "Node")}
+        for jobs in list(self.admitted.values()):
+            for job in list(jobs.values()):
+                lost = sorted({n for p in job.topology.values() for n in (p or {}).get("nodes", {}) if n not in alive})
+                if lost:
+                    self.sim.evict(job, now, kueue_tas.lost_nodes_message(lost), reason=kueue_tas.NODE_FAILURES)
+                    job.requeue_at = now + kueue_tas.REQUEUE_AFTER_NODE_FAILURE
 
     def adopt(self, job: Tracked, record: dict | None) -> None:
         admission = ((record or {}).get("status") or {}).get("admission") or {}

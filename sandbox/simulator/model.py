@@ -111,6 +111,7 @@ class Tracked:
     state: str = "pending"  # pending | starting | running
     cluster_queue: str = ""
     flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> resource -> flavor
+    topology: dict[str, dict] = field(default_factory=dict)  # pod set -> Kueue TAS placement (kueue_tas.place)
     admitted_at: float = 0.0
     running_at: float = 0.0
     requeue_at: float = 0.0

@@ -5,6 +5,7 @@ capacity, and topology-constrained gangs."""
 import pytest
 
 from sandbox import Sandbox
+from sandbox.simulator.model import DURATION_ANNOTATION
 from tests.sandbox.test_scheduling_scenarios import cluster_queue, flavors, gpu_group, gpu_job
 from tests.sandbox.test_simulator import KUEUE, condition, create, kueue_state, step, workload_of
 
@@ -55,3 +56,118 @@ def test_fair_sharing_orders_two_busy_teams_by_weighted_share(sb, weights, expec
     assert (admitted_gpus(sb, "team-a", a_jobs), admitted_gpus(sb, "team-b", b_jobs)) == expected
     waiting = next(name for name in b_jobs if kueue_state(sb, "team-b", name) != "admitted")
     assert "insufficient unused quota" in condition(workload_of(sb, "team-b", waiting), "QuotaReserved")["message"]
+
+
+# --- topology and spot (Kueue TAS, flavor taints) ------------------------------------------------------------
+
+LEVELS = ["example.com/block", "example.com/rack", "kubernetes.io/hostname"]
+SPOT_TAINT = {"key": "example.com/spot", "value": "true", "effect": "NoSchedule"}
+SPOT_TOLERATION = {"key": "example.com/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+
+
+def node(sb, name, block, rack, pool="reserved", gpus=8):
+    """A node as its kubelet reports it: labels on create, allocatable through the status subresource."""
+    create(sb, "v1", "Node", {"metadata": {"name": name, "labels": {
+        LEVELS[0]: block, LEVELS[1]: rack, LEVELS[2]: name, "example.com/pool": pool}}})
+    sb.store.patch(sb.store.kind("v1", "Node"), None, name, {"status": {"allocatable": {
+        "nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi"}}}, "application/merge-patch+json",
+        subresource="status")
+
+
+def tas_cluster(sb, *, spot=False):
+    """Reserved nodes: rack r1 (n1, n2) and r2 (n3) in block b1, r3 (n4) in block b2; spot: rack s1 (s1, s2)."""
+    create(sb, KUEUE, "Topology", {"metadata": {"name": "gpu-portal"},
+                                   "spec": {"levels": [{"nodeLabel": label} for label in LEVELS]}})
+    create(sb, KUEUE, "ResourceFlavor", {"metadata": {"name": "h100"}, "spec": {
+        "nodeLabels": {"example.com/pool": "reserved"}, "topologyName": "gpu-portal"}})
+    for name, block, rack in (("n1", "b1", "r1"), ("n2", "b1", "r1"), ("n3", "b1", "r2"), ("n4", "b2", "r3")):
+        node(sb, name, block, rack)
+    flavors_ = [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]
+    if spot:
+        create(sb, KUEUE, "ResourceFlavor", {"metadata": {"name": "h100-spot"}, "spec": {
+            "nodeLabels": {"example.com/pool": "spot"}, "nodeTaints": [SPOT_TAINT], "topologyName": "gpu-portal"}})
+        for name in ("s1", "s2"):
+            node(sb, name, "b9", "s1", pool="spot")
+        flavors_.append({"name": "h100-spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]})
+    create(sb, KUEUE, "ClusterQueue", {"metadata": {"name": "cq-a"}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": flavors_}]}})
+    create(sb, KUEUE, "LocalQueue", {"metadata": {"name": "default", "namespace": "team-a"},
+                                     "spec": {"clusterQueue": "cq-a"}})
+
+
+def gang(sb, name, workers, *, level="", mode="required", spot=False, seconds=100):
+    annotations = {f"kueue.x-k8s.io/podset-{mode}-topology": level} if level else {}
+    spec = {"restartPolicy": "Never", "containers": [
+        {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
+    if spot:
+        spec["tolerations"] = [SPOT_TOLERATION]
+    template = {"metadata": {"annotations": annotations}, "spec": spec}
+    create(sb, "batch/v1", "Job", {"metadata": {"name": name, "namespace": "team-a",
+                                                "labels": {"kueue.x-k8s.io/queue-name": "default"},
+                                                "annotations": {DURATION_ANNOTATION: str(seconds)}},
+                                   "spec": {"parallelism": workers, "completions": workers, "template": template}})
+
+
+def assignment(sb, name):
+    return workload_of(sb, "team-a", name)["status"]["admission"]["podSetAssignments"][0]
+
+
+def test_required_topology_waits_for_one_domain_where_quota_would_do(sb):
+    """apis/kueue/v1beta1/topology_types.go podset-required-topology, tas_flavor_snapshot.go notFitMessage: three
+    8-GPU workers kept within one rack fit no rack (the largest holds two), though quota has room for four."""
+    tas_cluster(sb)
+    gang(sb, "rack-gang", 3, level=LEVELS[1])
+    step(sb, 0)
+    assert kueue_state(sb, "team-a", "rack-gang") == "pending"
+    assert condition(workload_of(sb, "team-a", "rack-gang"), "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set main: topology \"gpu-portal\" allows to fit only 2 out of 3 pod(s)")
+
+
+def test_required_block_places_the_gang_inside_it_and_preferred_rack_spreads():
+    """A required block fits in b1 (three nodes); a preferred rack that no rack can hold is spread over the
+    fewest domains instead of waiting (podset-preferred-topology)."""
+    with Sandbox(simulate=True, tick=None, simulation={"duration": 100, "startup": 5}) as sb:
+        create(sb, "v1", "Namespace", {"metadata": {"name": "team-a"}})
+        tas_cluster(sb)
+        gang(sb, "block-gang", 3, level=LEVELS[0])
+        step(sb, 0)
+        placed = assignment(sb, "block-gang")["topologyAssignment"]
+        assert placed["levels"] == LEVELS
+        assert {s["valuesPerLevel"][0]["universal"] for s in placed["slices"]} == {"b1"}
+        assert sum(s["podCounts"]["universal"] for s in placed["slices"]) == 3
+        gang(sb, "soft-gang", 1, level=LEVELS[1], mode="preferred")
+        step(sb, 1)
+        assert kueue_state(sb, "team-a", "soft-gang") == "admitted"
+        assert assignment(sb, "soft-gang")["topologyAssignment"]["slices"][0]["valuesPerLevel"][1] == {
+            "universal": "r3"}  # the only node left
+
+
+def test_spot_takes_over_when_reserved_is_full_and_a_lost_spot_node_sends_the_job_back(sb):
+    """flavorassigner.go: a flavor whose taints the pods do not tolerate is skipped ("untolerated taint"); the
+    next flavor in the group is tried when the first is full (whenCanPreempt TryNextFlavor, nothing to preempt).
+    scheduler.go evictWorkloadAfterFailedTASReplacement: when the spot nodes go, the workload is evicted with
+    NodeFailures and queues again, now on reserved capacity that has come free."""
+    tas_cluster(sb, spot=True)
+    gang(sb, "reserved-4", 4)  # fills the 4 reserved nodes
+    step(sb, 0)
+    gang(sb, "no-spot", 2)
+    gang(sb, "may-spot", 2, spot=True, seconds=1000)
+    step(sb, 1)
+    assert assignment(sb, "reserved-4")["flavors"] == {"nvidia.com/gpu": "h100"}
+    assert kueue_state(sb, "team-a", "no-spot") == "pending"
+    assert "untolerated taint example.com/spot=true:NoSchedule in flavor h100-spot" in condition(
+        workload_of(sb, "team-a", "no-spot"), "QuotaReserved")["message"]
+    assert assignment(sb, "may-spot")["flavors"] == {"nvidia.com/gpu": "h100-spot"}
+    step(sb, 10)  # running from here, for 100 s
+    step(sb, 111)  # reserved-4 has finished; no-spot takes two of its nodes
+    assert kueue_state(sb, "team-a", "no-spot") == "admitted"
+    for name in ("s1", "s2"):
+        sb.store.delete(sb.store.kind("v1", "Node"), None, name)
+    step(sb, 112)
+    evicted = condition(workload_of(sb, "team-a", "may-spot"), "Evicted")
+    assert (evicted["reason"], evicted["message"]) == (
+        "NodeFailures", "Workload was evicted as there was no replacement for unhealthy node(s): s1,s2")
+    assert kueue_state(sb, "team-a", "may-spot") == "preempted"
+    step(sb, 130)
+    assert kueue_state(sb, "team-a", "may-spot") == "admitted"
+    assert assignment(sb, "may-spot")["flavors"] == {"nvidia.com/gpu": "h100"}

@@ -1,0 +1,141 @@
+"""Kueue's Topology-Aware Scheduling and flavor taints, for the flavor assigner in `kueue`.
+
+Sources (kubernetes-sigs/kueue v0.19.2):
+- A ResourceFlavor with `topologyName` is a TAS flavor: its nodes (those carrying the flavor's nodeLabels) are
+  grouped into domains by the Topology's level labels (pkg/cache/scheduler/tas_flavor_snapshot.go).
+- A pod set annotated kueue.x-k8s.io/podset-required-topology: <level label> must fit whole in one domain of that
+  level, else the flavor does not fit, with "topology "<name>" allows to fit only N out of M pod(s)" or "doesn't
+  allow to fit any of M pod(s)" (notFitMessage); -preferred-topology tries one domain, then spreads over the
+  fewest it can (apis/kueue/v1beta1/topology_types.go). Among the domains that fit, the one with the least room
+  is taken (BestFit), so large domains stay free for large gangs.
+- A pod set with neither annotation on a TAS flavor is placed on any nodes of the flavor (implicit TAS).
+- The assignment is the Workload's podSetAssignments[].topologyAssignment (levels, slices of domains with their
+  pod counts; apis/kueue/v1beta2/workload_types.go).
+- A workload whose assigned node is gone and cannot be replaced is evicted with reason NodeFailures, "Workload was
+  evicted as there was no replacement for unhealthy node(s): <nodes>" (pkg/scheduler/scheduler.go,
+  evictWorkloadAfterFailedTASReplacement), and queues again: a spot provider taking its nodes back looks so.
+- A flavor's NoSchedule/NoExecute nodeTaints must be tolerated by the pods or by the flavor's own tolerations
+  (pkg/scheduler/flavorassigner/flavorassigner.go, checkFlavorForPodSets: "untolerated taint ... in flavor ...").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+from ..quantity import parse_quantity
+
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+NODE_FAILURES = "NodeFailures"
+# The sandbox's pacing, not Kueue's: the evicted workload is tried again this much later, so a status sync every
+# few seconds sees the eviction before it is admitted elsewhere.
+REQUEUE_AFTER_NODE_FAILURE = 15.0
+
+
+def lost_nodes_message(nodes: list[str]) -> str:
+    return f"Workload was evicted as there was no replacement for unhealthy node(s): {','.join(nodes)}"
+
+
+def snapshot(objects) -> dict:
+    topologies = {t["metadata"]["name"]: [level["nodeLabel"] for level in (t.get("spec") or {}).get("levels") or []]
+                  for t in objects.list(KUEUE, "Topology")} if objects.installed(KUEUE, "Topology") else {}
+    flavors = {}
+    for rf in objects.list(KUEUE, "ResourceFlavor"):
+        spec = rf.get("spec") or {}
+        flavors[rf["metadata"]["name"]] = {"topology": spec.get("topologyName", ""),
+                                           "taints": spec.get("nodeTaints") or [],
+                                           "tolerations": spec.get("tolerations") or []}
+    nodes = []
+    if topologies:
+        for node in objects.list("v1", "Node"):
+            status = node.get("status") or {}
+            allocatable = status.get("allocatable") or status.get("capacity") or {}
+            nodes.append((node["metadata"]["name"], node["metadata"].get("labels") or {},
+                          {k: parse_quantity(v) for k, v in allocatable.items()}))
+    return {"topologies": topologies, "flavors": flavors, "nodes": nodes}
+
+
+def _taint_text(taint: dict) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", "")
+
+
+def untolerated(tas: dict, flavor: str, template: dict) -> str:
+    """The reason a flavor's taints keep this pod set off it; '' when they do not."""
+    info = tas["flavors"].get(flavor) or {}
+    tolerations = list((template.get("spec") or {}).get("tolerations") or []) + list(info.get("tolerations") or [])
+    for taint in info.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+            return f"untolerated taint {_taint_text(taint)} in flavor {flavor}"
+    return ""
+
+
+def _fits_on(free: dict, requests: dict) -> int:
+    counts = [int(free.get(r, Decimal(0)) // v) for r, v in requests.items() if v > 0]
+    return min(counts) if counts else 1 << 30
+
+
+def place(tas: dict, used: dict, flavor: str, node_labels: dict, pod_set) -> tuple[dict | None, str]:
+    """({} when the flavor is not a TAS flavor | the assignment), or (None, why it does not fit)."""
+    topology = (tas["flavors"].get(flavor) or {}).get("topology")
+    if not topology:
+        return {}, ""
+    levels = tas["topologies"].get(topology)
+    if levels is None:
+        return None, f"flavor {flavor} refers to a Topology {topology} that doesn't exist"
+    annotations = (pod_set.template.get("metadata") or {}).get("annotations") or {}
+    mode, label = ("required", annotations[REQUIRED]) if REQUIRED in annotations else (
+        ("preferred", annotations[PREFERRED]) if PREFERRED in annotations else ("", ""))
+    depth = levels.index(label) + 1 if label in levels else 0
+    room = {}
+    for name, labels, allocatable in tas["nodes"]:
+        if all(labels.get(k) == v for k, v in node_labels.items()) and all(level in labels for level in levels):
+            free = {r: allocatable.get(r, Decimal(0)) - used.get(name, {}).get(r, Decimal(0)) for r in allocatable}
+            room[name] = (tuple(labels[level] for level in levels), _fits_on(free, pod_set.requests))
+    domains: dict[tuple, list[str]] = defaultdict(list)
+    for name, (values, _) in room.items():
+        domains[values[:depth]].append(name)
+    capacity = {d: sum(room[n][1] for n in names) for d, names in domains.items()}
+    count = pod_set.count
+    fitting = sorted((c, d) for d, c in capacity.items() if c >= count)
+    if fitting:
+        chosen = domains[fitting[0][1]]
+    elif mode == "required" or sum(capacity.values()) < count:
+        best = max(capacity.values(), default=0)
+        what = f"allows to fit only {best} out of" if best else "doesn't allow to fit any of"
+        return None, f'topology "{topology}" {what} {count} pod(s)'
+    else:  # preferred, or no level asked: the fewest domains, largest first
+        chosen = [n for _, d in sorted(((-c, d) for d, c in capacity.items())) for n in domains[d]]
+    counts: dict[str, int] = {}
+    left = count
+    for name in sorted(chosen, key=lambda n: (-room[n][1], n)):
+        take = min(left, room[name][1])
+        if take:
+            counts[name] = take
+            left -= take
+    return {"levels": levels, "nodes": counts, "values": {n: room[n][0] for n in counts}}, ""
+
+
+def charge(used: dict, job, sign: int) -> None:
+    for pod_set in job.pod_sets:
+        for node, pods in ((job.topology.get(pod_set.name) or {}).get("nodes") or {}).items():
+            for resource, value in pod_set.requests.items():
+                used.setdefault(node, defaultdict(Decimal))[resource] += sign * value * pods
+
+
+def assignment_status(placement: dict) -> dict:
+    """podSetAssignments[].topologyAssignment: one slice per node, each level's value given once."""
+    return {"levels": list(placement["levels"]), "slices": [
+        {"domainCount": 1, "podCounts": {"universal": pods},
+         "valuesPerLevel": [{"universal": value} for value in placement["values"][node]]}
+        for node, pods in sorted(placement["nodes"].items())]}
