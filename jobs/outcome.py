@@ -24,6 +24,9 @@ _KUEUE_REASONS = {
 # (pkg/scheduler/actions/preempt/preempt.go and reclaim/reclaim.go, v1.15.1); the sync words it
 # "Evicted by <reason> to schedule <namespace>/<name>".
 _VOLCANO_PREEMPTED = re.compile(r"Evicted by (?P<how>preempt|reclaim)\w* to schedule (?P<who>\S+)", re.I)
+# Kueue evicts a workload whose assigned nodes are gone and cannot be replaced (pkg/scheduler/scheduler.go,
+# evictWorkloadAfterFailedTASReplacement, v0.19.2): on spot capacity, its provider taking the nodes back.
+_NODES_LOST = re.compile(r"no replacement for unhealthy node\(s\): (?P<nodes>\S+)", re.I)
 _EXIT = re.compile(r"pod (?P<pod>\S+) failed with exit code (?P<code>\d+)", re.I)
 _BACKOFF = re.compile(r"BackoffLimitExceeded", re.I)
 _DEADLINE = re.compile(r"DeadlineExceeded|active deadline", re.I)
@@ -31,6 +34,10 @@ _OOM = re.compile(r"OOMKilled", re.I)
 
 
 def _preempted(message: str) -> str:
+    lost = _NODES_LOST.search(message)
+    if lost:
+        return (f"Evicted: the nodes it ran on ({lost['nodes']}) went away, as spot capacity does when its provider "
+                "takes it back. It queues again and starts over on whatever capacity is free (reserved first).")
     volcano = _VOLCANO_PREEMPTED.search(message)
     if volcano and volcano["how"].lower() == "reclaim":
         return f"Preempted: another team took back the quota this job was borrowing, for {volcano['who']}. " \

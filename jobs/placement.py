@@ -92,3 +92,26 @@ def network_topology(*, cluster, level: str, mode: str) -> dict:
         return {}
     return {"mode": "hard" if mode == Placement.REQUIRED else "soft",
             "highestTierAllowed": volcano_tier(cluster.topology_levels, level)}
+
+
+def placement_sentence(job, spot_flavors: set[str]) -> str:
+    """Where the cluster put the job and why, from what its status sync recorded; '' before it is placed."""
+    flavors = job.placement.get("flavors") or []
+    if not flavors:
+        return ""
+    parts = [f"Placed on flavor {', '.join(flavors)}"]
+    spot = [f for f in flavors if f in spot_flavors]
+    if spot and job.flavor.name not in spot:
+        parts.append(f"spot capacity, because the reserved flavor {job.flavor.name} was full; it can be evicted")
+    elif spot:
+        parts.append("spot capacity; it can be evicted")
+    domains = job.placement.get("domains") or []
+    label = level_label(job.cluster.topology_levels, job.topology_level)
+    if domains and label:
+        within = sorted({d.get(label, "") for d in domains})
+        how = "as required" if job.topology_mode == Placement.REQUIRED else "as preferred"
+        if len(within) == 1:
+            parts.append(f"all workers in {job.topology_level} {within[0]} ({how})")
+        else:
+            parts.append(f"workers spread over {job.topology_level}s {', '.join(within)} (no single one had room)")
+    return "; ".join(parts) + "."

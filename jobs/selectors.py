@@ -221,7 +221,8 @@ def job_kinds(scheduler: str) -> list[tuple[str, str]]:
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
 SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "admitted_at", "started_at",
-               "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug", "cluster__scheduler")
+               "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug", "cluster__scheduler",
+               "placement")
 
 
 def active_jobs(*, cluster) -> QuerySet[Job]:
@@ -241,6 +242,10 @@ def submit_flavors(*, team) -> QuerySet[GpuFlavor]:
     """The flavors the team may submit jobs to: those it holds quota of."""
     held = [q.flavor_id for q in team_quotas(team=team) if q.limit > 0]
     return GpuFlavor.objects.filter(pk__in=held).select_related("cluster")
+
+
+def spot_flavor_names(*, cluster) -> set[str]:
+    return set(cluster.flavors.filter(spot=True).values_list("name", flat=True))
 
 
 def job_templates(*, team, kind: str | None = None) -> QuerySet[JobTemplate]:
@@ -280,4 +285,7 @@ def why_waiting(*, job: Job) -> str:
     held = f"{quota.guaranteed} guaranteed + {quota.burst} burst" if quota else "no quota"
     sentence = (f"Waiting for {job.total_gpus} {job.flavor.resource_name} of flavor {job.flavor.name}: "
                 f"team quota {held}, {in_use} in use by {count} job{'' if count == 1 else 's'}")
+    if 'topology "' in job.state_message:  # Kueue's TAS words: the domain, not the quota, has no room
+        sentence = (f"Placement, not quota, is what blocks: no {job.topology_level or 'topology domain'} has room "
+                    f"for all {job.workers} workers together ({held}, {in_use} in use)")
     return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."

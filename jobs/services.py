@@ -4,6 +4,7 @@ cancel deletes them and keeps the row."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from dataclasses import replace
@@ -195,6 +196,8 @@ def _state_changes(job: Job, observed: status.Observed, now, pods_started: str |
         changes["state"] = observed.state
     if observed.message != job.state_message:
         changes["state_message"] = observed.message
+    if observed.placement and observed.placement != job.placement:  # an evicted job keeps where it last was
+        changes["placement"] = observed.placement
     started = None
     if observed.state in RUN_OR_DONE:  # an admitted job's pods may still be pulling images: not started yet
         started = _parse_time(pods_started) or _parse_time(observed.started_at)
@@ -244,7 +247,8 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     else:
         refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
         observed = status.volcano_job(found, podgroup, refusal)
-    return replace(observed, admitted_at=status.admission_time(found, workload, podgroup))
+    return replace(observed, admitted_at=status.admission_time(found, workload, podgroup),
+                   placement=status.kueue_placement(workload))
 
 
 def _pods_started(client, namespace: str) -> dict[str, str]:
@@ -361,12 +365,12 @@ def _write_changes(changed: list[tuple[Job, dict]]) -> None:
     """One UPDATE per distinct set of changes (jobs moving alike share one), then the notifications."""
     if not changed:
         return
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for job, changes in changed:
-        groups[tuple(sorted(changes.items()))].append(job.pk)
+    groups: dict[str, tuple[dict, list[int]]] = {}
+    for job, changes in changed:  # keyed by their text: a placement is a dict
+        groups.setdefault(json.dumps(changes, sort_keys=True, default=str), (changes, []))[1].append(job.pk)
     with transaction.atomic():
-        for items, pks in groups.items():
-            Job.objects.filter(pk__in=pks).update(**dict(items))
+        for changes, pks in groups.values():
+            Job.objects.filter(pk__in=pks).update(**changes)
     for job, changes in changed:
         _changed(job, changes)
 

@@ -5,7 +5,7 @@ its own record, the Kueue Workload or Volcano PodGroup) and returns an `Observed
 started and a short reason. No database, no clock.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .choices import JobState
 
@@ -18,6 +18,7 @@ class Observed:
     started_at: str | None = None
     finished_at: str | None = None
     admitted_at: str | None = None  # by the cluster's clock, where it says (see `admission_time`)
+    placement: dict = field(default_factory=dict)  # where the scheduler put it (see `kueue_placement`)
 
 
 def _condition(obj: dict | None, kind: str) -> dict:
@@ -29,6 +30,29 @@ def _condition(obj: dict | None, kind: str) -> dict:
 
 def _true(obj: dict | None, kind: str) -> bool:
     return _condition(obj, kind).get("status") == "True"
+
+
+# Evictions that stop a running workload and queue it again: preemption, and its nodes gone with no replacement
+# (kueue v0.19.2 apis/kueue/v1beta2/workload_types.go WorkloadEvictedByPreemption, WorkloadEvictedDueToNodeFailures).
+EVICTED_REASONS = ("Preempted", "NodeFailures")
+NOT_GPU = {"cpu", "memory", "ephemeral-storage", "pods"}
+
+
+def kueue_placement(workload: dict | None) -> dict:
+    """The flavors a Kueue workload was admitted to and, with Topology-Aware Scheduling, the domains its pods are
+    in (status.admission.podSetAssignments[].topologyAssignment: levels, slices of values per level)."""
+    assignments = (((workload or {}).get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    flavors = sorted({f for a in assignments for r, f in (a.get("flavors") or {}).items() if r not in NOT_GPU})
+    domains = []
+    for assignment in assignments:
+        topology = assignment.get("topologyAssignment") or {}
+        for piece in topology.get("slices") or []:
+            values = [v.get("universal") or ",".join((v.get("individual") or {}).get("roots") or [])
+                      for v in piece.get("valuesPerLevel") or []]
+            domain = dict(zip(topology.get("levels") or [], values, strict=False))
+            if domain not in domains:
+                domains.append(domain)
+    return {key: value for key, value in (("flavors", flavors), ("domains", domains)) if value}
 
 
 def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
@@ -43,7 +67,7 @@ def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
         return Observed(JobState.FAILED, message, admitted=True, started_at=status.get("startTime"),
                         finished_at=failed.get("lastTransitionTime"))
     evicted = _condition(workload, "Evicted")
-    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
+    if evicted.get("status") == "True" and evicted.get("reason") in EVICTED_REASONS:
         return Observed(JobState.PREEMPTED, evicted.get("message", ""))
     if job.get("spec", {}).get("suspend"):
         waiting = _condition(workload, "QuotaReserved")
@@ -116,7 +140,7 @@ def ray_job(job: dict, workload: dict | None = None) -> Observed:
         return Observed(JobState.FAILED, f"{status.get('reason', deployment)}: {message}".strip(": "),
                         admitted=True, finished_at=status.get("endTime"))
     evicted = _condition(workload, "Evicted")
-    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
+    if evicted.get("status") == "True" and evicted.get("reason") in EVICTED_REASONS:
         return Observed(JobState.PREEMPTED, evicted.get("message", ""))
     if deployment == "Suspended" and status.get("reason") == "Preempted":
         return Observed(JobState.PREEMPTED, message)

@@ -18,7 +18,7 @@ from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import outcome, selectors, services
+from . import outcome, placement, selectors, services
 from .choices import JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
@@ -115,6 +115,8 @@ def _status_context(request, job: Job) -> dict:
         "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
         "can_act": role in (Role.ADMIN, Role.MEMBER),
         "outcome": outcome.explain(job.state, job.state_message),
+        "placed": placement.placement_sentence(job, selectors.spot_flavor_names(cluster=job.cluster)),
+        "spot_warning": placement.SPOT_WARNING if job.spot_allowed else "",
     }
 
 

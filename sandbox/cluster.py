@@ -128,6 +128,11 @@ class Sandbox:
     def write_kubeconfig(self, path: str | os.PathLike, context: str = "sandbox") -> None:
         _kubeconfig.write_kubeconfig(path, self.url, context)
 
+    def add_node(self, name: str, *, gpus: int, labels: dict, resource: str = "nvidia.com/gpu") -> None:
+        from .nodes import add_node
+
+        add_node(self.store, name, labels, {resource: gpus, "cpu": 128, "memory": "2Ti"})
+
     def stats(self) -> dict:
         return self._stats.snapshot()
 

@@ -1,0 +1,127 @@
+"""A job's spot and topology options: what they become per backend (validated strictly against the upstream CRDs),
+what the service refuses, and, against a simulating Kueue sandbox with nodes, where the job lands and why."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from jobs import outcome, placement, selectors, services
+from jobs.choices import JobState
+from jobs.manifests import job_manifests
+from jobs.models import Job
+from jobs.status import kueue_placement
+from quotas import services as quota_services
+from tenants.models import GpuFlavor
+from tests.factories import PlatformAdminFactory
+from tests.jobs.conftest import build_world, reconcile_cluster, step
+from tests.jobs.test_manifests import spec
+
+LEVELS = [{"name": "block", "node_label": "example.com/block"}, {"name": "rack", "node_label": "example.com/rack"},
+          {"name": "host", "node_label": "kubernetes.io/hostname"}]
+SPOT_TAINT = {"key": "example.com/spot", "value": "true", "effect": "NoSchedule"}
+
+
+def test_kueue_pod_sets_carry_the_topology_request_and_volcano_jobs_their_network_topology(crds_dir):
+    from sandbox.validation import Validator
+
+    validator = Validator(crd_dirs=[crds_dir])
+    kueue = spec(pod_annotations={placement.REQUIRED_ANNOTATION: "example.com/rack"},
+                 tolerations=[{"key": "example.com/spot", "operator": "Equal", "value": "true",
+                               "effect": "NoSchedule"}])
+    for obj in job_manifests(kueue) + job_manifests(spec(kind="ray", pod_annotations=kueue.pod_annotations)):
+        assert validator.validate(obj, strict=True) == [], obj["kind"]
+    job = job_manifests(kueue)[1]
+    assert job["spec"]["template"]["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "example.com/rack"}
+    (vcjob,) = job_manifests(spec(scheduler="volcano", network_topology={"mode": "soft", "highestTierAllowed": 1},
+                                  preferred_node_labels={"example.com/pool": "reserved"}))
+    assert validator.validate(vcjob, strict=True) == []
+    assert vcjob["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
+    affinity = vcjob["spec"]["tasks"][0]["template"]["spec"]["affinity"]["nodeAffinity"]
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+        "matchExpressions": [{"key": "example.com/pool", "operator": "In", "values": ["reserved"]}]}
+
+
+def test_volcano_tiers_count_from_the_narrowest_group_of_nodes():
+    assert [placement.volcano_tier(LEVELS, name) for name in ("block", "rack", "host", "zone")] == [2, 1, 0, 0]
+
+
+def test_status_and_outcome_say_where_and_why():
+    workload = {"status": {"admission": {"podSetAssignments": [{"flavors": {"nvidia.com/gpu": "h100-spot"},
+                "topologyAssignment": {"levels": ["example.com/block", "example.com/rack"], "slices": [
+                    {"domainCount": 1, "podCounts": {"universal": 2},
+                     "valuesPerLevel": [{"universal": "b1"}, {"universal": "r1"}]}]}}]}}}
+    assert kueue_placement(workload) == {"flavors": ["h100-spot"],
+                                         "domains": [{"example.com/block": "b1", "example.com/rack": "r1"}]}
+    said = outcome.explain(JobState.PREEMPTED, "Workload was evicted as there was no replacement for unhealthy "
+                                               "node(s): s1,s2")
+    assert said.startswith("Evicted: the nodes it ran on (s1,s2) went away")
+
+
+@pytest.fixture
+def placement_world(simulating_sandbox, db):
+    """gpu-east with block/rack/host levels, reserved h100 nodes in racks r1 (2 nodes) and r2 (1), and a spot
+    flavor on nodes in rack s1."""
+    world = build_world(simulating_sandbox.url, "kueue", guaranteed=24, burst=0)
+    cluster, admin = world["cluster"], PlatformAdminFactory()
+    cluster.topology_levels = LEVELS
+    cluster.save()
+    flavor = world["flavor"]
+    flavor.node_labels = {"example.com/pool": "reserved"}
+    flavor.save()
+    spot = GpuFlavor.objects.create(cluster=cluster, name="h100-spot", capacity=16, spot=True,
+                                    node_labels={"example.com/pool": "spot"}, node_taints=[SPOT_TAINT])
+    quota_services.quota_set(actor=admin, team=world["team"], flavor=spot, guaranteed=16, burst=0)
+    for name, rack, pool in (("n1", "r1", "reserved"), ("n2", "r1", "reserved"), ("n3", "r2", "reserved"),
+                             ("s1", "s1", "spot"), ("s2", "s1", "spot")):
+        simulating_sandbox.add_node(name, gpus=8, labels={"example.com/block": "b1", "example.com/rack": rack,
+                                                          "kubernetes.io/hostname": name, "example.com/pool": pool})
+    reconcile_cluster(cluster)
+    world["spot"], world["sb"] = spot, simulating_sandbox
+    return world
+
+
+def submit(world, run_on_commit, name, workers, **options):
+    with run_on_commit():
+        return services.job_submit(actor=world["member"], team=world["team"], flavor=world["flavor"], kind="batch",
+                                   name=name, image="ghcr.io/acme/train:1.2", command=["python", "train.py"],
+                                   workers=workers, gpus_per_worker=8, cpu_per_worker=4, memory_gib_per_worker=32,
+                                   **options)
+
+
+def test_the_service_refuses_what_cannot_be_placed(placement_world, run_on_commit):
+    with pytest.raises(ValidationError, match="no topology level 'zone'"):
+        submit(placement_world, run_on_commit, "zoned", 1, topology_level="zone")
+    with pytest.raises(ValidationError, match="spot capacity: allow spot"):
+        with run_on_commit():
+            services.job_submit(actor=placement_world["member"], team=placement_world["team"],
+                                flavor=placement_world["spot"], kind="batch", name="on-spot", image="x/y:1",
+                                command=["true"], gpus_per_worker=8)
+
+
+def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reserved_is_full(
+        placement_world, run_on_commit):
+    """Reserved holds three 8-GPU nodes; a 3-worker job fills them. The next, two workers kept within one rack and
+    allowed on spot, falls back to the spot flavor (the ClusterQueue lists it after reserved) inside rack s1; one
+    that may not use spot waits, and says it is placement, not quota, when it asks for a rack none has room in."""
+    world, sb = placement_world, placement_world["sb"]
+    submit(world, run_on_commit, "fills-reserved", 3)
+    step(sb, 0)
+    pair = submit(world, run_on_commit, "pair", 2, spot_allowed=True, topology_level="rack")
+    spec_ = selectors.job_spec(Job.objects.get(pk=pair.pk))
+    assert spec_.node_labels == {} and spec_.tolerations[-1]["key"] == "example.com/spot"
+    step(sb, 1)
+    services.job_status_sync(cluster=world["cluster"])
+    pair = Job.objects.select_related("cluster", "flavor").get(pk=pair.pk)
+    assert pair.state == JobState.ADMITTED
+    assert pair.placement["flavors"] == ["h100-spot"]
+    assert {d["example.com/rack"] for d in pair.placement["domains"]} == {"s1"}
+    assert placement.placement_sentence(pair, selectors.spot_flavor_names(cluster=pair.cluster)) == (
+        "Placed on flavor h100-spot; spot capacity, because the reserved flavor h100 was full; it can be evicted; "
+        "all workers in rack s1 (as required).")
+    big = submit(world, run_on_commit, "wide", 3, spot_allowed=True, topology_level="rack")
+    step(sb, 2)
+    services.job_status_sync(cluster=world["cluster"])
+    big = Job.objects.select_related("team", "flavor", "cluster").get(pk=big.pk)
+    assert big.state == JobState.QUEUED
+    assert selectors.why_waiting(job=big).startswith(
+        "Placement, not quota, is what blocks: no rack has room for all 3 workers together")
