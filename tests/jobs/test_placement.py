@@ -57,11 +57,10 @@ def test_status_and_outcome_say_where_and_why():
     assert said.startswith("Evicted: the nodes it ran on (s1,s2) went away")
 
 
-@pytest.fixture
-def placement_world(simulating_sandbox, db):
+def placement_setup(sb):
     """gpu-east with block/rack/host levels, reserved h100 nodes in racks r1 (2 nodes) and r2 (1), and a spot
     flavor on nodes in rack s1."""
-    world = build_world(simulating_sandbox.url, "kueue", guaranteed=24, burst=0)
+    world = build_world(sb.url, "kueue", guaranteed=24, burst=0)
     cluster, admin = world["cluster"], PlatformAdminFactory()
     cluster.topology_levels = LEVELS
     cluster.save()
@@ -73,11 +72,16 @@ def placement_world(simulating_sandbox, db):
     quota_services.quota_set(actor=admin, team=world["team"], flavor=spot, guaranteed=16, burst=0)
     for name, rack, pool in (("n1", "r1", "reserved"), ("n2", "r1", "reserved"), ("n3", "r2", "reserved"),
                              ("s1", "s1", "spot"), ("s2", "s1", "spot")):
-        simulating_sandbox.add_node(name, gpus=8, labels={"example.com/block": "b1", "example.com/rack": rack,
-                                                          "kubernetes.io/hostname": name, "example.com/pool": pool})
+        sb.add_node(name, gpus=8, labels={"example.com/block": "b1", "example.com/rack": rack,
+                                          "kubernetes.io/hostname": name, "example.com/pool": pool})
     reconcile_cluster(cluster)
-    world["spot"], world["sb"] = spot, simulating_sandbox
+    world["spot"], world["sb"] = spot, sb
     return world
+
+
+@pytest.fixture
+def placement_world(simulating_sandbox, db):
+    return placement_setup(simulating_sandbox)
 
 
 def submit(world, run_on_commit, name, workers, **options):
