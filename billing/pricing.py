@@ -95,11 +95,12 @@ class PricePeriod:
 
 def parent_flavor(flavor: GpuFlavor, cluster_flavors: list[GpuFlavor]) -> GpuFlavor | None:
     """The whole GPU a fractional flavor (a MIG slice) is cut from: a whole-GPU flavor of the same cluster with the
-    same GPU model, or the cluster's only whole-GPU flavor; None when that is ambiguous or absent."""
+    same GPU model, or the cluster's only whole-GPU flavor; None when that is ambiguous or absent. Spot flavors are
+    priced on their own card and never stand for the reserved GPU a slice is cut from."""
     if flavor.fraction >= 1:
         return None
-    whole = [f for f in cluster_flavors
-             if f.cluster_id == flavor.cluster_id and f.fraction >= 1 and f.resource_name == "nvidia.com/gpu"]
+    whole = [f for f in cluster_flavors if f.cluster_id == flavor.cluster_id and f.fraction >= 1
+             and f.resource_name == "nvidia.com/gpu" and not f.spot]
     same_model = [f for f in whole if flavor.gpu_model and f.gpu_model == flavor.gpu_model]
     if len(same_model) == 1:
         return same_model[0]

@@ -85,7 +85,7 @@ def test_the_demo_prices_every_flavor_once_with_a_rate_change_and_a_mig_default(
     Command()._seed_rates(admin)  # idempotent
 
     assert RateCard.objects.filter(flavor__name="h100").count() == 2
-    assert RateCard.objects.count() == 5 and not RateCard.objects.filter(flavor__name="a100-mig-1g").exists()
+    assert RateCard.objects.count() == 6 and not RateCard.objects.filter(flavor__name="a100-mig-1g").exists()
     hour = selectors.floor_hour(datetime.now(UTC))
     priced = {p.flavor_id: p for p in selectors.price_periods(start=hour, end=hour + selectors.HOUR)}
     mig = priced[GpuFlavor.objects.get(name="a100-mig-1g").pk]

@@ -21,6 +21,7 @@ from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.management.commands.seed_usage import history as usage_history
 from billing.models import RateCard
+from composition import demo_placement
 from jobs.choices import JobState
 from jobs.models import Job
 from quotas import services as quota_services
@@ -67,6 +68,7 @@ FLAVORS = {
         dict(name="a100-mig-3g", resource_name="nvidia.com/mig-3g.40gb", gpu_model="NVIDIA A100-SXM4-80GB",
              capacity=16, gpus_per_node=16, memory_gb=40, gpu_fraction=Decimal("0.4286"), sharing="mig",
              node_labels={"nvidia.com/mig.config": "all-3g.40gb"}),
+        demo_placement.SPOT_FLAVOR,
     ],
     "gpu-west": [
         dict(name="a100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA A100-SXM4-80GB", capacity=32,
@@ -89,8 +91,9 @@ TEAMS = [
     dict(slug="recsys", name="Recommendations", cost_center="CC-5100"),
 ]
 # (cluster, flavor) -> price per GPU-hour; the 1g MIG slice has no card and costs its share of the H100 rate.
-RATES = {("gpu-east", "h100"): "4.00", ("gpu-east", "a100-mig-3g"): "0.95", ("gpu-west", "a100"): "2.20",
-         ("gpu-west", "l40s"): "1.10"}
+# Spot H100 hours have a card of their own (the spot flavor's).
+RATES = {("gpu-east", "h100"): "4.00", ("gpu-east", "h100-spot"): "1.60", ("gpu-east", "a100-mig-3g"): "0.95",
+         ("gpu-west", "a100"): "2.20", ("gpu-west", "l40s"): "1.10"}
 RATE_CHANGE = (("gpu-east", "h100"), "4.40")  # a week ago, so this month's statement shows both rates
 # This month's budget as a share of the team's forecast: below 1 the team is heading over it (banner, alerts).
 BUDGET_SHARE = {"nlp": "0.9", "ml-research": "1.3", "vision": "1.6", "recsys": "1.1"}
@@ -113,6 +116,7 @@ GRANTS = [
     ("ml-research", "gpu-east", "h100", 16, 8, 128, 1024),
     ("ml-research", "gpu-east", "a100-mig-1g", 14, 7, 28, 112),
     ("nlp", "gpu-east", "h100", 24, 8, 192, 1536),
+    ("nlp", "gpu-east", "h100-spot", 8, 8, 64, 512),  # may fall back to spot when its H100s are busy
     ("vision", "gpu-east", "a100-mig-3g", 8, 4, 32, 256),
     ("recsys", "gpu-east", "a100-mig-1g", 21, 0, 42, 168),
     ("ml-research", "gpu-west", "a100", 8, 8, 64, 512),
@@ -204,6 +208,7 @@ class Command(BaseCommand):
             team = Team.objects.get(slug=slug)
             if not Membership.objects.filter(team=team, user=user, role=role).exists():
                 services.membership_set(actor=admin, team=team, user=user, role=role)
+        demo_placement.seed(admin, servers)
         self._seed_quotas(admin)
         self._seed_rates(admin)
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD})")
