@@ -20,6 +20,7 @@ from .choices import (
     SyncState,
     TeamState,
 )
+from .topology import validate_topology_levels
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 dns_label = RegexValidator(
@@ -129,6 +130,11 @@ class Cluster(Reconciled):
     # What the last collection found in the series (the cluster page shows it beside the setting).
     scrape_shape_seen = models.CharField(max_length=10, choices=ScrapeShape.choices, blank=True, editable=False)
     scrape_shape_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
+    topology_levels = models.JSONField(
+        default=list, blank=True, validators=[validate_topology_levels],
+        help_text="Topology levels from node labels, broadest first: [{\"name\": \"rack\", \"node_label\": "
+                  "\"topology.example.com/rack\"}, ...]. Jobs may keep their workers within one.",
+    )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -170,6 +176,11 @@ class GpuFlavor(models.Model):
         default=7, null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(8)],
         help_text="Compute slices of the whole GPU (7 on A100/H100, 4 on A30; empty: 7): a MIG unit is its "
                   "profile's slices over this, exactly.",
+    )
+    spot = models.BooleanField(
+        default=False,
+        help_text="Spot or preemptible capacity: tried after reserved flavors, only by jobs that allow it, "
+                  "evicted when the provider reclaims it, and billed at its own rate.",
     )
 
     class Meta:
@@ -286,6 +297,11 @@ class Team(models.Model):
     )
     state = models.CharField(max_length=20, choices=TeamState.choices, default=TeamState.ACTIVE)
     namespace_deletion_confirmed_at = models.DateTimeField(null=True, blank=True)
+    fair_share_weight = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(65535)],
+        help_text="The team's weight when busy teams share what is free: Kueue fairSharing.weight, Volcano queue "
+                  "weight (1 to 65535, Volcano's range).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
 
