@@ -3,8 +3,8 @@ without the dialog) answers a confirmation page that states what will happen and
 with `confirmed=1` (the dialog's, or the page's "Yes, …") acts. A refusal is the same either way."""
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 from django.test import Client
