@@ -72,16 +72,20 @@ class ClusterForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["name", "display_name", "scheduler", "connection", "server", "context", "cohort", "overcommit",
-                  "prometheus_url"]
+                  "prometheus_url", "topology_levels"]
         labels = {"display_name": "Display name", "server": "API server URL (sandbox)",
                   "context": "Kubeconfig context", "cohort": "Kueue cohort / Volcano parent queue",
-                  "overcommit": "Overcommit ratio", "prometheus_url": "Prometheus URL"}
+                  "overcommit": "Overcommit ratio", "prometheus_url": "Prometheus URL",
+                  "topology_levels": "Topology levels (JSON)"}
         help_texts = {"name": "Lowercase letters, digits and '-': it names the cluster in URLs, jobs and the API.",
                       "connection": "How the portal reaches the API server. Test it before saving."}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["name"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+
+    def clean_topology_levels(self):
+        return self.cleaned_data.get("topology_levels") or []  # left empty: no levels
 
     def clean(self):
         data = super().clean()

@@ -42,3 +42,14 @@ def test_errors_sit_beside_their_fields(admin_client):
     assert page.status_code == 400 and not Cluster.objects.exists()
     assert 'id="id_server-error"' in text and "needs its API server URL" in text
     assert 'id="id_name-error"' in text and 'value="Not A Name"' in text
+
+
+def test_topology_levels_are_registered_with_the_cluster_and_checked(admin_client, sandbox):
+    levels = '[{"name": "rack", "node_label": "kubernetes.io/hostname"}, {"name": "host", "node_label": "x/rack"}]'
+    page = admin_client.post(URL, fields(sandbox.url, save="1", topology_levels=levels))
+    assert page.status_code == 400 and "can only be the lowest" in page.content.decode()
+    levels = '[{"name": "rack", "node_label": "topology.example.com/rack"}]'
+    saved = admin_client.post(URL, fields(sandbox.url, save="1", topology_levels=levels))
+    assert saved.status_code == 302
+    assert Cluster.objects.get(name="north").topology_levels == [
+        {"name": "rack", "node_label": "topology.example.com/rack"}]
