@@ -9,6 +9,9 @@
   lendingLimit <= nominal check.
 - pkg/controller/jobframework/validation.go (vjob.kb.io, vrayjob.kb.io): the queue-name label is a DNS-1123
   subdomain, immutable while the job runs; max-exec-time label positive.
+- pkg/controller/jobframework/tas_validation.go (ValidateTASPodSetRequest, called for a batch Job's pod template by
+  pkg/controller/jobs/job/job_webhook.go): at most one of the required / preferred / unconstrained topology
+  annotations, and a topology annotation names a valid label key.
 - pkg/controller/jobs/rayjob/rayjob_webhook.go and raycluster/common.go (vrayjob.kb.io): a queued RayJob brings its
   own cluster (rayClusterSpec), shuts it down when finished, does not autoscale, and names no worker group "head".
 
@@ -202,8 +205,29 @@ def _job_label_causes(op: str, obj: dict, old: dict | None, suspended: bool) -> 
     return causes
 
 
+TOPOLOGY_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology",
+                        "kueue.x-k8s.io/podset-unconstrained-topology")
+
+
+def _topology_causes(metadata: dict, path: str) -> list[dict]:
+    annotations = metadata.get("annotations") or {}
+    found = [key for key in TOPOLOGY_ANNOTATIONS if key in annotations]
+    causes = []
+    if len(found) > 1:
+        listed = ", ".join(f'"{key}"' for key in TOPOLOGY_ANNOTATIONS)
+        causes.append(f.cause(f"{path}.annotations",
+                              f"Invalid value: must not contain more than one topology annotation: [{listed}]"))
+    for key in TOPOLOGY_ANNOTATIONS[:2]:
+        if key in annotations:
+            causes.extend(f.invalid(f"{path}.annotations[{key}]", annotations[key], m)
+                          for m in f.is_qualified_name(str(annotations[key])))
+    return causes
+
+
 def batch_job(op: str, obj: dict, old: dict | None, store) -> None:
     causes = _job_label_causes(op, obj, old, bool((obj.get("spec") or {}).get("suspend")))
+    template = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    causes += _topology_causes(template, "spec.template.metadata")
     if causes:
         raise f.forbidden_by_webhook("vjob.kb.io", causes)
 

@@ -171,3 +171,25 @@ def test_spot_takes_over_when_reserved_is_full_and_a_lost_spot_node_sends_the_jo
     step(sb, 130)
     assert kueue_state(sb, "team-a", "may-spot") == "admitted"
     assert assignment(sb, "may-spot")["flavors"] == {"nvidia.com/gpu": "h100"}
+
+
+# --- admission ----------------------------------------------------------------------------------------------
+
+
+def test_kueue_refuses_two_topology_requests_on_one_pod_set_and_a_bad_label(objects):
+    """jobframework/tas_validation.go ValidateTASPodSetRequest, called by the batch Job webhook (vjob.kb.io)."""
+    def job(name, annotations):
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": name, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+            "spec": {"template": {"metadata": {"annotations": annotations}, "spec": {
+                "restartPolicy": "Never", "containers": [{"name": "main", "image": "trainer:2"}]}}}}
+
+    both = objects.refused(job("both", {"kueue.x-k8s.io/podset-required-topology": "example.com/rack",
+                                        "kueue.x-k8s.io/podset-preferred-topology": "example.com/block"}))
+    assert both.code == 403 and both.message == (
+        'admission webhook "vjob.kb.io" denied the request: spec.template.metadata.annotations: Invalid value: must '
+        'not contain more than one topology annotation: ["kueue.x-k8s.io/podset-required-topology", '
+        '"kueue.x-k8s.io/podset-preferred-topology", "kueue.x-k8s.io/podset-unconstrained-topology"]')
+    bad = objects.refused(job("bad", {"kueue.x-k8s.io/podset-required-topology": "rack label"}))
+    assert 'annotations[kueue.x-k8s.io/podset-required-topology]: Invalid value: "rack label"' in bad.message
+    objects.create(job("fine", {"kueue.x-k8s.io/podset-required-topology": "example.com/rack"}))
