@@ -141,6 +141,9 @@ def validate_job(op: str, obj: dict, old: dict | None, store) -> None:
     if not tasks:
         raise _job_denied("No task specified in job spec")
     msg, names, total = "", set(), 0
+    topology = spec.get("networkTopology") or {}  # admit_job.go validateNetworkTopology
+    if topology.get("highestTierAllowed") is not None and topology.get("highestTierName"):
+        msg += "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously"
     for index, task in enumerate(tasks):
         replicas = task.get("replicas", 0)
         if task.get("minAvailable") is not None and task["minAvailable"] > replicas:

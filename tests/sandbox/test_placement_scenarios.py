@@ -193,3 +193,14 @@ def test_kueue_refuses_two_topology_requests_on_one_pod_set_and_a_bad_label(obje
     bad = objects.refused(job("bad", {"kueue.x-k8s.io/podset-required-topology": "rack label"}))
     assert 'annotations[kueue.x-k8s.io/podset-required-topology]: Invalid value: "rack label"' in bad.message
     objects.create(job("fine", {"kueue.x-k8s.io/podset-required-topology": "example.com/rack"}))
+
+
+def test_volcano_refuses_a_network_topology_with_both_highest_tier_fields(objects):
+    """volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go validateNetworkTopology."""
+    from tests.sandbox.test_admission_controllers import _vcjob
+
+    both = _vcjob(networkTopology={"mode": "hard", "highestTierAllowed": 1, "highestTierName": "rack"})
+    assert objects.refused(both).message == (
+        "admission webhook \"validatejob.volcano.sh\" denied the request: must not specify 'highestTierAllowed' "
+        "and 'highestTierName' in networkTopology simultaneously")
+    objects.create(_vcjob(networkTopology={"mode": "soft", "highestTierAllowed": 2}), dry_run=True)
