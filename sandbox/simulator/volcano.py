@@ -24,6 +24,7 @@ from decimal import Decimal
 import yaml
 
 from ..quantity import parse_quantity
+from . import volcano_proportion
 from .model import VCJOB, VOLCANO, Tracked, fmt, iso, owner, set_conditions
 
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -153,6 +154,8 @@ class Volcano:
         for q in queues.values():  # a parent's guarantee is its children's: counted once, at the leaves
             for k, v in (q["guarantee"] if q["leaf"] else {}).items():
                 guarantees[k] += v
+        if "proportion" in plugins and "capacity" not in plugins:
+            volcano_proportion.deal(self, queues, capacity)  # deserved by weight, not spec.deserved
         return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
                 "capacity": dict(capacity), "guarantees": guarantees}
 
@@ -441,8 +444,6 @@ def _everyone(scheduler, preemptor, tasks, config):
     return list(tasks)
 
 
-PLUGIN_FNS = {
-    "preempt": {"priority": Volcano._by_priority, "gang": Volcano._gang, "conformance": _everyone},
-    "reclaim": {"gang": Volcano._gang, "conformance": _everyone, "proportion": Volcano._overused,
-                "capacity": Volcano._overused},
-}
+PLUGIN_FNS = {"preempt": {"priority": Volcano._by_priority, "gang": Volcano._gang, "conformance": _everyone},
+              "reclaim": {"gang": Volcano._gang, "conformance": _everyone, "proportion": Volcano._overused,
+                          "capacity": Volcano._overused}}

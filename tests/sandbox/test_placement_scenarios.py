@@ -204,3 +204,35 @@ def test_volcano_refuses_a_network_topology_with_both_highest_tier_fields(object
         "admission webhook \"validatejob.volcano.sh\" denied the request: must not specify 'highestTierAllowed' "
         "and 'highestTierName' in networkTopology simultaneously")
     objects.create(_vcjob(networkTopology={"mode": "soft", "highestTierAllowed": 2}), dry_run=True)
+
+
+@pytest.mark.parametrize(("weights", "borrower_keeps_its_gpus"), [((1, 1), False), ((3, 1), True)])
+def test_volcano_proportion_deals_deserved_shares_by_weight(sb, weights, borrower_keeps_its_gpus):
+    """volcano v1.15.1 plugins/proportion/proportion.go: deserved is the cluster dealt out by weight up to each
+    queue's request; actions/reclaim takes back only from a queue above its deserved share. 16 GPUs: qa runs 12,
+    qb asks for 8. At 1:1 qa deserves 8 and is reclaimed from; at 3:1 it deserves the 12 it holds and keeps them."""
+    import yaml
+
+    from tests.sandbox.test_simulator import VOLCANO, get, pods, vc_job
+
+    for name, weight in zip(("qa", "qb"), weights, strict=True):
+        create(sb, VOLCANO, "Queue", {"metadata": {"name": name}, "spec": {
+            "weight": weight, "reclaimable": True, "capability": {"nvidia.com/gpu": "16"},
+            "deserved": {"nvidia.com/gpu": "8"}}})  # spec.deserved is the capacity plugin's: proportion ignores it
+    conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
+        {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
+        {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"}, {"name": "proportion"}]}]}
+    create(sb, "v1", "Namespace", {"metadata": {"name": "volcano-system"}})
+    create(sb, "v1", "ConfigMap", {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                                   "data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+    vc_job(sb, "team-a", "borrower", queue="qa", workers=2, gpus=6)
+    step(sb, 0)
+    assert len(pods(sb, "team-a", "borrower")) == 2
+    vc_job(sb, "team-b", "owner", queue="qb", workers=1, gpus=8)
+    step(sb, 1)
+    state = get(sb, "batch.volcano.sh/v1alpha1", "Job", "team-a", "borrower")["status"]["state"]
+    if borrower_keeps_its_gpus:
+        assert len(pods(sb, "team-a", "borrower")) == 2 and pods(sb, "team-b", "owner") == []
+    else:
+        assert (state["phase"], state["message"]) == ("Pending", "Evicted by reclaim to schedule team-b/owner")
+        assert len(pods(sb, "team-b", "owner")) == 1
