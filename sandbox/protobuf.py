@@ -20,8 +20,8 @@ _OWNER = {1: ("kind", "s"), 3: ("name", "s"), 4: ("uid", "s"), 5: ("apiVersion",
           7: ("blockOwnerDeletion", "boolp")}
 _META = {1: ("name", "s"), 2: ("generateName", "s"), 3: ("namespace", "s"), 11: ("labels", "map"),
          12: ("annotations", "map"), 13: ("ownerReferences", ("repeated", _OWNER)), 14: ("finalizers", "list")}
-_LABEL_SELECTOR = {1: ("matchLabels", "map"),
-                   2: ("matchExpressions", ("repeated", {1: ("key", "s"), 2: ("operator", "s"), 3: ("values", "list")}))}
+_REQUIREMENT = {1: ("key", "s"), 2: ("operator", "s"), 3: ("values", "list")}
+_LABEL_SELECTOR = {1: ("matchLabels", "map"), 2: ("matchExpressions", ("repeated", _REQUIREMENT))}
 _CONTAINER_PORT = {1: ("name", "s"), 2: ("hostPort", "int0"), 3: ("containerPort", "int"), 4: ("protocol", "s")}
 _RESOURCES = {1: ("limits", "quantities"), 2: ("requests", "quantities")}
 _ENV = {1: ("name", "s"), 2: ("value", "s")}
