@@ -19,3 +19,11 @@ class JobState(models.TextChoices):
 
 
 TERMINAL_STATES = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+
+
+class Placement(models.TextChoices):
+    """How firmly a job's workers are kept within one topology domain (Kueue podset-required/-preferred-topology;
+    Volcano networkTopology mode hard/soft)."""
+
+    REQUIRED = "required", "Required"
+    PREFERRED = "preferred", "Preferred"

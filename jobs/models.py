@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Reconciled, Team, dns_label
 
-from .choices import TERMINAL_STATES, JobKind, JobState
+from .choices import TERMINAL_STATES, JobKind, JobState, Placement
 from .manifests import job_object_name
 
 # Matched whole (fullmatch): `$` would also match before a final newline, letting "NAME\n" through.
@@ -93,6 +93,17 @@ class Job(Reconciled):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     resubmit_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     notify = models.BooleanField(default=True, help_text="Email the submitter when the job ends or is preempted.")
+    spot_allowed = models.BooleanField(
+        default=False, help_text="May run on spot capacity when reserved is full; spot can be evicted at any time.",
+    )
+    topology_level = models.CharField(
+        max_length=63, blank=True, help_text="Keep every worker within one domain of this level (e.g. rack).",
+    )
+    topology_mode = models.CharField(max_length=10, choices=Placement.choices, blank=True)
+    placement = models.JSONField(
+        default=dict, blank=True, editable=False,
+        help_text="Where the cluster placed the job and why: flavor, spot or not, topology domain, eviction.",
+    )
     kept_object_name = models.CharField(
         max_length=63, blank=True, editable=False,
         help_text="The name its objects were given under an earlier naming rule; empty when derived as today.",

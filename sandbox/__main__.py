@@ -23,13 +23,16 @@ def main(argv=None) -> int:
     serve.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
     serve.add_argument("--simulate", action="store_true",
                        help="run queued jobs: simulate Kueue, Volcano, the Job controller, KubeRay and the kubelet")
+    serve.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SECONDS",
+                       help="seconds between the BOOKMARK events of a watch that allows them (default 60)")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     sandbox = Sandbox(crd_dirs=args.crds, builtin_custom_kinds=True if args.builtin_custom_kinds else None,
-                      state_file=args.state, host=args.host, port=args.port, simulate=args.simulate).start()
+                      state_file=args.state, host=args.host, port=args.port, simulate=args.simulate,
+                      bookmark_interval=args.bookmark_interval).start()
     if args.kubeconfig:
         sandbox.write_kubeconfig(args.kubeconfig)
     print(f"sandbox serving on {sandbox.url}", flush=True)

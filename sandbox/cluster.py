@@ -16,6 +16,7 @@ from .server import Api, ApiServer
 from .simulator import Simulator
 from .store import DELETED, Store
 from .validation import Validator
+from .watch_stream import BOOKMARK_INTERVAL
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -27,13 +28,15 @@ class Sandbox:
     `builtin_custom_kinds`: register permissive CRDs for the portal's Kueue/Volcano/KubeRay kinds that `crd_dirs` did
     not provide; None means "only when `crd_dirs` is empty".
     `state_file`: load at start when present, save after changes and at stop.
+    `bookmark_interval`: seconds between a watch's BOOKMARK events (a kube-apiserver's minute by default).
     `simulate`: run queued jobs (see `sandbox.simulator`); `tick` is the background step interval in seconds, or
     None to leave stepping to the caller (`sb.simulator.step(now)`); `simulation` holds the Simulator's options.
     """
 
     def __init__(self, crd_dirs=(), builtin_custom_kinds: bool | None = None,
                  state_file: str | os.PathLike | None = None, host: str = "127.0.0.1", port: int = 0,
-                 simulate: bool = False, tick: float | None = 0.25, simulation: dict | None = None):
+                 simulate: bool = False, tick: float | None = 0.25, simulation: dict | None = None,
+                 bookmark_interval: float = BOOKMARK_INTERVAL):
         crd_dirs = tuple(crd_dirs or ())
         self.registry = Registry.build(crd_dirs, builtin_custom_kinds)
         self.validator = Validator(registry=self.registry)
@@ -47,6 +50,7 @@ class Sandbox:
         self.store.subscribe(self._on_crd_change)
         self.simulator = Simulator(self.store, **(simulation or {})) if simulate else None
         self._tick = tick
+        self.bookmark_interval = bookmark_interval
 
     def _on_crd_change(self, event_type, rt, obj) -> None:
         """CRDs created through the API are served like the ones loaded from files."""
@@ -71,7 +75,7 @@ class Sandbox:
         self.store.admission.install_defaults()
         self._stats.reset()
         self._server = ApiServer((self._host, self._port), Api(self.store, self.faults, self._stats,
-                                                                self.simulator))
+                                                                self.simulator, self.bookmark_interval))
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="sandbox-server", daemon=True)
         self._thread.start()

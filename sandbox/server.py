@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import select
 import socket
 import threading
 import time
@@ -19,7 +18,8 @@ from .errors import ApiError
 from .faults import FIELDS, Faults
 from .request import Request, Stats
 from .selectors import combine, field_selector, label_selector
-from .store import Gone, Store
+from .store import Store
+from .watch_stream import BOOKMARK_INTERVAL, WatchStream
 
 GIT_VERSION = "v1.33.0"
 VERSION_INFO = {"major": "1", "minor": "33", "gitVersion": GIT_VERSION, "gitCommit": "sandbox",
@@ -28,15 +28,15 @@ VERSION_INFO = {"major": "1", "minor": "33", "gitVersion": GIT_VERSION, "gitComm
 PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-merge-patch+json": "strategic",
                "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_WATCH_POLL = 0.5  # how often an idle watch checks for a stopping server or a vanished client
-_DEFAULT_WATCH_TIMEOUT = 1800
 
 
 class Api:
     """Routes a request to discovery, the store, or the sandbox control endpoints."""
 
-    def __init__(self, store: Store, faults: Faults, stats: Stats, simulator=None):
+    def __init__(self, store: Store, faults: Faults, stats: Stats, simulator=None,
+                 bookmark_interval: float = BOOKMARK_INTERVAL):
         self.store, self.faults, self.stats = store, faults, stats
+        self.bookmark_interval = bookmark_interval
         self.simulator = simulator
         self.registry = store.registry
         self.stopping = threading.Event()
@@ -248,41 +248,12 @@ class Api:
     # Watch -----------------------------------------------------------------------------------------------------
 
     def _watch(self, h, req: Request, matcher) -> None:
-        rv = req.param("resourceVersion")
-        try:
-            since = None if rv in (None, "", "0") else int(rv)
-        except ValueError:
-            raise errors.bad_request(f'invalid resource version "{rv}"') from None
-        timeout = float(req.param("timeoutSeconds") or _DEFAULT_WATCH_TIMEOUT)
-        deadline = time.monotonic() + timeout
-        h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-                      b"Cache-Control: no-cache, private\r\n\r\n")
-        store, rt, namespace = self.store, req.rt, req.namespace
-        as_table, first = tables.wants_table(req.headers.get("Accept")), True
-        try:
-            events, last = store.watch_start(rt, since, matcher, namespace)
-            while True:
-                for _, event_type, obj in events:
-                    rendered = store.render(rt, obj, req.version)
-                    if as_table:  # each event carries a one-row Table, the first with the column definitions
-                        rendered = self._table(req, [rendered], {"resourceVersion": obj["metadata"]
-                                                                 ["resourceVersion"]}, headers=first)
-                        first = False
-                    write_chunk(h, {"type": event_type, "object": rendered})
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.stopping.is_set() or _client_gone(h.connection):
-                    break
-                current = store.wait_for_change(last, min(remaining, _WATCH_POLL))
-                events = []
-                if current > last:
-                    events, last = store.events_since(rt, last, matcher, namespace)
-        except Gone as exc:
-            write_chunk(h, {"type": "ERROR", "object": ApiError(410, "Expired", str(exc)).status()})
-        except OSError:
-            h.close_connection = True
-            return
-        with contextlib.suppress(OSError):
-            h.wfile.write(b"0\r\n\r\n")
+        as_table = tables.wants_table(req.headers.get("Accept"))
+        table = None
+        if as_table:  # each event carries a one-row Table, the first with the column definitions
+            def table(obj, first):
+                return self._table(req, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, headers=first)
+        WatchStream(self, h, req, matcher, table).serve()
 
     # Control endpoints -----------------------------------------------------------------------------------------
 
@@ -347,15 +318,6 @@ class Api:
             raise ApiError(404, "NotFound", exc.args[0]) from None
 
 
-def _client_gone(sock) -> bool:
-    """True when the client closed its end (a readable socket with nothing to read)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True
-
-
 def send(h: BaseHTTPRequestHandler, code: int, body, content_type: str = "application/json",
          warnings: list[str] = ()) -> None:
     """One write per response (headers and body together) so Nagle's algorithm never delays a keep-alive client."""
@@ -369,11 +331,6 @@ def send(h: BaseHTTPRequestHandler, code: int, body, content_type: str = "applic
     if h.close_connection:
         lines.append("Connection: close")
     h.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
-
-
-def write_chunk(h: BaseHTTPRequestHandler, event: dict) -> None:
-    data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
-    h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -64,6 +64,7 @@ class Store(ServerSideApply, Deletion, Watches):
         self._objects: dict[tuple[str, str], dict[str, dict[str, dict]]] = {}
         self._history: dict[tuple[str, str], deque] = {}
         self._floor: dict[tuple[str, str], int] = {}  # newest resourceVersion evicted from a kind's history
+        self._restored_at = 0  # the resourceVersion a restored store starts from: it has no history before it
         self._subscribers: list[Callable] = []
         self._logs: dict[tuple[str, str], str] = {}
         self.writes = 0
@@ -393,6 +394,7 @@ class Store(ServerSideApply, Deletion, Watches):
         count = 0
         with self._lock:
             self._rv = max(self._rv, int(data.get("resourceVersion", 0)))
+            self._restored_at = self._rv
             for obj in data.get("objects", []):
                 rt = self.registry.for_object(obj.get("apiVersion", ""), obj.get("kind", ""))
                 if rt is None:

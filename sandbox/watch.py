@@ -33,8 +33,10 @@ class Watches:
                      namespace: str | None) -> tuple[list[tuple[int, str, dict]], int]:
         """Events of this kind after `since`, and the resourceVersion they bring the watcher up to."""
         with self._lock:
-            if since < self._floor.get(rt.key, 0):
-                raise Gone(f"too old resource version: {since} ({self._floor[rt.key] + 1})")
+            # Like a restarted kube-apiserver's watch cache, a restored store holds no history before its start.
+            floor = max(self._floor.get(rt.key, 0), self._restored_at)
+            if since < floor:
+                raise Gone(f"too old resource version: {since} ({floor + 1})")
             history = self._history.get(rt.key, ())
             out = []
             for rv, event_type, obj, previous in reversed(history):
@@ -47,11 +49,14 @@ class Watches:
                     continue
                 now = matcher(obj)
                 if event_type == MODIFIED and previous is not None:
-                    # An object entering the selector is ADDED for this watcher, one leaving it DELETED.
+                    # An object entering the selector is ADDED for this watcher; one leaving it is DELETED with
+                    # its previous content at this event's resourceVersion (cache_watcher.go convertToWatchEvent).
                     before = matcher(previous)
-                    if now != before:
-                        event_type = ADDED if now else DELETED
-                        now = True
+                    if now and not before:
+                        event_type = ADDED
+                    elif before and not now:
+                        event_type, now = DELETED, True
+                        obj = {**previous, "metadata": {**previous["metadata"], "resourceVersion": str(rv)}}
                 if now:
                     out.append((rv, event_type, obj))
             out.reverse()

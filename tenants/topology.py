@@ -1,0 +1,50 @@
+"""A cluster's topology levels: named node labels from the broadest domain to the narrowest (block, rack, host).
+
+They become a Kueue Topology (spec.levels[].nodeLabel; kueue v0.19.2
+config/components/crd/bases/kueue.x-k8s.io_topologies.yaml: 1 to 16 unique labels, kubernetes.io/hostname only as
+the lowest) or Volcano HyperNode tiers (tier 1 is the narrowest group of nodes; volcano v1.15.1
+staging/src/volcano.sh/apis/pkg/apis/topology/v1alpha1/hypernode_types.go).
+"""
+
+import re
+
+from django.core.exceptions import ValidationError
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MAX_LEVELS = 16
+# A qualified label key, as the Topology CRD's nodeLabel pattern has it.
+LABEL_KEY_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+LEVEL_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def validate_topology_levels(levels) -> None:
+    if not isinstance(levels, list) or not all(isinstance(level, dict) for level in levels):
+        raise ValidationError("A list of levels, each {\"name\": ..., \"node_label\": ...}, broadest first.")
+    if len(levels) > MAX_LEVELS:
+        raise ValidationError(f"At most {MAX_LEVELS} levels (Kueue's Topology limit).")
+    names, labels = [], []
+    for level in levels:
+        name, label = level.get("name"), level.get("node_label")
+        if set(level) - {"name", "node_label"}:
+            raise ValidationError("A level has only a name and a node_label.")
+        if not isinstance(name, str) or not LEVEL_NAME_RE.match(name) or len(name) > 63:
+            raise ValidationError(f"Level name {name!r}: lowercase letters, digits and '-' (e.g. rack).")
+        if not isinstance(label, str) or not LABEL_KEY_RE.match(label) or len(label) > 316:
+            raise ValidationError(f"Node label {label!r} is not a label key (e.g. topology.example.com/rack).")
+        names.append(name)
+        labels.append(label)
+    if len(set(names)) != len(names) or len(set(labels)) != len(labels):
+        raise ValidationError("Each level's name and node label must be unique.")
+    if HOSTNAME_LABEL in labels[:-1]:
+        raise ValidationError(f"{HOSTNAME_LABEL} can only be the lowest (last) level.")
+
+
+def level_names(levels) -> list[str]:
+    return [level["name"] for level in levels or []]
+
+
+def level_label(levels, name: str) -> str:
+    """The node label of the named level; '' when the cluster has no such level."""
+    return next((level["node_label"] for level in levels or [] if level["name"] == name), "")
