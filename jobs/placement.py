@@ -63,7 +63,7 @@ def volcano_tier(levels, name: str) -> int:
 def topology_problem(*, cluster, flavor, kind: str, level: str, mode: str) -> str:
     """Why the topology option cannot be honoured for this job; '' when it can (or is not asked for)."""
     if not level:
-        return "" if not mode else "Choose the level to keep workers within."
+        return ""  # anywhere: a placement mode alone means nothing
     if mode not in Placement.values:
         return "Choose required or preferred."
     if not level_label(cluster.topology_levels, level):

@@ -78,7 +78,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
               memory_gib_per_worker=memory_gib_per_worker, max_runtime_minutes=max_runtime_minutes,
               submitted_by=actor, notify=notify, resubmit_of=resubmit_of, next_attempt_at=timezone.now(),
               spot_allowed=spot_allowed, topology_level=topology_level,
-              topology_mode=topology_mode or (Placement.REQUIRED if topology_level else ""))
+              topology_mode=(topology_mode or Placement.REQUIRED) if topology_level else "")
     if flavor.spot and not spot_allowed:
         raise ValidationError({"spot_allowed": f"{flavor.name} is spot capacity: allow spot to use it. "
                                                f"{placement.SPOT_WARNING}"})
