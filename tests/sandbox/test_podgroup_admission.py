@@ -34,8 +34,9 @@ def set_state(sb, queue, state):
 
 
 def test_a_podgroup_needs_an_existing_open_queue(sb):
-    assert refusal(sb, "pg", queue="nowhere") == ('admission webhook "validatepodgroup.volcano.sh" denied the request: '
-                                                  'unable to find queue: queue.scheduling.volcano.sh "nowhere" not found')
+    assert refusal(sb, "pg", queue="nowhere") == (
+        'admission webhook "validatepodgroup.volcano.sh" denied the request: '
+        'unable to find queue: queue.scheduling.volcano.sh "nowhere" not found')
     volcano_setup(sb, {"qa": (8, 8)})
     set_state(sb, "qa", "Closed")
     assert refusal(sb, "pg", queue="qa").endswith(
