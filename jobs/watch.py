@@ -15,6 +15,7 @@ import logging
 import random
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -166,10 +167,12 @@ def watch_enabled(cluster: Cluster) -> bool:
     return names == ["*"] or cluster.name in names
 
 
-def run(stop: threading.Event) -> None:
+def run(stop: threading.Event, heartbeat: str | None = None) -> None:
     """Watch every active cluster the settings allow until `stop`; clusters added later are picked up."""
     watchers: dict[int, tuple[ClusterWatcher, threading.Thread]] = {}
     while not stop.is_set():
+        if heartbeat:
+            Path(heartbeat).touch()
         close_old_connections()
         for cluster in active_clusters():
             if cluster.pk in watchers or not watch_enabled(cluster):

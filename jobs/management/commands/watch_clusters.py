@@ -15,6 +15,9 @@ class Command(BaseCommand):
             "reaches the database within a second, and an owned object edited or deleted by hand nudges reconcile. "
             "Runs until SIGINT or SIGTERM.")
 
+    def add_arguments(self, parser):
+        parser.add_argument("--heartbeat", metavar="PATH", help="a file touched by the main loop (liveness probes)")
+
     def handle(self, *args, **options):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` prints every thread's stack
@@ -25,4 +28,4 @@ class Command(BaseCommand):
 
         self.stdout.write("watching clusters", ending="\n")
         self.stdout.flush()
-        watch.run(stop)
+        watch.run(stop, heartbeat=options["heartbeat"])
