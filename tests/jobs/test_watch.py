@@ -255,3 +255,20 @@ def test_an_expired_resource_version_is_relisted(sandbox):
     informer.close()
     thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_an_owned_object_deleted_by_hand_nudges_reconcile_at_once(standalone, watchers, run_on_commit):
+    from composition import reconcile
+    from tenants.models import TeamNamespace
+
+    world, _ = _world(standalone, run_on_commit)
+    row = TeamNamespace.objects.get(team=world["team"])
+    client = kube.client_for_cluster(world["cluster"])
+    (limits,) = client.list("v1", "LimitRange", namespace=world["team"].namespace)
+    watchers()
+    watchers.in_sync()
+    generation = TeamNamespace.objects.get(pk=row.pk).generation
+    client.delete("v1", "LimitRange", limits["metadata"]["name"], world["team"].namespace)
+    _until(lambda: TeamNamespace.objects.get(pk=row.pk).generation > generation, 2, "the deletion nudges reconcile")
+    reconcile.team_namespace_reconcile(team_namespace_id=row.pk)  # what the nudged worker runs
+    assert client.get("v1", "LimitRange", limits["metadata"]["name"], world["team"].namespace) is not None
