@@ -17,7 +17,8 @@ from portal import desired as registry
 from portal import kube
 from portal.desired import cluster_desired, team_namespace_desired
 from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
-from portal.reconcile import Outcome, converge, converge_many, plan, record, record_many
+from portal.reconcile import Outcome, Plan, converge, converge_many, plan, record, record_many
+from quotas.manifests import volcano_queue_widened
 from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
 
@@ -148,7 +149,10 @@ def _record_usage(row: TeamNamespace, actual: list[dict]) -> None:
         TeamNamespace.objects.filter(pk=row.pk).update(**changed)
 
 
-def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> Outcome:
+def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None, widen: bool = False,
+                      children_first: bool = False) -> Outcome:
+    """`widen` sets each existing Volcano queue to at least its present size (parents first), so the queues
+    under it can change either way; then a `children_first` call sets the exact sizes."""
     cluster = Cluster.objects.filter(pk=cluster_id, active=True).first()
     if cluster is None:
         return Outcome(statuses=[], writes=0)
@@ -160,7 +164,35 @@ def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None) -> O
             actual = _cluster_actual(client, cluster)
     except kube.KubeError as exc:
         return record(cluster, generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-    return record(cluster, generation, converge(client, plan(desired, actual)))
+    if widen:
+        live = {(obj["kind"], obj["metadata"]["name"]): obj for obj in actual}
+        desired = [volcano_queue_widened(obj, live.get((obj["kind"], obj["metadata"]["name"]))) for obj in desired]
+    return record(cluster, generation, _converge_by_level(client, plan(desired, actual), children_first))
+
+
+def _converge_by_level(client: kube.ClusterClient, the_plan: Plan, children_first: bool) -> Outcome:
+    """Volcano checks a queue against its parent and its children as they are now (volcano v1.15.1
+    pkg/webhooks/admission/queues/validate): a parent grows before its children and shrinks after them, so the
+    applies go one level of the hierarchy at a time, parents first or children first; prunes follow."""
+    parents = {obj["metadata"]["name"]: (obj.get("spec") or {}).get("parent") for obj in the_plan.apply
+               if obj["kind"] == "Queue"}
+
+    def depth(obj: dict) -> int:
+        name, seen = obj["metadata"]["name"], 0
+        while obj["kind"] == "Queue" and parents.get(name) in parents and seen < len(parents):
+            name, seen = parents[name], seen + 1
+        return seen
+
+    levels = sorted({depth(obj) for obj in the_plan.apply}, reverse=children_first)
+    if len(levels) < 2:
+        return converge(client, the_plan)
+    outcomes = [converge(client, Plan(apply=[obj for obj in the_plan.apply if depth(obj) == level]))
+                for level in levels]
+    error = next((o.error for o in outcomes if o.error is not None), None)
+    last = converge(client, Plan(delete=the_plan.delete if error is None else [], unchanged=the_plan.unchanged))
+    outcomes.append(last)
+    return Outcome(statuses=[s for o in outcomes for s in o.statuses], writes=sum(o.writes for o in outcomes),
+                   error=next((o.error for o in outcomes if o.error is not None and o.error.transient), error))
 
 
 def reconcile_due(*, limit: int = 200) -> int:
@@ -225,14 +257,13 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["errors"] += 1
         record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
         return
-    cluster_failed = False
-    if cluster.observed_generation < cluster.generation or not plan(
+    cluster_repaired = cluster.observed_generation < cluster.generation or not plan(
         cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
-    ).empty:
-        outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual)
+    ).empty
+    if cluster_repaired:
+        outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual, widen=True)
         totals["repaired"] += 1
         totals["writes"] += outcome.writes
-        cluster_failed = outcome.error is not None
     rows = team_namespaces_for_reconcile(cluster=cluster)
     flavors = list(cluster.flavors.order_by("name"))
     known = set()
@@ -249,10 +280,10 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["writes"] += outcome.writes
         totals["errors"] += outcome.error is not None
     totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
-    if cluster_failed:
-        # Volcano refuses a department queue that shrinks below what its team queues still hold, so a give-back
-        # applies once the teams' queues have shrunk: the cluster-wide objects are tried again after them.
-        outcome = cluster_reconcile(cluster_id=cluster.pk)
+    if cluster_repaired:
+        # Volcano refuses a parent queue smaller than the queues under it: parents were widened before the teams'
+        # queues changed, and take their exact size now that they have, departments before the cluster's parent.
+        outcome = cluster_reconcile(cluster_id=cluster.pk, children_first=True)
         totals["writes"] += outcome.writes
         totals["errors"] += outcome.error is not None
 

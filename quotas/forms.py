@@ -76,11 +76,15 @@ class GpuFlavorForm(forms.ModelForm):
     class Meta:
         model = GpuFlavor
         fields = ["cluster", "name", "resource_name", "gpu_model", "capacity", "gpus_per_node", "memory_gb",
-                  "gpu_fraction", "sharing", "mig_slices_per_gpu", "node_labels", "node_taints", "tolerations"]
+                  "gpu_fraction", "sharing", "replicas", "device_class", "device_selector", "mig_slices_per_gpu",
+                  "node_labels", "node_taints", "tolerations"]
         labels = {"resource_name": "Resource name", "gpu_model": "GPU model", "capacity": "Capacity (units)",
                   "gpus_per_node": "GPUs per node", "memory_gb": "Memory per GPU (GB)",
                   "gpu_fraction": "Fraction of a full GPU per unit", "node_labels": "Node labels (JSON)",
-                  "node_taints": "Node taints (JSON)", "tolerations": "Tolerations (JSON)"}
+                  "node_taints": "Node taints (JSON)", "tolerations": "Tolerations (JSON)",
+                  "replicas": "Replicas per GPU", "device_class": "DeviceClass",
+                  "device_selector": "Device selector (CEL, optional)"}
+        widgets = {"device_selector": forms.Textarea(attrs={"rows": 2})}
         help_texts = {"capacity": "Units of this flavor the cluster has: the scheduler's nominal quota for it. "
                                   "Teams' guarantees may add up to capacity × the cluster's overcommit."}
 

@@ -271,7 +271,14 @@ def department_queue_name(slug: str) -> str:
 
 def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec], parent: str = "") -> dict:
     """A department's queue bounds its teams: Volcano requires Σ children's deserved/guarantee ≤ the parent's."""
-    quotas = [q for child in children if not child.held for q in child.quotas]
+    return volcano_parent_queue_manifest(name=department_queue_name(name), teams=children, parent=parent)
+
+
+def volcano_parent_queue_manifest(*, name: str, teams: list[TeamQuotaSpec], parent: str = "") -> dict:
+    """A queue holding no jobs of its own, sized to the teams beneath it: guarantee and deserved are the sums of
+    theirs (volcano v1.15.1 pkg/webhooks/admission/queues/validate refuses a parent below its children's sums),
+    capability the sum of theirs (at least the largest, as the same webhook requires of an ancestor)."""
+    quotas = [q for team in teams if not team.held for q in team.quotas]
     guaranteed = _volcano_resources(quotas, lambda q: q.guaranteed)
     spec = {
         "weight": 1,
@@ -285,6 +292,29 @@ def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec
     return {
         "apiVersion": VOLCANO_SCHEDULING,
         "kind": "Queue",
-        "metadata": {"name": department_queue_name(name), "labels": cluster_labels()},
+        "metadata": {"name": name, "labels": cluster_labels()},
         "spec": spec,
     }
+
+
+def volcano_queue_widened(desired: dict, live: dict | None) -> dict:
+    """A queue at least as large as it is now and as it is to be, resource by resource: what a parent queue can
+    be set to before the queues under it grow or shrink, in whichever direction each resource goes (the exact
+    size follows once they have)."""
+    if live is None or desired["kind"] != "Queue":
+        return desired
+    from kubernetes.utils import parse_quantity  # the client is imported lazily (portal.kube)
+
+    def wider(wanted: dict | None, current: dict | None) -> dict:
+        merged = dict(current or {})
+        for name, value in (wanted or {}).items():
+            if name not in merged or parse_quantity(value) >= parse_quantity(merged[name]):
+                merged[name] = value
+        return merged
+
+    spec, now = dict(desired["spec"]), live.get("spec") or {}
+    for part in ("capability", "deserved"):
+        spec[part] = wider(spec.get(part), now.get(part))
+    spec["guarantee"] = {"resource": wider((spec.get("guarantee") or {}).get("resource"),
+                                           (now.get("guarantee") or {}).get("resource"))}
+    return {**desired, "spec": spec}

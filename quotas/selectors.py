@@ -94,23 +94,24 @@ def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
         objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort) for d in departments]
         return objects
     objects = []
-    children = _children_specs(cluster, departments, flavors)
+    specs = _team_specs(cluster, flavors)
     parent = "" if cluster.cohort in ("", ROOT_QUEUE) else cluster.cohort
+    if parent:
+        # Volcano has no implicit parents (as Kueue has cohorts): the cluster's parent queue is the portal's to
+        # create and size, above every team queue and department queue of the cluster.
+        objects.append(m.volcano_parent_queue_manifest(name=parent, teams=[spec for _, spec in specs]))
     for department in departments:
-        objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children[department.pk],
-                                                           parent=parent))
+        children = [spec for parent_id, spec in specs if parent_id == department.pk]
+        objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children, parent=parent))
     return objects
 
 
-def _children_specs(cluster: Cluster, departments, flavors) -> dict[int, list[m.TeamQuotaSpec]]:
-    teams = (Team.objects.filter(parent__in=departments).select_related("parent")
-             .prefetch_related("quotas__flavor"))
-    result: dict[int, list[m.TeamQuotaSpec]] = defaultdict(list)
-    for team in teams:
-        result[team.parent_id].append(
-            team_quota_spec(team=team, cluster=cluster, quotas=team.quotas.all(), flavors=flavors)
-        )
-    return result
+def _team_specs(cluster: Cluster, flavors) -> list[tuple[int | None, m.TeamQuotaSpec]]:
+    """Each team holding quota in the cluster, with its department's id."""
+    teams = (Team.objects.filter(quotas__flavor__cluster=cluster).exclude(state=TeamState.ARCHIVED).distinct()
+             .order_by("slug").prefetch_related("quotas__flavor"))
+    return [(team.parent_id, team_quota_spec(team=team, cluster=cluster, quotas=team.quotas.all(), flavors=flavors))
+            for team in teams]
 
 
 # --- pages ---------------------------------------------------------------------------------------------------

@@ -13,9 +13,14 @@ class Scheduler(models.TextChoices):
 
 
 class Sharing(models.TextChoices):
+    """How a flavor's GPUs are handed out: by NVIDIA's device plugin (whole, MIG, time-slicing, MPS) or by
+    Dynamic Resource Allocation through a DeviceClass."""
+
     EXCLUSIVE = "exclusive", "Exclusive (whole GPU)"
     MIG = "mig", "MIG slice"
     TIME_SLICED = "time_sliced", "Time-sliced"
+    MPS = "mps", "MPS"
+    DRA = "dra", "Dynamic Resource Allocation"
 
 
 class TeamState(models.TextChoices):

@@ -45,7 +45,8 @@ def cluster_update(*, actor, cluster: Cluster, source_ip: str | None = None, **f
 
 
 FLAVOR_FIELDS = ["cluster", "name", "resource_name", "gpu_model", "node_labels", "node_taints", "tolerations",
-                 "capacity", "gpus_per_node", "memory_gb", "gpu_fraction", "sharing", "mig_slices_per_gpu"]
+                 "capacity", "gpus_per_node", "memory_gb", "gpu_fraction", "sharing", "mig_slices_per_gpu",
+                 "replicas", "device_class", "device_selector"]
 
 
 @transaction.atomic

@@ -20,6 +20,7 @@ from .choices import (
     SyncState,
     TeamState,
 )
+from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
 from .topology import validate_topology_levels
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -152,7 +153,8 @@ class Cluster(Reconciled):
 
 
 class GpuFlavor(models.Model):
-    """A kind of GPU capacity in one cluster (a whole GPU model, or a MIG slice of one)."""
+    """A kind of GPU capacity in one cluster: whole GPUs, MIG slices, shares of a GPU (time-slicing, MPS) or the
+    devices of a DRA DeviceClass (see tenants.sharing)."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="flavors")
     name = models.CharField(max_length=63, validators=[dns_label])
@@ -161,17 +163,30 @@ class GpuFlavor(models.Model):
     node_labels = models.JSONField(default=dict, blank=True)
     node_taints = models.JSONField(default=list, blank=True)
     tolerations = models.JSONField(default=list, blank=True)
-    capacity = models.PositiveIntegerField(help_text="Units of this resource in the cluster.")
+    capacity = models.PositiveIntegerField(
+        help_text="Units of this resource in the cluster: GPUs, slices, shares (GPUs × replicas) or DRA devices.")
     gpus_per_node = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
     memory_gb = models.PositiveIntegerField(default=80)
     gpu_fraction = models.DecimalField(
-        max_digits=6,
-        decimal_places=4,
-        default=Decimal("1"),
+        max_digits=6, decimal_places=4, default=Decimal("1"),
         validators=[MinValueValidator(Decimal("0.0001")), MaxValueValidator(Decimal("1"))],
         help_text="The part of a full GPU one unit is (1 for a whole GPU, 1/7 for a 1g MIG slice).",
     )
     sharing = models.CharField(max_length=20, choices=Sharing.choices, default=Sharing.EXCLUSIVE)
+    replicas = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(2)],
+        help_text="Time-slicing and MPS: replicas the device plugin advertises per GPU (its sharing "
+                  "resources[].replicas, at least 2); capacity then counts shares.",
+    )
+    device_class = models.CharField(
+        max_length=253, blank=True, validators=[dns_subdomain],
+        help_text="Dynamic Resource Allocation: the DeviceClass claims ask for, e.g. gpu.nvidia.com or mig.nvidia.com.",
+    )
+    device_selector = models.TextField(
+        blank=True, max_length=CEL_MAX_LENGTH,
+        help_text="Dynamic Resource Allocation: an optional CEL expression narrowing the class's devices "
+                  "(GPU model, memory).",
+    )
     mig_slices_per_gpu = models.PositiveSmallIntegerField(
         default=7, null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(8)],
         help_text="Compute slices of the whole GPU (7 on A100/H100, 4 on A30; empty: 7): a MIG unit is its "
@@ -209,15 +224,9 @@ class GpuFlavor(models.Model):
         if any(not t.get("key") or t.get("effect") not in {"NoSchedule", "PreferNoSchedule", "NoExecute"}
                for t in self.node_taints):
             raise ValidationError({"node_taints": "Each taint needs a key and an effect."})
-        if self.sharing == Sharing.MIG:
-            if not self.mig_profile:
-                raise ValidationError({"resource_name": "A MIG flavor's resource is nvidia.com/mig-<profile>, "
-                                                        "e.g. nvidia.com/mig-1g.10gb (under either MIG strategy)."})
-            if self.gpu_fraction is not None and abs(Decimal(self.gpu_fraction) - self.fraction_decimal) >= Decimal(
-                    "0.0001"):
-                raise ValidationError({"gpu_fraction": f"A {self.mig_profile} slice of a GPU with "
-                                                       f"{self.mig_slices_per_gpu or 7} slices is "
-                                                       f"{self.fraction.numerator}/{self.fraction.denominator}."})
+        validate_sharing(self)
+        if self.sharing in SHARED and self.replicas:
+            self.gpu_fraction = self.fraction_decimal  # a share is 1/replicas of its GPU
 
     # A MIG flavor is its GPU model and profile; its resource name is kept in the `mixed` spelling, and the cluster's
     # strategy decides what pods and quotas ask for.
@@ -235,6 +244,8 @@ class GpuFlavor(models.Model):
         if profile:
             slices = self.mig_slices_per_gpu or 7
             return Fraction(min(int(profile[1]), slices), slices)
+        if self.sharing in SHARED and self.replicas:
+            return Fraction(1, self.replicas)
         return Fraction(Decimal(self.gpu_fraction))
 
     @property

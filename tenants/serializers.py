@@ -3,7 +3,8 @@ services validate."""
 
 from rest_framework import serializers
 
-from .choices import Role
+from .choices import Role, Sharing
+from .sharing import ISOLATION
 
 
 class TeamRoleSerializer(serializers.Serializer):
@@ -61,5 +62,13 @@ class FlavorSerializer(serializers.Serializer):
     gpus_per_node = serializers.IntegerField()
     gpu_memory_gb = serializers.IntegerField(source="memory_gb")
     gpu_fraction = serializers.FloatField(help_text="The part of a full GPU one unit is (1/7 for a 1g MIG slice).")
-    sharing = serializers.CharField()
+    sharing = serializers.ChoiceField(choices=Sharing.choices,
+                                      help_text="exclusive, mig, time_sliced, mps (device plugin) or dra.")
+    replicas = serializers.IntegerField(allow_null=True, help_text="Time-slicing and MPS: shares per GPU.")
+    device_class = serializers.CharField(help_text="DRA: the DeviceClass a job's claims ask for.")
+    device_selector = serializers.CharField(help_text="DRA: CEL expression narrowing the class's devices.")
+    isolation = serializers.SerializerMethodField(help_text="What isolation a unit of this flavor gives.")
+
+    def get_isolation(self, flavor) -> str:
+        return ISOLATION.get(flavor.sharing, "")
 

@@ -95,7 +95,8 @@ def test_clusters_and_flavors(world, api_as):
     flavors = client.get(f"{V1}/flavors/", {"cluster": "east"}).json()["results"]
     assert flavors[0] | {"id": 0} == {
         "id": 0, "cluster": "east", "name": "h100", "resource_name": "nvidia.com/gpu", "gpu_model": "NVIDIA H100",
-        "capacity_units": 64, "gpus_per_node": 8, "gpu_memory_gb": 80, "gpu_fraction": 1.0, "sharing": "exclusive"}
+        "capacity_units": 64, "gpus_per_node": 8, "gpu_memory_gb": 80, "gpu_fraction": 1.0, "sharing": "exclusive",
+        "replicas": None, "device_class": "", "device_selector": "", "isolation": "Whole GPUs: nothing is shared."}
     assert client.get(f"{V1}/flavors/", {"cluster": "west"}).json()["results"] == []
     error(client.get(f"{V1}/clusters/west/"), 404)
 

@@ -55,12 +55,6 @@ def get(cluster, api_version, kind, name, namespace=None):
     return kube.client_for_cluster(cluster).get(api_version, kind, name, namespace)
 
 
-@pytest.fixture(params=["permissive", "upstream CRDs"])
-def any_sandbox(request):
-    """Every reconcile test runs against the built-in kinds and, where CRDS_DIR is set, the upstream CRDs."""
-    return request.getfixturevalue("sandbox" if request.param == "permissive" else "strict_sandbox")
-
-
 def test_kueue_team_objects_follow_the_quota(any_sandbox):
     cluster, team, row, h100, mig = setup_cluster(any_sandbox.url, "kueue")
     grant(team, h100, 8, 4)

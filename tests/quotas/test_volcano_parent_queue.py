@@ -1,0 +1,102 @@
+"""A Volcano cluster's parent queue (its `cohort`): created and sized by the portal above every team and department
+queue, grown before them and shrunk after them, so one sweep converges either way."""
+
+import pytest
+
+from composition import reconcile
+from quotas import services
+from tenants.choices import SyncState
+from tenants.models import Cluster, TeamNamespace
+from tests.factories import PlatformAdminFactory, TeamFactory, TeamNamespaceFactory
+from tests.quotas.test_reconcile import VOLCANO, get, grant, reconcile_all, setup_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def gpu_parent_cluster(url):
+    """nlp under the research department, cv directly under the cluster's parent queue `gpu`."""
+    cluster, team, row, h100, mig = setup_cluster(url, "volcano")
+    Cluster.objects.filter(pk=cluster.pk).update(cohort="gpu")
+    cluster.refresh_from_db()
+    cv = TeamFactory(slug="cv")
+    TeamNamespaceFactory(team=cv, cluster=cluster)
+    return cluster, team, cv, h100
+
+
+def resources(cluster, name):
+    spec = get(cluster, VOLCANO, "Queue", name)["spec"]
+    return spec.get("parent"), spec["guarantee"]["resource"].get("nvidia.com/gpu"), spec["capability"].get(
+        "nvidia.com/gpu")
+
+
+def converges_in_one_sweep(cluster, sandbox):
+    first = reconcile.reconcile_sweep()
+    assert first["errors"] == 0, first
+    assert first["writes"] > 0
+    sandbox.reset_stats()
+    assert reconcile.reconcile_sweep()["writes"] == 0
+    assert sandbox.stats()["writes"] == 0
+    for row in TeamNamespace.objects.filter(cluster=cluster):
+        assert row.sync_state == SyncState.APPLIED, (row.team.slug, row.sync_message)
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.APPLIED, cluster.sync_message
+
+
+def test_the_cluster_parent_queue_is_created_above_departments_and_teams(any_sandbox):
+    cluster, nlp, cv, h100 = gpu_parent_cluster(any_sandbox.url)
+    grant(nlp, h100, 8, 4)
+    grant(cv, h100, 4, 2)
+    reconcile_all(cluster)
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.APPLIED, cluster.sync_message
+    for row in TeamNamespace.objects.filter(cluster=cluster):
+        assert row.sync_state == SyncState.APPLIED, (row.team.slug, row.sync_message)
+    assert resources(cluster, "gpu") == (None, "12", "18")
+    assert resources(cluster, "research-dept") == ("gpu", "8", "12")
+    assert resources(cluster, "nlp") == ("research-dept", "8", "12")
+    assert resources(cluster, "cv") == ("gpu", "4", "6")
+
+
+def test_growth_and_give_back_through_three_levels_converge_in_one_sweep(any_sandbox):
+    cluster, nlp, cv, h100 = gpu_parent_cluster(any_sandbox.url)
+    grant(nlp, h100, 8, 4)
+    grant(cv, h100, 4, 2)
+    reconcile_all(cluster)
+    admin = PlatformAdminFactory()
+    services.quota_set(actor=admin, team=nlp, flavor=h100, guaranteed=16, burst=8, cpu_cores=128,
+                        memory_gib=1024)
+    converges_in_one_sweep(cluster, any_sandbox)
+    assert resources(cluster, "gpu") == (None, "20", "30")
+    assert resources(cluster, "research-dept") == ("gpu", "16", "24")
+    services.quota_set(actor=admin, team=nlp, flavor=h100, guaranteed=2, burst=0, cpu_cores=16,
+                        memory_gib=128)
+    converges_in_one_sweep(cluster, any_sandbox)
+    assert resources(cluster, "gpu") == (None, "6", "8")
+    assert resources(cluster, "research-dept") == ("gpu", "2", "2")
+    assert resources(cluster, "nlp") == ("research-dept", "2", "2")
+
+
+def test_a_parent_queue_no_longer_named_is_pruned_after_its_children_move(any_sandbox):
+    cluster, nlp, cv, h100 = gpu_parent_cluster(any_sandbox.url)
+    grant(cv, h100, 4, 2)
+    reconcile_all(cluster)
+    Cluster.objects.filter(pk=cluster.pk).update(cohort="root", generation=cluster.generation + 1)
+    for _ in range(3):
+        if reconcile.reconcile_sweep()["writes"] == 0:
+            break
+    assert get(cluster, VOLCANO, "Queue", "gpu") is None
+    assert resources(cluster, "cv") == (None, "4", "6")
+
+
+def test_a_queue_growing_in_one_resource_and_shrinking_in_another_converges_in_one_sweep(any_sandbox):
+    """Neither order alone works here: grown first, the parent's cpu would fall below the team's; shrunk last, its
+    GPUs would stay below the team's new capability. Parents are widened first, then set exactly after."""
+    cluster, nlp, cv, h100 = gpu_parent_cluster(any_sandbox.url)
+    grant(nlp, h100, 8, 4)
+    reconcile_all(cluster)
+    services.quota_set(actor=PlatformAdminFactory(), team=nlp, flavor=h100, guaranteed=16, burst=8, cpu_cores=8,
+                       memory_gib=64)
+    converges_in_one_sweep(cluster, any_sandbox)
+    assert resources(cluster, "gpu") == (None, "16", "24")
+    assert get(cluster, VOLCANO, "Queue", "gpu")["spec"]["capability"]["cpu"] == "8"
+    assert get(cluster, VOLCANO, "Queue", "research-dept")["spec"]["capability"]["cpu"] == "8"
