@@ -11,6 +11,7 @@ is not a status update (an edit or a deletion by hand) nudges reconcile at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from portal import kube
@@ -58,6 +59,8 @@ class Informer:
                 self._watch()
                 backoff = 0.0
             except kube.KubeError as exc:
+                if self.stop.is_set():
+                    return  # the stream was closed to stop
                 if exc.status in (410, 504) or exc.reason in ("Expired", "Gone"):
                     log.info("watch of %s: %s; relisting", self.kind[1], exc)
                     self.resource_version = ""  # too old or too new for the server: start over from a list
@@ -65,6 +68,11 @@ class Informer:
                 backoff = min(max(backoff * 2, 0.2), settings.WATCH_BACKOFF_MAX_SECONDS)
                 log.warning("watch of %s failed: %s; again in %.1f s", self.kind[1], exc, backoff)
                 self.stop.wait(backoff * random.uniform(0.5, 1.0))
+            except Exception:  # noqa: BLE001 - a bug in one event must not end this kind's watch for good
+                backoff = settings.WATCH_BACKOFF_MAX_SECONDS
+                log.exception("watch of %s failed; relisting in %.0f s", self.kind[1], backoff)
+                self.resource_version = ""
+                self.stop.wait(backoff)
 
     def _watch(self) -> None:
         self.watches += 1
@@ -98,25 +106,28 @@ class ClusterWatcher:
         self.cluster = cluster
         self.stop = stop
         self.lease = Lease(f"watch-cluster-{cluster.pk}", settings.WATCH_LEASE_SECONDS)
-        self.active = threading.Event()
         self.cache = ClusterCache(self)
 
     def run(self) -> None:
         renew = settings.WATCH_LEASE_SECONDS / 3
-        kube.client_for_cluster(self.cluster)  # a standby is ready to take over at once
         try:
+            with contextlib.suppress(kube.KubeError):  # a standby is ready to take over at once
+                kube.client_for_cluster(self.cluster)
             while not self.stop.is_set():
                 if self.lease.acquire_or_renew():
-                    self._lead(renew)
+                    try:
+                        self._lead(renew)
+                    except kube.KubeError as exc:  # a connection that cannot be built: shown, tried again
+                        log.warning("cannot watch cluster %s: %s", self.name, exc)
+                        self.stop.wait(settings.WATCH_RELIST_SECONDS)
                 else:
                     self.stop.wait(renew)
         finally:
             self.lease.release()
-            close_old_connections()
+            connections.close_all()  # this thread's own connection
 
     def _lead(self, renew: float) -> None:
         log.info("watching cluster %s (lease %s)", self.name, self.lease.token)
-        self.active.set()
         leading = threading.Event()
         client = kube.client_for_cluster(self.cluster)
         self.cache.reset()
@@ -135,16 +146,23 @@ class ClusterWatcher:
                         break
                     next_renew = time.monotonic() + renew
                 if self.lease.held():
-                    self.cache.flush()
+                    self._flush()
                 self.stop.wait(settings.WATCH_FLUSH_SECONDS)
         finally:
-            self.active.clear()
             leading.set()
             for informer in informers:
                 informer.close()
             for thread in threads:
                 thread.join(timeout=5)
-            self.requests = sum(i.lists + i.watches for i in informers)
+
+    def _flush(self) -> None:
+        """Write what moved. A database that is away is retried on the next round; what moved stays marked."""
+        try:
+            self.cache.flush()
+        except Exception:  # noqa: BLE001 - the watcher outlives a database restart
+            log.exception("writing the changes of cluster %s failed; the next relist repairs it", self.name)
+            close_old_connections()
+            self.cache.mark_all()
 
     # What the cache hands back ---------------------------------------------------------------------------------
 

@@ -96,6 +96,11 @@ class ClusterCache:
             self._drift_teams: set[str] = set()
             self._drift_cluster = False
 
+    def mark_all(self) -> None:
+        """Derive every active job again at the next flush (after a failed write)."""
+        with self._lock:
+            self._all = True
+
     # Informer side ---------------------------------------------------------------------------------------------
 
     def replace(self, kind, items: list[dict], arrived) -> None:

@@ -16,6 +16,7 @@ class WatchStream:
 
     def __init__(self, response):
         self._response = response
+        self._ended = False
 
     def __iter__(self):
         buffer = b""
@@ -26,6 +27,7 @@ class WatchStream:
                 for line in lines:
                     if line.strip():
                         yield self._event(line)
+            self._ended = True
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             raise KubeError(0, "Unreachable", f"the watch broke off: {exc}") from exc
         finally:
@@ -40,12 +42,16 @@ class WatchStream:
         return event
 
     def close(self) -> None:
-        """End the stream (safe from another thread: the blocked read returns)."""
+        """End the stream (safe from another thread: the blocked read returns). A stream read to its end gives its
+        connection back to the pool; one cut short closes it."""
         response = self._response
+        if self._ended:
+            response.release_conn()
+            return
         sock = getattr(getattr(getattr(response, "_fp", None), "fp", None), "raw", None)
         sock = getattr(sock, "_sock", None)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
-            response.release_conn()
+            response.close()
