@@ -266,10 +266,10 @@ class ClusterClient:
         self.api.update_params_for_auth(headers, [], ["BearerToken"])
         url = self._host + path_for(api_version, kind) + f"?{urlencode(query)}"
         try:
-            response = self._pool.request("GET", url, headers=headers, retries=False, redirect=False,
-                                          preload_content=False,
-                                          timeout=urllib3.Timeout(connect=self._timeout.connect_timeout,
-                                                                  read=timeout_seconds + 30))
+            # The official client's pool manager (proxies included): a watch holds its connection for a long time.
+            response = self.api.rest_client.pool_manager.request(
+                "GET", url, headers=headers, retries=False, redirect=False, preload_content=False,
+                timeout=urllib3.Timeout(connect=self._timeout, read=timeout_seconds + 30))
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(0, "Unreachable", str(exc)) from exc
         if not 200 <= response.status < 300:
