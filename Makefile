@@ -41,7 +41,7 @@ run: $(STAMP) $(ASSETS)
 	@# The sandbox clusters start and the static files are collected (gzip-compressed, so plotly.js travels at
 	@# 0.5 MB) while the database migrates. Beat yields the CPU to the web server's start; the
 	@# server does not reload on code changes (a second process importing everything).
-	@trap 'kill 0' EXIT INT TERM; \
+	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate & \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate & \
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0 & collected=$$!; \
@@ -50,6 +50,7 @@ run: $(STAMP) $(ASSETS)
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
 	nice $(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
+	$(BIN)/python manage.py watch_clusters >var/watcher.log 2>&1 & \
 	echo "Portal: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the portal and its sandbox clusters)"; \
 	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
 
