@@ -157,8 +157,7 @@ class Volcano:
         for q in queues.values():  # a parent's guarantee is its children's: counted once, at the leaves
             for k, v in (q["guarantee"] if q["leaf"] else {}).items():
                 guarantees[k] += v
-        if "proportion" in plugins and "capacity" not in plugins:
-            volcano_proportion.deal(self, queues, capacity)  # deserved by weight, not spec.deserved
+        volcano_proportion.deal(self, queues, capacity, plugins)  # with proportion alone: deserved by weight
         return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
                 "capacity": dict(capacity), "guarantees": guarantees}
 

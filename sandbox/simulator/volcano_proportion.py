@@ -28,8 +28,10 @@ def requests(volcano) -> dict[str, dict[str, Decimal]]:
     return asked
 
 
-def deal(volcano, queues: dict, capacity: dict[str, Decimal]) -> None:
-    """Replace each leaf queue's deserved with proportion's deal."""
+def deal(volcano, queues: dict, capacity: dict[str, Decimal], plugins: dict) -> None:
+    """Replace each leaf queue's deserved with proportion's deal, when proportion (not capacity) is configured."""
+    if "proportion" not in plugins or "capacity" in plugins:
+        return
     weights = {q["metadata"]["name"]: int((q.get("spec") or {}).get("weight") or 1)
                for q in volcano.objects.list("scheduling.volcano.sh/v1beta1", "Queue")}
     asked = requests(volcano)
