@@ -73,6 +73,7 @@ _ALL = ("all",)
 # ConfigMaps, Secrets, Namespaces, Services, quotas, RBAC and the like have none.
 _GENERATION_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job"),
                      ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"),
+                     ("resource.k8s.io", "DeviceClass"), ("resource.k8s.io", "ResourceSlice"),
                      ("apiextensions.k8s.io", "CustomResourceDefinition")}
 # PriorityClass's strategy sets generation 1 on create and never bumps it (its value is immutable anyway).
 _CREATE_GENERATION_KINDS = {("scheduling.k8s.io", "PriorityClass")}
@@ -95,6 +96,11 @@ CORE_KINDS = (
     _core("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short=["netpol"]),
     _core("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ["pc"]),
     _core("batch", "v1", "Job", "jobs", sub=["status"], categories=_ALL),
+    # Dynamic Resource Allocation, GA in Kubernetes 1.34 (staging/src/k8s.io/api/resource/v1/types.go).
+    _core("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    _core("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    _core("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", sub=["status"]),
+    _core("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
     _core("batch", "v1", "CronJob", "cronjobs", short=["cj"], sub=["status"], categories=_ALL),
     _core("apps", "v1", "Deployment", "deployments", short=["deploy"], sub=["status"], categories=_ALL),
     _core("apps", "v1", "StatefulSet", "statefulsets", short=["sts"], sub=["status"], categories=_ALL),

@@ -103,6 +103,25 @@ def cel_error(expression: str) -> str:
     return ""
 
 
+DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def quota_resource(flavor, strategy: str) -> str:
+    """What a namespace's ResourceQuota counts the flavor as (less `requests.`): its scheduled extended resource,
+    or a DRA class's devices (kubernetes v1.34 pkg/quota/v1/evaluator/core/resource_claims.go)."""
+    if flavor.sharing == Sharing.DRA:
+        return f"{flavor.device_class}{DEVICES_SUFFIX}"
+    return flavor.scheduled_resource(strategy)
+
+
+def volcano_resource(flavor, strategy: str) -> str:
+    """What a Volcano Queue counts the flavor as: a DRA class is `deviceclass/<class>` (volcano v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go, DeviceClassCountPrefix; only the capacity plugin counts it)."""
+    if flavor.sharing == Sharing.DRA:
+        return f"deviceclass/{flavor.device_class}"
+    return flavor.scheduled_resource(strategy)
+
+
 def mps_limits(flavor) -> dict:
     """What NVIDIA's MPS control daemon sets for each share: the active thread percentage 100/replicas and the
     pinned device memory total/replicas (k8s-device-plugin v0.20.0 cmd/mps-control-daemon/mps/daemon.go)."""
