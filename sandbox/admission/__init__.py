@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import errors
 from . import core, kuberay, kueue, volcano
-from .quota import POD_KEY, QuotaController
+from .quota import CLAIM_KEY, POD_KEY, QuotaController
 
 _KUEUE_MARKER = (kueue.GROUP, "ClusterQueue")
 _KUEUE_JOB_KINDS = {("batch", "Job"), ("ray.io", "RayJob")}
@@ -62,6 +62,8 @@ class Admission:
                 fn(op, obj, old, self.store)
         if rt.key == POD_KEY and op == "CREATE":
             self.quota.admit_pod(obj)
+        if rt.key == CLAIM_KEY and op == "CREATE":
+            self.quota.admit_pod(obj, claim=True)
 
     def validate_delete(self, rt, old: dict) -> None:
         for fn in self._delete_validators.get(rt.key, ()):

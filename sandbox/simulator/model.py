@@ -120,6 +120,7 @@ class Tracked:
     waiting: tuple | None = None  # the (reason, message) last written while pending, so it is written once
     pods: list[str] = field(default_factory=list)
     cluster_name: str = ""  # RayCluster name
+    refusal: str = ""  # why its scheduler cannot count it at all (Kueue: a DRA class with no mapping)
 
     @property
     def key(self) -> tuple:
