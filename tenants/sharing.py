@@ -46,6 +46,11 @@ ISOLATION = {
 }
 
 
+def sharing_isolation() -> list[tuple[str, str]]:
+    """(mode's label, the isolation it gives), for the console and the job form."""
+    return [(label, ISOLATION[value]) for value, label in Sharing.choices]
+
+
 def validate_sharing(flavor) -> None:
     """The fields each sharing mode needs and the ones it must leave empty."""
     errors = {}
@@ -148,3 +153,28 @@ def kueue_mapping(flavor) -> dict:
     if flavor.sharing != Sharing.DRA:
         return {}
     return {"name": flavor.resource_name, "deviceClassNames": [flavor.device_class]}
+
+
+def cluster_setup(flavor, scheduler: str) -> list[tuple[str, str]]:
+    """What the cluster's own controllers must be configured with for this flavor, which the portal does not own:
+    (what, YAML or words) for the console."""
+    from portal.yamltext import dump  # noqa: PLC0415
+
+    if flavor.sharing in SHARED and flavor.replicas:
+        notes = [("NVIDIA device plugin config (the GPU Operator's devicePlugin.config)", dump(plugin_config(flavor)))]
+        if limits := mps_limits(flavor):
+            notes.append(("What MPS enforces per share", f"{limits['thread_percentage']}% of the SMs "
+                          f"(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and {limits['memory_mib']} MiB of device memory."))
+        return notes
+    if flavor.sharing != Sharing.DRA:
+        return []
+    notes = [("ResourceQuota entry the portal writes per team", f"{flavor.device_class}{DEVICES_SUFFIX}")]
+    if scheduler == "kueue":
+        notes.append(("Kueue Configuration (KueueDRAIntegration is beta and on by default in v0.19)",
+                      dump({"resources": {"deviceClassMappings": [kueue_mapping(flavor)]}})))
+    else:
+        notes.append(("Volcano scheduler configuration (capacity plugin; the proportion plugin ignores DRA)",
+                      dump({"tiers": [{"plugins": [{"name": "capacity", "arguments": {
+                          "capacity.DynamicResourceAllocationEnable": True}}]}]})
+                      + f"The team queues count deviceclass/{flavor.device_class}."))
+    return notes
