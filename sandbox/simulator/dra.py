@@ -38,6 +38,8 @@ DRIVER = "gpu.nvidia.com"
 CLASSES = {"gpu.nvidia.com": "gpu", "mig.nvidia.com": "mig"}
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+# What a cluster running NVIDIA's driver would map its classes to in Kueue's Configuration (the `--dra-nodes` demo).
+NVIDIA_MAPPINGS = {"gpu.nvidia.com": "gpu.nvidia.com/devices", "mig.nvidia.com": "mig.nvidia.com/devices"}
 
 
 def _cel(expression: str, device: dict) -> bool:
@@ -56,8 +58,9 @@ def _cel(expression: str, device: dict) -> bool:
 
 class Devices:
     def __init__(self, objects, *, nodes: int = 0, gpus_per_node: int = 8, product: str = "NVIDIA H100 80GB HBM3",
-                 memory: str = "80Gi", seed: int = 0):
+                 memory: str = "80Gi", seed: int = 0, kueue_mappings: dict[str, str] | None = None):
         self.objects = objects
+        self.mappings = kueue_mappings or {}  # installed as Kueue's Configuration when there is none
         self.store = objects.store
         self.nodes, self.gpus_per_node, self.product, self.memory = nodes, gpus_per_node, product, memory
         self._random = random.Random(seed)
@@ -86,6 +89,17 @@ class Devices:
             self.objects.create({"apiVersion": API, "kind": "ResourceSlice", "metadata": {"name": name},
                                  "spec": {"driver": DRIVER, "nodeName": node, "devices": devices,
                                           "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}})
+        namespace, name, key = KUEUE_CONFIG
+        if self.mappings and self.objects.installed("kueue.x-k8s.io/v1beta2", "Workload") and self.objects.get(
+                "v1", "ConfigMap", namespace, name) is None:
+            by_name: dict[str, list[str]] = {}
+            for cls, logical in sorted(self.mappings.items()):
+                by_name.setdefault(logical, []).append(cls)
+            config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "resources": {
+                "deviceClassMappings": [{"name": n, "deviceClassNames": c} for n, c in by_name.items()]}}
+            self.objects.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            self.objects.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name,
+                                 "namespace": namespace}, "data": {key: yaml.safe_dump(config, sort_keys=False)}})
 
     # Quota -----------------------------------------------------------------------------------------------------
 

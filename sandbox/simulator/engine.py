@@ -44,7 +44,8 @@ REQUEUE_AFTER_REQUESTED_PREEMPTION = 3600.0
 
 class Simulator:
     def __init__(self, store, *, duration: float | None = None, startup: float | None = None,
-                 clock=time.time, seed: int = 0, dra_nodes: int | None = None, dra_gpus_per_node: int = 8):
+                 clock=time.time, seed: int = 0, dra_nodes: int | None = None, dra_gpus_per_node: int = 8,
+                 kueue_mappings: dict[str, str] | None = None):
         self.store = store
         self.clock = clock
         self.default_duration = float(duration if duration is not None
@@ -54,7 +55,8 @@ class Simulator:
         self.objects = Objects(store)
         self.writers = writers(self.objects)
         self.devices = Devices(self.objects, seed=seed, gpus_per_node=dra_gpus_per_node, nodes=int(
-            dra_nodes if dra_nodes is not None else os.environ.get("SANDBOX_DRA_NODES", 0)))
+            dra_nodes if dra_nodes is not None else os.environ.get("SANDBOX_DRA_NODES", 0)),
+            kueue_mappings=kueue_mappings)
         self.kubelet = Kubelet(self.objects, self.writers, seed, devices=self.devices)
         self.schedulers: dict[str, Scheduler] = {s.backend: s for s in (Kueue(self), Volcano(self))}
         self._lock = threading.RLock()
