@@ -28,6 +28,9 @@ def test_names_given_under_the_earlier_rule_are_kept():
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(AFTER)
+    executor = MigrationExecutor(connection)  # and on through every later migration, to the model as it is now
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
     jobs = {job.pk: job for job in Job.objects.all()}
     assert jobs[plain.pk].kept_object_name == "" and jobs[plain.pk].object_name == f"train-{plain.pk}"
     assert jobs[digit.pk].object_name == f"1st-run-{digit.pk}" == jobs[digit.pk].kept_object_name
