@@ -1,3 +1,9 @@
+# plotly.js's cartesian bundle, from npm by the lock's hash (package-lock.json), into static/vendor/.
+FROM node:20-slim AS assets
+WORKDIR /assets
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund --loglevel error && npm run --silent build
+
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PORTAL_MODE=production
 WORKDIR /app
@@ -5,6 +11,7 @@ WORKDIR /app
 COPY requirements.lock ./
 RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock
 COPY . .
+COPY --from=assets /assets/static/vendor static/vendor
 RUN pip install --no-cache-dir --no-deps --no-build-isolation . && useradd --system --uid 10001 portal \
     && SECRET_KEY=build DATABASE_URL=sqlite:////tmp/build.sqlite3 ALLOWED_HOSTS=build \
        python manage.py collectstatic --noinput

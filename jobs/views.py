@@ -10,10 +10,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from portal import yamltext
-from portal.http import add_service_errors, source_ip
+from portal.http import add_service_errors, confirmed_write, source_ip
 from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
@@ -161,7 +162,12 @@ def job_action(request, pk, action):
     job = selectors.job_get(user=request.user, pk=pk)
     try:
         if action == "cancel":
-            services.job_cancel(actor=request.user, job=job, source_ip=source_ip(request))
+            asked = confirmed_write(
+                request, lambda: services.job_cancel(actor=request.user, job=job, source_ip=source_ip(request)),
+                question=f"Cancel job {job.name}?", consequence="confirm/job_cancel.txt", context={"job": job},
+                yes="Yes, cancel the job", back=reverse("jobs:job-detail", args=[job.pk]))
+            if isinstance(asked, HttpResponse):
+                return asked
             messages.success(request, "Cancelling: the job's objects are being deleted.")
         elif action == "resubmit":
             job = services.job_resubmit(actor=request.user, job=job, source_ip=source_ip(request))

@@ -1,12 +1,15 @@
-"""Small helpers every page uses: the platform-admin gate, the client address, service errors onto forms, and a
-service write from a valid form."""
+"""Small helpers every page uses: the platform-admin gate, the client address, service errors onto forms, a
+service write from a valid form, and the confirmation of a destructive write."""
 
 from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.shortcuts import redirect
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 
 
 def is_platform_admin(user) -> bool:
@@ -41,12 +44,36 @@ def add_service_errors(form, error: ValidationError) -> None:
 
 def write_from_form(request, form, write, *, message, to, **to_kwargs):
     """Run a service write for a form whose input is valid. On success: `message(result)` as a success message and
-    a redirect to `to` (a URL name with `to_kwargs`, or a path). On the service's ValidationError: its errors on the
-    form and None, so the caller shows the form again."""
+    a redirect to `to` (a URL name with `to_kwargs`, or a path); a write that answers with a page of its own (a
+    confirmation, `confirmed_write`) returns it. On the service's ValidationError: its errors on the form and None,
+    so the caller shows the form again."""
     try:
         result = write()
     except ValidationError as exc:
         add_service_errors(form, exc)
         return None
+    if isinstance(result, HttpResponse):
+        return result
     messages.success(request, message(result))
     return redirect(to, **to_kwargs)
+
+
+def confirmed_write(request, write, *, question: str, consequence: str, context: dict, yes: str, back: str):
+    """A destructive write from a page: its result once confirmed, else a confirmation page (an HttpResponse).
+
+    The page's dialog (static/js/confirm.js) and the confirmation page both post `confirmed=1`. A post without it (a
+    browser without JavaScript) runs the write in a transaction that is rolled back, so a refusal (permission, a
+    conflict) comes out exactly as it would; when the write would succeed, the confirmation page states the
+    `consequence` template with `context` (templates/confirm/, the text the dialog shows) and posts the same fields
+    again with a "Yes, …" button.
+    """
+    if request.POST.get("confirmed") == "1":
+        return write()
+    with transaction.atomic():
+        write()
+        transaction.set_rollback(True)
+    fields = [(name, value) for name, values in request.POST.lists() for value in values
+              if name not in ("csrfmiddlewaretoken", "confirmed")]
+    return render(request, "confirm.html", {"question": question, "yes": yes,
+                                            "consequence": render_to_string(consequence, context).strip(),
+                                            "back": back, "fields": fields, "action": request.path})

@@ -5,7 +5,6 @@ cluster and demo data. `PORTAL_MODE=production` switches to the hardened shape a
 a database URL and allowed hosts. Every variable is listed in the README.
 """
 
-import importlib.util
 import os
 import sys
 from datetime import timedelta
@@ -193,15 +192,12 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-# plotly.js is served from the plotly package itself (static/plotly/plotly.min.js), so charts work offline and the
-# script always matches the Python library that builds the figures.
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    ("plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data"),
-]
+# plotly.js is plotly's cartesian bundle from npm (package.json: the version the plotly package bundles), copied
+# into the git-ignored static/vendor/ by `make install` and the image's build stage, so charts work offline.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # Both modes serve the collected copies (`make run` and the image run collectstatic), gzip-compressed at collection
-# time: plotly.js is 4.8 MB raw and about 1.4 MB gzipped. Production's names also carry a content hash, so browsers
+# time: plotly.js is 1.5 MB raw and 0.5 MB gzipped. Production's names also carry a content hash, so browsers
 # cache them for ever; the demo keeps plain names, so a template edit needs no manifest.
 WHITENOISE_USE_FINDERS = False
 STORAGES = {

@@ -4,11 +4,12 @@ queue, capacity overview, flavors and priority tiers. Reads through selectors, w
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
+from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.choices import Role
@@ -69,7 +70,13 @@ def request_create(request, slug):
 def request_withdraw(request, pk):
     quota_request = selectors.request_get(user=request.user, pk=pk)
     try:
-        services.quota_request_withdraw(actor=request.user, request=quota_request, source_ip=source_ip(request))
+        asked = confirmed_write(
+            request, lambda: services.quota_request_withdraw(actor=request.user, request=quota_request,
+                                                            source_ip=source_ip(request)),
+            question=f"Withdraw request #{pk}?", consequence="confirm/request_withdraw.txt", context={},
+            yes="Yes, withdraw it", back=reverse("quotas:team-quota", args=[quota_request.team.slug]))
+        if isinstance(asked, HttpResponse):
+            return asked
         messages.success(request, f"Request #{pk} withdrawn.")
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))

@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Sum
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -12,7 +13,7 @@ from portal import yamltext
 from portal.desired import cluster_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
+from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 
 from . import objects, selectors, services
 from .choices import TeamState
@@ -151,9 +152,19 @@ def console_team_set_state(request, slug):
     if not form.is_valid():
         messages.error(request, f"{team.name}: choose active, suspended or archived.")
         return redirect("tenants:team-list")
+    state = form.cleaned_data["state"]
+    verb = {TeamState.SUSPENDED: "suspend", TeamState.ARCHIVED: "archive"}.get(state)  # reactivating takes nothing
+
+    def write():
+        return services.team_set_state(actor=request.user, team=team, state=state, source_ip=source_ip(request))
+
     try:
-        team = services.team_set_state(actor=request.user, team=team, state=form.cleaned_data["state"],
-                                       source_ip=source_ip(request))
+        done = write() if verb is None else confirmed_write(
+            request, write, question=f"{verb.capitalize()} {team.name}?", consequence="confirm/team_state.txt",
+            context={"state": state}, yes=f"Yes, {verb} it", back=reverse("tenants:team-list"))
+        if isinstance(done, HttpResponse):
+            return done
+        team = done
     except ValidationError as exc:
         messages.error(request, f"{team.name}: {' '.join(exc.messages)}")
     else:

@@ -8,6 +8,7 @@ service's ValidationError back on the form, and never answer bad input with a 50
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -17,7 +18,7 @@ from portal import yamltext
 from portal.desired import team_namespace_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
-from portal.http import add_service_errors, platform_admin_required, source_ip, write_from_form
+from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 
 from . import selectors, services
 from .choices import SyncState
@@ -102,9 +103,12 @@ def _membership_change(request, team, form, *, user, role: str | None, form_name
     """Gives `user` the role in the team, or removes them when role is None; on success back to the team page
     with what changed, on a service refusal the team page again with the reason beside the form."""
     if role is None:
-        write, done = (lambda: services.membership_remove(actor=request.user, team=team, user=user,
-                                                          source_ip=source_ip(request)),
-                       f"was removed from {team.name}")
+        write, done = (lambda: confirmed_write(
+            request, lambda: services.membership_remove(actor=request.user, team=team, user=user,
+                                                        source_ip=source_ip(request)),
+            question=f"Remove {user.username} from {team.name}?", consequence="confirm/member_remove.txt",
+            context={"username": user.username}, yes=f"Yes, remove {user.username}",
+            back=reverse("tenants:team-detail", args=[team.slug])), f"was removed from {team.name}")
     else:
         write, done = (lambda: services.membership_set(actor=request.user, team=team, user=user, role=role,
                                                        source_ip=source_ip(request)),
@@ -231,6 +235,11 @@ def token_list(request):
 @require_POST
 def token_revoke(request, pk):
     token = selectors.access_token_get(user=request.user, pk=pk)
-    services.access_token_revoke(actor=request.user, token=token, source_ip=source_ip(request))
+    asked = confirmed_write(
+        request, lambda: services.access_token_revoke(actor=request.user, token=token, source_ip=source_ip(request)),
+        question=f"Revoke token “{token.name}”?", consequence="confirm/token_revoke.txt", context={},
+        yes="Yes, revoke it", back=reverse("tenants:token-list"))
+    if isinstance(asked, HttpResponse):
+        return asked
     messages.success(request, f"Token “{token.name}” revoked; scripts using it now get 401.")
     return redirect("tenants:token-list")

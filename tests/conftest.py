@@ -16,6 +16,9 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Nothing is collected into STATIC_ROOT for the suite: WhiteNoise serves static files from the apps (finders).
     settings.WHITENOISE_USE_FINDERS = True
+    # plotly.js comes from npm (package-lock.json); without it every chart in the browser tests stays blank.
+    if not (settings.BASE_DIR / "static/vendor/plotly-cartesian.min.js").exists():
+        raise pytest.UsageError("static/vendor/plotly-cartesian.min.js is missing: run `make install` (npm ci)")
     # Live-server threads must not keep connections open, or the test database cannot be dropped at the end.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 

@@ -1,4 +1,4 @@
-"""The portal as its users meet it, in real headless Chromium at desktop (1280 px) and phone (390 px) widths:
+"""The portal as its users meet it, in real headless Chromium at desktop (1600 and 1280 px) and phone (390 px) widths:
 pages fit their screen (tables scroll in their own box, nothing sticks out), charts are as wide as their cards,
 destructive actions ask first and say what will happen, forms keep what was typed with errors beside the fields,
 and links are offered only to roles that can use them."""
@@ -25,7 +25,7 @@ from tests.jobs.conftest import build_world
 from tests.test_browser import PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-WIDTHS = (1280, 390)
+WIDTHS = (1600, 1280, 390)
 
 # Elements that stick out of the screen sideways, leaving out what scrolls inside its own box (tables, YAML, logs).
 OVERFLOW = """() => {

@@ -1,6 +1,7 @@
 // The confirmation pattern for destructive actions: a form with data-confirm (the question) and
 // data-consequence (what will happen, e.g. "16 GPUs will be released") asks in a modal dialog before it submits.
-// Delegated from the document, so forms that HTMX swaps in are covered too.
+// It adds confirmed=1 to the post, as templates/confirm.html does for browsers without JavaScript (portal/http.py
+// confirmed_write). Delegated from the document, so forms that HTMX swaps in are covered too.
 (function () {
   "use strict";
   var dialog = null;
@@ -21,6 +22,14 @@
       var target = pending;
       pending = null;
       if (go) {
+        // The server acts on a destructive post only with confirmed=1; without it (no JavaScript) it asks itself.
+        if (!target.form.querySelector('input[name="confirmed"]')) {
+          var flag = document.createElement("input");
+          flag.type = "hidden";
+          flag.name = "confirmed";
+          flag.value = "1";
+          target.form.appendChild(flag);
+        }
         target.form.setAttribute("data-confirmed", "1");
         target.form.requestSubmit(target.submitter || undefined);
       }

@@ -82,3 +82,15 @@ def test_figure_json_cannot_close_its_script_element():
     text = charts.figure_json(figure)
     assert "</script>" not in text and "<" not in text and "&" not in text
     assert json.loads(text)["data"][0]["y"] == ["</script><b>&"]
+
+
+def test_served_plotly_js_is_the_version_the_figures_are_built_for():
+    """The npm bundle (package-lock.json, installed into static/vendor/) and the Python package's plotly.js agree,
+    so the figures' JSON is read by the plotly.js it was written for."""
+    from django.conf import settings
+    from plotly.offline import get_plotlyjs_version
+
+    lock = json.loads((settings.BASE_DIR / "package-lock.json").read_text())
+    pinned = lock["packages"]["node_modules/plotly.js-cartesian-dist-min"]["version"]
+    header = (settings.BASE_DIR / "static/vendor/plotly-cartesian.min.js").read_text()[:200]
+    assert pinned == get_plotlyjs_version() and f"plotly.js (cartesian - minified) v{pinned}" in header

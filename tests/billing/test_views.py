@@ -114,7 +114,7 @@ def test_the_usage_page_shows_cost_budget_forecast_and_charts(client, world):
     body = response.content.decode()
     assert response.status_code == 200
     assert "20.00 USD" in body  # 8 GPU-hours × 2.50
-    assert 'id="usage-chart"' in body and 'id="cost-chart"' in body and "plotly/plotly.min.js" in body
+    assert 'id="usage-chart"' in body and 'id="cost-chart"' in body and "vendor/plotly-cartesian.min.js" in body
     assert 'id="budget-banner"' in body and "100 % of the" in body  # 20 of 10 spent
     assert 'id="budget-form"' not in body  # viewers read, admins set
 

@@ -1,5 +1,6 @@
 """Pages of the tenancy app: permissions (shared battery), content, form errors, audit and query budgets."""
 
+import html
 from datetime import timedelta
 
 import pytest
@@ -318,8 +319,16 @@ def test_demoting_the_last_admin_shows_error(client, team, team_admin):
 
 def test_member_remove_is_audited(client, team, team_admin, member, viewer):
     url = reverse("tenants:membership-remove", args=[team.slug])
-    assert_page_permissions(client, url, method="post", data={"username": "erin"}, forbidden=[viewer, member])
-    response = login(client, team_admin).post(url, {"username": "erin"}, REMOTE_ADDR=IP)
+    assert_page_permissions(client, url, method="post", data={"username": "erin", "confirmed": "1"},
+                            forbidden=[viewer, member])
+    # Without the dialog's confirmed=1 (no JavaScript): a page says what will happen and posts it back with Yes.
+    asked = login(client, team_admin).post(url, {"username": "erin"}, REMOTE_ADDR=IP)
+    page = html.unescape(text(asked))
+    assert asked.status_code == 200 and "Remove erin from Natural Language?" in page
+    assert "erin can no longer see the team's jobs" in page and "Yes, remove erin" in page
+    assert 'name="username" value="erin"' in asked.content.decode() and 'name="confirmed" value="1"' in page
+    assert Membership.objects.filter(team=team, user=member).exists() and not AuditEvent.objects.exists()
+    response = client.post(url, {"username": "erin", "confirmed": "1"}, REMOTE_ADDR=IP)
     assert response.status_code == 302
     assert not Membership.objects.filter(team=team, user=member).exists()
     event = AuditEvent.objects.get(action="membership.remove")
@@ -517,13 +526,19 @@ def test_team_create_reserved_idp_group_error(client, staff):
 
 def test_team_state_actions(client, team, staff, team_admin):
     url = reverse("tenants:team-set-state", args=[team.slug])
-    assert_page_permissions(client, url, method="post", data={"state": "suspended"}, allowed=[staff],
-                            forbidden=[team_admin])
+    assert_page_permissions(client, url, method="post", data={"state": "suspended", "confirmed": "1"},
+                            allowed=[staff], forbidden=[team_admin])
     team.refresh_from_db()
     assert team.state == TeamState.SUSPENDED
     login(client, staff)
-    client.post(url, {"state": "active"})
-    client.post(url, {"state": "archived"})
+    client.post(url, {"state": "active"})  # reactivating takes nothing away: no confirmation
+    asked = client.post(url, {"state": "archived"})
+    page = html.unescape(text(asked))
+    assert asked.status_code == 200 and "Archive Natural Language?" in page and "Yes, archive it" in page
+    assert "Members lose access, the team's quota no longer counts" in page
+    team.refresh_from_db()
+    assert team.state == TeamState.ACTIVE
+    client.post(url, {"state": "archived", "confirmed": "1"})
     team.refresh_from_db()
     assert team.state == TeamState.ARCHIVED
     assert list(AuditEvent.objects.order_by("id").values_list("action", flat=True)) == [
