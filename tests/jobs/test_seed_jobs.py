@@ -20,7 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
     from sandbox import Sandbox
-
     from sandbox.simulator.dra import NVIDIA_MAPPINGS
 
     dra = {"dra_nodes": 2, "kueue_mappings": NVIDIA_MAPPINGS}  # what `make run` starts them with (--dra-nodes 2)
