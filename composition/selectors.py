@@ -15,12 +15,16 @@ def team_namespaces_for_reconcile(*, cluster: Cluster, pks=None) -> QuerySet[Tea
     return (
         (rows.filter(pk__in=pks) if pks is not None else rows.filter(deleted_at__isnull=True))
         .select_related("team__parent", "cluster")
-        .prefetch_related(Prefetch("team__memberships", queryset=memberships),
-                          Prefetch("team__quotas", queryset=quotas))
+        # Into lists (`to_attr`): a related manager per row would clone a queryset per row.
+        .prefetch_related(Prefetch("team__memberships", queryset=memberships, to_attr="prefetched_memberships"),
+                          Prefetch("team__quotas", queryset=quotas, to_attr="prefetched_quotas"))
         .order_by("pk")
     )
 
 
 def prefetched_inputs(row: TeamNamespace, *, flavors: list) -> dict:
-    """What each contribution needs for a row of team_namespaces_for_reconcile, already read."""
-    return {"memberships": row.team.memberships.all(), "quotas": row.team.quotas.all(), "flavors": flavors}
+    """What each contribution needs for a row of team_namespaces_for_reconcile, already read (None for a row read
+    otherwise: its contributions then read it themselves)."""
+    team = row.team
+    return {"memberships": getattr(team, "prefetched_memberships", None),
+            "quotas": getattr(team, "prefetched_quotas", None), "flavors": flavors}

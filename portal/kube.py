@@ -5,12 +5,14 @@ Everything else passes plain dicts. A `ClusterClient` is built per cluster from 
 transient (retry with backoff) or permanent (record and show), with the API server's own message kept.
 
 The official client supplies what is hard to get right: kubeconfig and in-cluster configuration, TLS and
-credentials (refreshed per request). Requests go straight through its connection pool with plain JSON: its
-generic request path (parameter sanitising, deserialisation) cost more client time than the API server took.
+credentials (refreshed per request). Requests carry plain JSON over the connections its urllib3 pool opens: the
+client's generic request path (parameter sanitising, deserialisation) and urllib3's own request and response layers
+cost more client time than the API server took.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 from collections.abc import Callable, Iterable
@@ -121,53 +123,49 @@ def path_for(api_version: str, kind: str, namespace: str | None = None, name: st
     return f"{path}/{name}" if name else path
 
 
-class _OneWrite:
-    """Sends a request's headers and body in one write, as http.client does for a body it is given whole.
+class _Connections:
+    """Keep-alive connections to one API server, each carrying one request at a time.
 
-    urllib3 writes them separately; the API server then wakes up for the headers and again for the body, a
-    scheduling round trip per write request that cost more than the request itself on a busy machine.
+    The connections are the ones the official client's urllib3 pool would open (its TLS settings, certificates and
+    hostname checks), but a request goes through `http.client` on them directly: urllib3's pool and response layers
+    cost more client time per request than the API server spends answering it. `http.client` sends a request's
+    headers and body in one write, so the server wakes once per request.
     """
 
-    _held: bytes | None = None
-    _holding = False
+    def __init__(self, pool, size: int, timeout: float):
+        self._pool = pool
+        self._size = size
+        self._timeout = timeout
+        self._idle: list = []
+        self._lock = threading.Lock()
 
-    def endheaders(self, message_body=None, *, encode_chunked=False):
-        self._holding = True
+    def exchange(self, method: str, url: str, body: bytes | None, headers: dict) -> tuple[int, str, bytes]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._pool._new_conn()
+            conn.timeout = self._timeout
+        elif conn.sock is not None and not conn.is_connected:
+            conn.close()  # closed by the server while idle: the request below opens it again
         try:
-            super().endheaders(message_body, encode_chunked=encode_chunked)
-        finally:
-            self._holding = False
+            http.client.HTTPConnection.request(conn, method, url, body, headers)
+            response = http.client.HTTPConnection.getresponse(conn)
+            result = response.status, response.reason, response.read()
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if len(self._idle) < self._size:
+                self._idle.append(conn)
+                return result
+        conn.close()
+        return result
 
-    def send(self, data):
-        if self._holding and isinstance(data, bytes):
-            self._held = data  # the headers: they leave with the body, or before the response is read
-            return
-        if self._held is not None:
-            held, self._held = self._held, None
-            data = held + data if isinstance(data, bytes) else super().send(held) or data
-        super().send(data)
-
-    def getresponse(self, *args, **kwargs):
-        if self._held is not None:
-            held, self._held = self._held, None
-            super().send(held)
-        return super().getresponse(*args, **kwargs)
-
-
-class _Connection(_OneWrite, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _TLSConnection(_OneWrite, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _Pool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _Connection
-
-
-class _TLSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _TLSConnection
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 class ClusterClient:
@@ -175,11 +173,13 @@ class ClusterClient:
 
     def __init__(self, api_client, timeout: float, concurrency: int):
         self.api = api_client  # the official ApiClient: configuration, TLS connection pool, credentials
-        self._pool = api_client.rest_client.pool_manager
-        self._pool.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
         self._host = api_client.configuration.host.rstrip("/")
         self._user_agent = api_client.user_agent
-        self._timeout = urllib3.Timeout(connect=timeout, read=timeout)
+        self._timeout = timeout
+        manager = api_client.rest_client.pool_manager
+        # Through a proxy the pool manager's own request path sets up the tunnel or the proxy's URL form.
+        self._proxied = manager if isinstance(manager, urllib3.ProxyManager) else None
+        self._connections = _Connections(manager.connection_from_url(self._host), max(1, concurrency), timeout)
         self.concurrency = max(1, concurrency)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -189,17 +189,21 @@ class ClusterClient:
         headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": self._user_agent}
         # Credentials are read for every request: a service-account token or an exec plugin's token rotates.
         self.api.update_params_for_auth(headers, [], ["BearerToken"])
-        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        url = path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:
             # Retries are the reconciler's job (with backoff and a visible state), not the HTTP library's.
-            response = self._pool.request(method, url, body=data, headers=headers, timeout=self._timeout,
-                                          retries=False, redirect=False, preload_content=True)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._proxied is not None:
+                response = self._proxied.request(method, self._host + url, body=data, headers=headers,
+                                                 timeout=self._timeout, retries=False, redirect=False)
+                status, reason, payload = response.status, response.reason, response.data
+            else:
+                status, reason, payload = self._connections.exchange(method, url, data, headers)
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             raise KubeError(0, "Unreachable", str(exc)) from exc
-        if not 200 <= response.status < 300:
-            raise _error_from_response(response.status, response.reason, response.data)
-        return response.data
+        if not 200 <= status < 300:
+            raise _error_from_response(status, reason, payload)
+        return payload
 
     def _call(self, method: str, path: str, *, query=None, body=None, content_type="application/json"):
         data = self._request(method, path, query=query, body=body, content_type=content_type)
@@ -287,8 +291,28 @@ class ClusterClient:
         items = list(items)
         if len(items) <= 1 or self.concurrency == 1:
             return [_result_or_error(call, item) for item in items]
-        futures = [self._workers().submit(_result_or_error, call, item) for item in items]
-        return [future.result() for future in futures]
+        # A few workers each take the next item until none is left: one task per worker, not one per item.
+        results: list = [None] * len(items)
+        bugs: list[Exception] = []
+        pending = iter(enumerate(items))
+        lock = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with lock:
+                    index, item = next(pending, (None, None))
+                if index is None:
+                    return
+                try:
+                    results[index] = _result_or_error(call, item)
+                except Exception as exc:  # noqa: BLE001 - raised below, once every call has finished
+                    bugs.append(exc)
+
+        for worker in [self._workers().submit(work) for _ in range(min(self.concurrency, len(items)))]:
+            worker.result()
+        if bugs:
+            raise bugs[0]
+        return results
 
     def _workers(self) -> ThreadPoolExecutor:
         with self._executor_lock:
@@ -301,6 +325,7 @@ class ClusterClient:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
+        self._connections.close()
         self.api.close()
 
 

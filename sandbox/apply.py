@@ -1,12 +1,25 @@
 """Server-side apply, a part of Store: merging an apply configuration into the stored object, field ownership
-per manager (metadata.managedFields), and conflicts between managers."""
+per manager (metadata.managedFields), and conflicts between managers (sigs.k8s.io/structured-merge-diff v4.6.0
+merge/update.go: a conflict is a field another applier owns that this apply would change; `force` takes it over).
+Lists with keys are merged and owned item by item (`sandbox.fieldpath`)."""
 
 from __future__ import annotations
 
 from . import errors
 from .errors import ApiError
+from .fieldpath import (
+    Path,
+    applied_fields,
+    deep_merge,
+    describe,
+    fields_v1,
+    get_path,
+    is_item_marker,
+    overlaps,
+    paths_from_fields_v1,
+    remove_path,
+)
 from .kinds import ResourceType
-from .patch import applied_fields, deep_merge, fields_v1, get_path, overlaps, paths_from_fields_v1, remove_path
 from .values import clone, now
 
 
@@ -25,7 +38,8 @@ class ServerSideApply:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
                                      f"({name})")
         status_only = subresource == "status"
-        fields = applied_fields(applied, status_only)
+        schema = self._apply_schema(rt, version)
+        fields = applied_fields(applied, status_only, schema)
         with self._lock:
             old = self._stored(rt, namespace, name)
             if old is None:
@@ -47,10 +61,10 @@ class ServerSideApply:
             if not status_only:
                 section["metadata"] = {k: v for k, v in meta.items() if k not in ("name", "namespace",
                                                                                    "resourceVersion")}
-            merged = deep_merge(clone(old), section)
-            for path in previous - fields:
-                if not any(overlaps(path, other) for paths in owned.values() for other in paths):
-                    remove_path(merged, path)
+            merged = deep_merge(clone(old), section, schema)
+            for path in sorted(previous - fields, key=len, reverse=True):
+                if not any(_keeps(other, path) for paths in owned.values() for other in paths):
+                    remove_path(merged, path, schema)
             merged["metadata"]["managedFields"] = self._managed_entries(rt, version, entries, manager, previous,
                                                                         fields, owned, subresource)
             new = self._prepare_update(rt, old, merged, subresource, keep_managed=False)
@@ -58,6 +72,14 @@ class ServerSideApply:
                 new["metadata"]["managedFields"] = merged["metadata"]["managedFields"]
             result = self._finish_update(rt, version, old, new, dry_run, strict, warnings, subresource)
             return self._out(rt, result, version), False
+
+    def _apply_schema(self, rt: ResourceType, version: str | None):
+        """The schema whose list types decide per-item ownership: a CRD's structural schema, a built-in's OpenAPI."""
+        version = version or rt.versions[0]
+        if not rt.builtin:
+            return rt.crd_schemas.get(version)
+        validator = self.validator.schema_validator(rt, version)
+        return validator.schema if validator is not None else None
 
     @staticmethod
     def _resolve_conflicts(rt, name, old, applied, fields, owned, force) -> None:
@@ -67,6 +89,9 @@ class ServerSideApply:
                 for mine in fields:
                     if not overlaps(mine, theirs):
                         continue
+                    shorter = mine if len(mine) <= len(theirs) else theirs
+                    if is_item_marker(shorter):
+                        continue  # owning an item is owning its membership, not the values inside it
                     longer = mine if len(mine) >= len(theirs) else theirs
                     if get_path(old, longer) == get_path(applied, longer):
                         continue
@@ -74,13 +99,12 @@ class ServerSideApply:
                         paths.discard(theirs)
                     else:
                         causes.append({"reason": "FieldManagerConflict", "message": f'conflict with "{other}"',
-                                       "field": "." + ".".join(longer)})
+                                       "field": describe(longer), "manager": other, "path": longer})
                     break
         if causes:
-            listed = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
-            count = f"{len(causes)} conflict" + ("s" if len(causes) > 1 else "")
-            raise ApiError(409, "Conflict", f"Apply failed with {count}:\n{listed}", name=name, group=rt.group,
-                           kind=rt.plural, causes=causes)
+            causes.sort(key=lambda c: c.pop("path"))  # structured-merge-diff reports them in path order
+            raise ApiError(409, "Conflict", _conflict_message(causes), name=name, group=rt.group, kind=rt.plural,
+                           causes=causes)
 
     @staticmethod
     def _managed_entry(rt, version, manager, fields, subresource) -> dict:
@@ -107,3 +131,22 @@ class ServerSideApply:
         if fields != previous and fields:
             result.append(self._managed_entry(rt, version, manager, fields, subresource))
         return result
+
+
+def _keeps(other: Path, path: Path) -> bool:
+    """Another manager's field keeps `path` from removal: the same field, one inside it, or an atomic field around
+    it; owning a list item keeps the item, not every field another manager set in it."""
+    return overlaps(other, path) and not (len(other) < len(path) and is_item_marker(other))
+
+
+def _conflict_message(causes: list[dict]) -> str:
+    """k8s.io/apiserver pkg/endpoints/handlers/fieldmanager (internal/conflict.go getConflictMessage) at 1.33: one
+    conflict on one line, several grouped under their managers, managers sorted. Takes the causes' `manager`."""
+    managers = [cause.pop("manager") for cause in causes]
+    if len(causes) == 1:
+        return f"Apply failed with 1 conflict: {causes[0]['message']}: {causes[0]['field']}"
+    lines = []
+    for manager in sorted(set(managers)):
+        lines.append(f'conflicts with "{manager}":')
+        lines += [f"- {c['field']}" for c, m in zip(causes, managers, strict=True) if m == manager]
+    return f"Apply failed with {len(causes)} conflicts: " + "\n".join(lines)

@@ -72,9 +72,9 @@ _ALL = ("all",)
 # pkg/registry/*/strategy.go PrepareForCreate: the kinds with a spec the controllers observe set a generation;
 # ConfigMaps, Secrets, Namespaces, Services, quotas, RBAC and the like have none.
 _GENERATION_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job"),
-                     ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"),
-                     ("resource.k8s.io", "DeviceClass"), ("resource.k8s.io", "ResourceSlice"),
-                     ("apiextensions.k8s.io", "CustomResourceDefinition")}
+                     ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"), ("networking.k8s.io", "Ingress"),
+                     ("policy", "PodDisruptionBudget"), ("resource.k8s.io", "DeviceClass"),
+                     ("resource.k8s.io", "ResourceSlice"), ("apiextensions.k8s.io", "CustomResourceDefinition")}
 # PriorityClass's strategy sets generation 1 on create and never bumps it (its value is immutable anyway).
 _CREATE_GENERATION_KINDS = {("scheduling.k8s.io", "PriorityClass")}
 CORE_KINDS = (
@@ -94,6 +94,8 @@ CORE_KINDS = (
     _core("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False, name_rule="path"),
     _core("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, name_rule="path"),
     _core("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short=["netpol"]),
+    _core("networking.k8s.io", "v1", "Ingress", "ingresses", short=["ing"], sub=["status"]),
+    _core("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short=["pdb"], sub=["status"]),
     _core("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ["pc"]),
     _core("batch", "v1", "Job", "jobs", sub=["status"], categories=_ALL),
     # Dynamic Resource Allocation, GA in Kubernetes 1.34 (staging/src/k8s.io/api/resource/v1/types.go).

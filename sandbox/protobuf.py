@@ -1,11 +1,13 @@
-"""The protobuf request bodies kubectl's imperative `create` commands send, for the kinds they make most often.
+"""The protobuf request bodies kubectl's imperative `create` commands send.
 
 kube-apiserver decodes `application/vnd.kubernetes.protobuf` for every built-in kind from the generated Go types
-(k8s.io/api/*/generated.proto). The sandbox keeps, by their field numbers in those .proto files, the fields that
-`kubectl create namespace|configmap|secret|serviceaccount|quota|priorityclass|deployment|service` set: the
-envelope (runtime.Unknown: 1 typeMeta {1 apiVersion, 2 kind}, 2 raw), ObjectMeta (1 name, 2 generateName,
-3 namespace, 11 labels, 12 annotations, 14 finalizers), each kind's own fields, and for Deployments the pod
-template's containers (name, image, command, args, ports, env, resources). Anything else is answered 415.
+(k8s.io/api v0.33 */generated.proto). The sandbox keeps, by their field numbers in those .proto files, the fields
+that every `kubectl create <kind>` subcommand of kubectl 1.33 sets (namespace, configmap, secret, serviceaccount,
+quota, priorityclass, deployment, service, job, cronjob, role, rolebinding, clusterrole, clusterrolebinding,
+poddisruptionbudget, ingress): the envelope (runtime.Unknown: 1 typeMeta {1 apiVersion, 2 kind}, 2 raw),
+ObjectMeta (1 name, 2 generateName, 3 namespace, 11 labels, 12 annotations, 13 ownerReferences, 14 finalizers),
+each kind's own fields, and pod templates' containers (name, image, command, args, ports, env, resources).
+Anything else is answered 415.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import base64
 
 MAGIC = b"k8s\x00"
 
+_OWNER = {1: ("kind", "s"), 3: ("name", "s"), 4: ("uid", "s"), 5: ("apiVersion", "s"), 6: ("controller", "boolp"),
+          7: ("blockOwnerDeletion", "boolp")}
 _META = {1: ("name", "s"), 2: ("generateName", "s"), 3: ("namespace", "s"), 11: ("labels", "map"),
-         12: ("annotations", "map"), 14: ("finalizers", "list")}
-_LABEL_SELECTOR = {1: ("matchLabels", "map")}
+         12: ("annotations", "map"), 13: ("ownerReferences", ("repeated", _OWNER)), 14: ("finalizers", "list")}
+_REQUIREMENT = {1: ("key", "s"), 2: ("operator", "s"), 3: ("values", "list")}
+_LABEL_SELECTOR = {1: ("matchLabels", "map"), 2: ("matchExpressions", ("repeated", _REQUIREMENT))}
 _CONTAINER_PORT = {1: ("name", "s"), 2: ("hostPort", "int0"), 3: ("containerPort", "int"), 4: ("protocol", "s")}
 _RESOURCES = {1: ("limits", "quantities"), 2: ("requests", "quantities")}
 _ENV = {1: ("name", "s"), 2: ("value", "s")}
@@ -29,6 +34,33 @@ _POD_SPEC = {2: ("containers", ("repeated", _CONTAINER)), 3: ("restartPolicy", "
 _POD_TEMPLATE = {1: ("metadata", _META), 2: ("spec", _POD_SPEC)}
 _SERVICE_PORT = {1: ("name", "s"), 2: ("protocol", "s"), 3: ("port", "int"), 4: ("targetPort", "intorstring"),
                  5: ("nodePort", "int0")}
+# batch/v1: every JobSpec and CronJobSpec field kubectl may set is a pointer in Go, so present means set.
+_JOB_SPEC = {1: ("parallelism", "int"), 2: ("completions", "int"), 3: ("activeDeadlineSeconds", "int"),
+             4: ("selector", _LABEL_SELECTOR), 5: ("manualSelector", "boolp"), 6: ("template", _POD_TEMPLATE),
+             7: ("backoffLimit", "int"), 8: ("ttlSecondsAfterFinished", "int"), 9: ("completionMode", "s"),
+             10: ("suspend", "boolp"), 12: ("backoffLimitPerIndex", "int"), 13: ("maxFailedIndexes", "int"),
+             14: ("podReplacementPolicy", "s"), 15: ("managedBy", "s")}
+_CRON_JOB_SPEC = {1: ("schedule", "s"), 2: ("startingDeadlineSeconds", "int"), 3: ("concurrencyPolicy", "s"),
+                  4: ("suspend", "boolp"), 5: ("jobTemplate", {1: ("metadata", _META), 2: ("spec", _JOB_SPEC)}),
+                  6: ("successfulJobsHistoryLimit", "int"), 7: ("failedJobsHistoryLimit", "int"), 8: ("timeZone", "s")}
+# rbac/v1
+_POLICY_RULE = {1: ("verbs", "list"), 2: ("apiGroups", "list"), 3: ("resources", "list"),
+                4: ("resourceNames", "list"), 5: ("nonResourceURLs", "list")}
+_SUBJECT = {1: ("kind", "s"), 2: ("apiGroup", "s"), 3: ("name", "s"), 4: ("namespace", "s")}
+_ROLE_REF = {1: ("apiGroup", "s"), 2: ("kind", "s"), 3: ("name", "s")}
+_BINDING = {1: ("metadata", _META), 2: ("subjects", ("repeated", _SUBJECT)), 3: ("roleRef", _ROLE_REF)}
+# networking/v1 Ingress; IngressRule embeds IngressRuleValue (its `http` is the rule's own field in JSON).
+_BACKEND = {4: ("service", {1: ("name", "s"), 2: ("port", {1: ("name", "s"), 2: ("number", "int0")})}),
+            3: ("resource", {1: ("apiGroup", "s"), 2: ("kind", "s"), 3: ("name", "s")})}
+_INGRESS_PATH = {1: ("path", "s"), 3: ("pathType", "s"), 2: ("backend", _BACKEND)}
+_INGRESS_RULE = {1: ("host", "s"),
+                 2: ("", ("inline", {1: ("http", {1: ("paths", ("repeated", _INGRESS_PATH))})}))}
+_INGRESS_SPEC = {4: ("ingressClassName", "s"), 1: ("defaultBackend", _BACKEND),
+                 2: ("tls", ("repeated", {1: ("hosts", "list"), 2: ("secretName", "s")})),
+                 3: ("rules", ("repeated", _INGRESS_RULE))}
+_PDB_SPEC = {1: ("minAvailable", "intorstring"), 2: ("selector", _LABEL_SELECTOR),
+             3: ("maxUnavailable", "intorstring"), 4: ("unhealthyPodEvictionPolicy", "s")}
+
 _KINDS = {
     ("v1", "Namespace"): {1: ("metadata", _META), 2: ("spec", {1: ("finalizers", "list")})},
     ("v1", "ConfigMap"): {1: ("metadata", _META), 2: ("data", "map"), 3: ("binaryData", "bytesmap"),
@@ -46,6 +78,16 @@ _KINDS = {
     ("scheduling.k8s.io/v1", "PriorityClass"): {1: ("metadata", _META), 2: ("value", "int"),
                                                 3: ("globalDefault", "bool"), 4: ("description", "s"),
                                                 5: ("preemptionPolicy", "s")},
+    ("batch/v1", "Job"): {1: ("metadata", _META), 2: ("spec", _JOB_SPEC)},
+    ("batch/v1", "CronJob"): {1: ("metadata", _META), 2: ("spec", _CRON_JOB_SPEC)},
+    ("rbac.authorization.k8s.io/v1", "Role"): {1: ("metadata", _META), 2: ("rules", ("repeated", _POLICY_RULE))},
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): {
+        1: ("metadata", _META), 2: ("rules", ("repeated", _POLICY_RULE)),
+        3: ("aggregationRule", {1: ("clusterRoleSelectors", ("repeated", _LABEL_SELECTOR))})},
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): _BINDING,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _BINDING,
+    ("policy/v1", "PodDisruptionBudget"): {1: ("metadata", _META), 2: ("spec", _PDB_SPEC)},
+    ("networking.k8s.io/v1", "Ingress"): {1: ("metadata", _META), 2: ("spec", _INGRESS_SPEC)},
 }
 
 
@@ -105,6 +147,8 @@ def _message(raw: bytes, schema: dict) -> dict:
         elif kind == "s":
             if value:
                 out[name] = value.decode()
+        elif isinstance(kind, tuple) and kind[0] == "inline":  # an embedded Go struct: its fields are ours
+            out.update(_message(value, kind[1]))
         elif isinstance(kind, tuple):  # a repeated message
             out.setdefault(name, []).append(_message(value, kind[1]))
         elif kind in ("int", "int0"):
@@ -117,6 +161,8 @@ def _message(raw: bytes, schema: dict) -> dict:
         elif kind == "bool":
             if value:
                 out[name] = True
+        elif kind == "boolp":  # a *bool: present means set, false included
+            out[name] = bool(value)
         elif kind == "list":
             out.setdefault(name, []).append(value.decode())
         elif kind == "map":

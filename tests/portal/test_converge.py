@@ -174,3 +174,15 @@ def test_plan_of_nothing_is_carried_out_with_no_call(client, sandbox):
     assert converge(client, Plan()).writes == 0
     assert converge_many(client, []) == []
     assert sandbox.stats()["requests"] == 0
+
+
+def test_a_keep_alive_connection_closed_while_idle_is_opened_again(client, sandbox):
+    import socket
+
+    client.apply(namespace("idle"))
+    for conn in client._connections._idle:
+        conn.sock.shutdown(socket.SHUT_RDWR)  # as when the API server drops an idle connection
+    sandbox.reset_stats()
+    client.apply(namespace("idle"))
+    assert sandbox.stats()["requests"] == 1
+    assert client.get("v1", "Namespace", "idle")["metadata"]["name"] == "idle"

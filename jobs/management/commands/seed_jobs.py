@@ -91,7 +91,6 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for each job's state")
 
     def handle(self, *args, timeout, **options):
-        users = get_user_model().objects
         clusters = {}
         for cluster in Cluster.objects.filter(name__in={row[0] for row in JOBS}, connection="sandbox"):
             try:
@@ -102,11 +101,22 @@ class Command(BaseCommand):
                 clusters[cluster.name] = cluster
                 if cluster.scheduler == "volcano":
                     self._enable_reclaim(cluster)
-        for row in JOBS:
+        # Each cluster's jobs in their order, the two clusters side by side; a job whose end nothing after it
+        # depends on (a quick one that succeeds or fails) is waited for at the end of its cluster's turn.
+        runs = [self._cluster_jobs(cluster, [row for row in JOBS if row[0] == name], timeout=timeout)
+                for name, cluster in clusters.items()]
+        while runs:
+            for run in list(runs):
+                if next(run, None) is None:
+                    runs.remove(run)
+            time.sleep(0.2)
+
+    def _cluster_jobs(self, cluster, rows, *, timeout: float):
+        """Submit one cluster's demo jobs in order, yielding True whenever it waits for the simulation."""
+        users = get_user_model().objects
+        deferred = []
+        for row in rows:
             cluster_name, slug, username, name, kind, flavor, workers, gpus, tier, plan, wait_for = row
-            cluster = clusters.get(cluster_name)
-            if cluster is None:
-                continue  # demo jobs are only for the demo's simulating sandbox clusters
             team = Team.objects.get(slug=slug)
             if Job.objects.filter(team=team, cluster=cluster, name=name).exists():
                 continue
@@ -132,19 +142,25 @@ class Command(BaseCommand):
             if wait_for not in ("pending", "rejected"):
                 _call(f"{cluster.server}/_sandbox/jobs/{team.namespace}/{job.object_name}", "POST", plan)
             if wait_for == "cancel":
-                self._wait(cluster, job, "queued", "running", timeout=timeout)
+                yield from self._wait(cluster, job, "queued", "running", timeout=timeout)
                 services.job_cancel(actor=job.submitted_by, job=job)
                 wait_for = "cancelled"
+            if plan["duration"] == QUICK["duration"]:
+                deferred.append(job)
+                continue
             if wait_for == "rejected":
-                self._wait_rejected(cluster, job, timeout=timeout)
+                yield from self._wait_rejected(cluster, job, timeout=timeout)
             else:
-                self._wait(cluster, job, wait_for, timeout=timeout)
+                yield from self._wait(cluster, job, wait_for, timeout=timeout)
             self.stdout.write(f"  {cluster_name:<9} {slug}/{name}: {wait_for}")
+        for job in deferred:
+            yield from self._wait(cluster, job, "succeeded", "failed", timeout=timeout)
+            self.stdout.write(f"  {cluster.name:<9} {job.team.slug}/{job.name}: {job.state}")
         for name, state in FINAL.items():
-            for job in Job.objects.filter(name=name, cluster__in=clusters.values()):
-                self._wait(job.cluster, job, state, timeout=timeout)
+            for job in Job.objects.filter(name=name, cluster=cluster):
+                yield from self._wait(cluster, job, state, timeout=timeout)
 
-    def _wait_rejected(self, cluster, job: Job, *, timeout: float) -> None:
+    def _wait_rejected(self, cluster, job: Job, *, timeout: float):
         deadline = time.monotonic() + timeout
         while True:
             job.refresh_from_db()
@@ -153,7 +169,7 @@ class Command(BaseCommand):
             if time.monotonic() > deadline:
                 raise CommandError(f"{cluster.name} {job}: not rejected after {timeout:g} s ({job.sync_message})")
             services.job_status_sync(cluster=cluster)
-            time.sleep(0.2)
+            yield True
 
     def _enable_reclaim(self, cluster) -> None:
         """Volcano's scheduler ConfigMap (volcano-system/volcano-scheduler-configmap) as upstream's guide to
@@ -177,8 +193,9 @@ class Command(BaseCommand):
                 if ": 409 " not in str(exc):
                     raise
 
-    def _wait(self, cluster, job: Job, *states: str, timeout: float) -> None:
-        """Sync the cluster's jobs until this one is in one of `states` (the simulators tick on their own)."""
+    def _wait(self, cluster, job: Job, *states: str, timeout: float):
+        """Sync the cluster's jobs until this one is in one of `states` (the simulators tick on their own),
+        yielding between looks."""
         deadline = time.monotonic() + timeout
         while True:
             services.job_status_sync(cluster=cluster)
@@ -188,4 +205,4 @@ class Command(BaseCommand):
             if time.monotonic() > deadline:
                 raise CommandError(f"{cluster.name} {job}: still {job.state} after {timeout:g} s, expected "
                                    f"{' or '.join(states)} ({job.state_message or job.sync_message})")
-            time.sleep(0.2)
+            yield True
