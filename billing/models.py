@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Round
 
 from tenants.models import Cluster, GpuFlavor, Team
 
@@ -76,7 +77,9 @@ class CapacityHour(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["cluster", "flavor", "hour"], name="capacity_hour_unique"),
             models.CheckConstraint(
-                condition=Q(unallocated_gpu_hours=F("capacity_gpu_hours") - F("allocated_gpu_hours"),
+                # Rounded to the fields' places: SQLite (the demo) subtracts decimals as floats.
+                condition=Q(unallocated_gpu_hours=Round(F("capacity_gpu_hours") - F("allocated_gpu_hours"),
+                                                        GPU_HOURS["decimal_places"]),
                             unallocated_gpu_hours__gte=0),
                 name="capacity_adds_up"),
         ]

@@ -159,13 +159,12 @@ def _line(flavor, sums: dict, period: PricePeriod | None, start, end) -> Stateme
     cost = money(allocated * period.price)
     return StatementLine(flavor=flavor, charge_start=period.start, charge_end=period.end, unit_price=period.price,
                          currency=period.currency, price_from=period.parent, allocated_gpu_hours=allocated,
-                         used_gpu_hours=used, cost=cost,
-                         idle_cost=cost - money(used * period.price))
+                         used_gpu_hours=used, cost=cost, idle_cost=cost - money(used * period.price))
 
 
 def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[int, Statement]:
     """The month's statement of each of `teams` (a queryset or list), from one aggregate query; its state and missing
-    hours come from the collection ledger of the clusters the team has a namespace in."""
+    hours come from the collection ledger of the clusters the team has a namespace in (read once per cluster)."""
     start, end = month_bounds(month)
     teams = list(teams)
     flavors = {f.pk: f for f in GpuFlavor.objects.select_related("cluster").order_by("pk")}
@@ -173,24 +172,31 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
     statements = {t.pk: Statement(team=t, month=month, start=start, end=end, state=StatementState.DRAFT,
                                   currency=settings.BILLING_CURRENCY) for t in teams}
     # Testing every row against a long list of teams costs more than summing every team and dropping the others.
-    rows = UsageHour.objects.filter(team__in=[t.pk for t in teams]) if len(teams) <= 50 else UsageHour.objects.all()
-    for sums in usage_sums(rows, by=("team_id", "flavor_id"), start=start, end=end, periods=periods):
-        if sums["team_id"] not in statements:
-            continue
-        period = periods[sums["period"]] if sums["period"] != UNPRICED else None
-        statements[sums["team_id"]].lines.append(_line(flavors[sums["flavor_id"]], sums, period, start, end))
-    for statement in statements.values():
-        statement.lines.sort(key=lambda line: (line.flavor.cluster.name, line.flavor.name, line.charge_start))
+    few = len(teams) <= 50
+    rows = UsageHour.objects.filter(team__in=list(statements)) if few else UsageHour.objects.all()
+    # Lines come out in statement order (cluster, flavor, rate period) when the sums are taken in that order.
+    rank = {pk: i for i, pk in enumerate(sorted(flavors, key=lambda pk: (flavors[pk].cluster.name, flavors[pk].name)))}
+    sums = usage_sums(rows, by=("team_id", "flavor_id"), start=start, end=end, periods=periods)
+    sums.sort(key=lambda s: (rank[s["flavor_id"]], periods[s["period"]].start if s["period"] != UNPRICED else start))
+    for row in sums:
+        statement = statements.get(row["team_id"])
+        if statement is not None:
+            period = periods[row["period"]] if row["period"] != UNPRICED else None
+            statement.lines.append(_line(flavors[row["flavor_id"]], row, period, start, end))
     # Each team sees the gaps of the clusters it has a namespace in.
+    namespaces = TeamNamespace.objects.filter(team__in=list(statements)) if few else TeamNamespace.objects.all()
     team_clusters = defaultdict(set)
-    for team_id, cluster_id in TeamNamespace.objects.filter(team__in=teams).values_list("team_id", "cluster_id"):
+    for team_id, cluster_id in namespaces.values_list("team_id", "cluster_id"):
         team_clusters[team_id].add(cluster_id)
-    clusters = list(Cluster.objects.filter(pk__in={c for ids in team_clusters.values() for c in ids}))
+    clusters = list(Cluster.objects.filter(pk__in={c for t in statements for c in team_clusters[t]}))
     missing = missing_hours(clusters=clusters, start=start, end=min(end, floor_hour(now or timezone.now())), now=now)
     names = {c.pk: c.name for c in clusters}
+    by_clusters: dict[frozenset, list[MissingHours]] = {}  # teams in the same clusters share one list and state
     for statement in statements.values():
-        mine = {names[c] for c in team_clusters[statement.team.pk]}
-        statement.missing = [m for m in missing if m.cluster in mine]
+        mine = frozenset(names[c] for c in team_clusters[statement.team.pk])
+        if mine not in by_clusters:
+            by_clusters[mine] = [m for m in missing if m.cluster in mine]
+        statement.missing = list(by_clusters[mine])
         statement.state = statement_state(month, now, statement.missing)
     return statements
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
+import time
 
 from .cluster import Sandbox
 from .simulator.dra import NVIDIA_MAPPINGS
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def main(argv=None) -> int:
@@ -33,9 +35,15 @@ def main(argv=None) -> int:
                        help="seconds between the BOOKMARK events of a watch that allows them (default 60)")
     args = parser.parse_args(argv)
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    requested: list[int] = []
+
+    def request_stop(signum, frame) -> None:
+        # Only an append: no lock that a handler re-entered by the next signal could wait on. `make run` stops its
+        # process group with `kill 0`, which may reach this process many times over.
+        requested.append(signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, request_stop)
     sandbox = Sandbox(crd_dirs=args.crds, builtin_custom_kinds=True if args.builtin_custom_kinds else None,
                       state_file=args.state, host=args.host, port=args.port, simulate=args.simulate,
                       simulation={"dra_nodes": args.dra_nodes, "kueue_mappings": NVIDIA_MAPPINGS} if args.dra_nodes
@@ -45,9 +53,11 @@ def main(argv=None) -> int:
         sandbox.write_kubeconfig(args.kubeconfig)
     print(f"sandbox serving on {sandbox.url}", flush=True)
     try:
-        while not stop.wait(0.5):
-            pass
+        while not requested:
+            time.sleep(0.2)
     finally:
+        for sig in STOP_SIGNALS:  # stopping once is enough; a later signal must not cut the state file's save short
+            signal.signal(sig, signal.SIG_IGN)
         sandbox.stop()
     return 0
 

@@ -361,3 +361,51 @@ def test_another_flavors_rate_change_does_not_split_a_line(h100):
 
     assert [(line.flavor.name, line.allocated_gpu_hours, line.cost) for line in lines] == [
         ("a100", Decimal(3), Decimal("3.30")), ("h100", Decimal(1), Decimal("3.00"))]
+
+
+def test_many_teams_at_once_get_the_statements_they_get_one_by_one(h100):
+    """Past 50 teams the usage and namespaces are read for everyone and the rest dropped; each rate segment is
+    summed on its own (three here), and teams sharing clusters share the clusters' gaps."""
+    a100, other = GpuFlavorFactory(cluster=h100.cluster, name="a100"), ClusterFactory()
+    backdate(other, START - 30 * 24 * H)
+    RateCardFactory(flavor=h100, price_per_gpu_hour=2, effective_from=START, effective_to=at(10))
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("2.5"), effective_from=at(10), effective_to=at(20))
+    RateCardFactory(flavor=h100, price_per_gpu_hour=3, effective_from=at(20))
+    RateCardFactory(flavor=a100, price_per_gpu_hour=Decimal("1.10"), effective_from=at(5))  # unpriced before
+    CollectedHourFactory(cluster=h100.cluster, hour=at(3, 4), state="failed", message="timeout")
+    teams = [TeamFactory() for _ in range(55)]
+    for i, team in enumerate(teams):
+        TeamNamespaceFactory(team=team, cluster=h100.cluster if i % 2 else other)
+        for day in (1, 6, 12, 25)[:1 + i % 4]:  # some teams have nothing in the middle segment
+            UsageHourFactory(team=team, flavor=a100 if i % 3 == 0 else h100, hour=at(day, i % 24),
+                             allocated_gpu_hours=Decimal(i + 1) / 8, used_gpu_hours=Decimal(i) / 16)
+    outsider = TeamFactory()  # not asked for: its rows are summed and dropped
+    UsageHourFactory(team=outsider, flavor=h100, hour=at(2), allocated_gpu_hours=5, used_gpu_hours=1)
+    now = at(3, 6)
+
+    together = selectors.statements_for(teams=teams, month=NOV, now=now)
+
+    assert set(together) == {t.pk for t in teams}
+    for team in teams:
+        alone = selectors.team_statement(team=team, month=NOV, now=now)
+        both = [together[team.pk], alone]
+        assert [[(line.flavor.name, line.charge_start, line.unit_price, line.allocated_gpu_hours,
+                  line.used_gpu_hours, line.cost, line.idle_cost) for line in s.lines] for s in both] == [
+            [(line.flavor.name, line.charge_start, line.unit_price, line.allocated_gpu_hours, line.used_gpu_hours,
+              line.cost, line.idle_cost) for line in alone.lines]] * 2
+        assert [[(m.cluster, m.start, m.end, m.state) for m in s.missing] for s in both] == [
+            [(m.cluster, m.start, m.end, m.state) for m in alone.missing]] * 2
+        assert together[team.pk].state == alone.state
+    fourth = together[teams[3].pk]  # a100 (unpriced on day 1, then 1.10) on days 1, 6, 12 and 25
+    assert [(line.unit_price, line.allocated_gpu_hours) for line in fourth.lines] == [
+        (None, Decimal("0.5")), (Decimal("1.10"), Decimal("1.5"))]
+    fifth = together[teams[4].pk]  # h100 on day 1 only: one line at 2.00
+    assert [(line.unit_price, line.cost) for line in fifth.lines] == [(Decimal(2), Decimal("1.25"))]
+    third, eighth = together[teams[2].pk], together[teams[7].pk]  # h100, days 1, 6, 12 (and 25 for the eighth)
+    assert [(line.unit_price, line.allocated_gpu_hours) for line in third.lines] == [
+        (Decimal(2), Decimal("0.75")), (Decimal("2.5"), Decimal("0.375"))]
+    assert [(line.unit_price, line.allocated_gpu_hours, line.cost) for line in eighth.lines] == [
+        (Decimal(2), Decimal(2), Decimal("4.00")), (Decimal("2.5"), Decimal(1), Decimal("2.50")),
+        (Decimal(3), Decimal(1), Decimal("3.00"))]
+    assert [m.message for m in together[teams[1].pk].missing if m.state == "failed"] == ["timeout"]
+    assert [m.state for m in together[teams[0].pk].missing] == ["missing"]  # its cluster has no ledger at all

@@ -73,3 +73,20 @@ def test_state_file_survives_restart(free_port, tmp_path):
         assert int(created.metadata.resource_version) > int(kept.metadata.resource_version)
     finally:
         _stop(process)
+
+
+def test_a_storm_of_stop_signals_stops_it_once_and_cleanly(free_port, tmp_path):
+    """`make run` stops its process group with `kill 0`, which can reach a sandbox many times over while it stops."""
+    import os
+
+    state = tmp_path / "state.json"
+    process, api = _serve(free_port, tmp_path, "--state", str(state))
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": "kept"}})
+    for _ in range(2000):
+        try:
+            os.kill(process.pid, signal.SIGTERM if _ % 2 else signal.SIGINT)
+        except ProcessLookupError:
+            break
+    assert process.wait(timeout=20) == 0
+    assert "Traceback" not in process.stderr.read()
+    assert "kept" in state.read_text()

@@ -1,6 +1,7 @@
 """422 Invalid (and strict 400) answers for core and custom kinds, and the in-process `validate` function."""
 
 import json
+import re
 
 import pytest
 from kubernetes import client
@@ -81,6 +82,20 @@ def test_quantity_parser():
     for bad in ("", "1.2.3", "Gi", "1 Gi", "1gi", "abc", True):
         with pytest.raises(ValueError):
             parse_quantity(bad)
+
+
+def test_quantity_parser_agrees_with_the_kubernetes_client_where_the_api_server_accepts():
+    from kubernetes.utils import parse_quantity as client_parse
+
+    from sandbox.quantity import QUANTITY_ERROR
+
+    for good in ("0", "16", "+2", "-1", "1.5Gi", "500m", "250n", "3u", ".5k", "2M", "1Ti", "1e3", "2E-2", "1.", 7):
+        assert parse_quantity(good) == client_parse(good), good
+    # The client takes these; the API server refuses them with its own message.
+    for refused in ("1K", "inf", "NaN", " 1", "1_000", True):
+        client_parse(refused)
+        with pytest.raises(ValueError, match=re.escape(QUANTITY_ERROR)):
+            parse_quantity(refused)
 
 
 def test_unknown_fields_warn_and_are_dropped_unless_strict(k8s):
