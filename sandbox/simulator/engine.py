@@ -182,6 +182,10 @@ class Simulator:
                 config = self._configs[backend] = scheduler.snapshot()
                 for job in scheduler.order(jobs, config):
                     if job.key in self._jobs and job.state == "pending":
+                        if job.refusal:  # counted again each cycle: a claim template may have come meanwhile
+                            job.pod_sets, job.refusal = self.devices.pod_sets(job.pod_sets, job.namespace, backend)
+                            if job.refusal and backend != "kueue":
+                                continue
                         scheduler.schedule(job, config, now)
         finally:
             self._configs = {}

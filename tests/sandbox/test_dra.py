@@ -190,3 +190,16 @@ def test_volcano_counts_a_claims_devices_as_deviceclass_resources(sb):
     assert claims(sb) == []  # not enqueued: 4 devices over a capability of 2
     events = [e["message"] for e in items(sb, "v1", "Event", "team-a")]
     assert any("insufficient deviceclass/gpu.nvidia.com" in m for m in events), events
+
+
+def test_a_job_created_before_its_claim_template_waits_for_it(sb):
+    kueue_queue(sb, "gpu.nvidia.com/devices", "h100-dra", 4)
+    batch_job(sb, "train", 1, pod_template("train-gpus"))
+    step(sb, 1)
+    reserved = condition(workload_of(sb, "team-a", "train"), "QuotaReserved")
+    assert reserved["reason"] == "Inadmissible"
+    assert 'resourceclaimtemplates "train-gpus" not found' in reserved["message"]
+    claim_template(sb, "train-gpus", 2)
+    step(sb, 2)
+    assert kueue_state(sb, "team-a", "train") == "admitted"
+    assert len(claims(sb)) == 1
