@@ -14,7 +14,7 @@ with mode hard or soft and highestTierAllowed, tier 1 being the narrowest group 
 staging/src/volcano.sh/apis/pkg/apis/batch/v1alpha1/job.go, NetworkTopologySpec).
 """
 
-from tenants.choices import Scheduler
+from tenants.choices import Scheduler, Sharing
 from tenants.topology import HOSTNAME_LABEL, level_label
 
 from .choices import Placement
@@ -69,6 +69,9 @@ def topology_problem(*, cluster, flavor, kind: str, level: str, mode: str) -> st
     if not level_label(cluster.topology_levels, level):
         names = ", ".join(lv["name"] for lv in cluster.topology_levels) or "none"
         return f"Cluster {cluster.name} has no topology level {level!r} (its levels: {names})."
+    if cluster.scheduler == Scheduler.KUEUE and flavor.sharing not in (Sharing.EXCLUSIVE, Sharing.MIG):
+        return (f"Flavor {flavor.name} is shared ({flavor.get_sharing_display()}): Kueue places only whole devices "
+                f"by topology.")
     if cluster.scheduler == Scheduler.KUEUE and not flavor.node_labels:
         return (f"Flavor {flavor.name} has no node labels, so Kueue cannot tell which nodes it is on and cannot "
                 f"place it by topology.")

@@ -13,7 +13,7 @@ from functools import partial
 
 from .. import errors
 from . import core, kuberay, kueue, volcano, volcano_podgroups
-from .quota import POD_KEY, QuotaController
+from .quota import CLAIM_KEY, POD_KEY, QuotaController
 
 _KUEUE_MARKER = (kueue.GROUP, "ClusterQueue")
 _KUEUE_JOB_KINDS = {("batch", "Job"), ("ray.io", "RayJob")}
@@ -66,6 +66,8 @@ class Admission:
                 fn(op, obj, old, self.store)
         if rt.key == POD_KEY and op == "CREATE":
             self.quota.admit_pod(obj)
+        if rt.key == CLAIM_KEY and op == "CREATE":
+            self.quota.admit_pod(obj, claim=True)
 
     def validate_delete(self, rt, old: dict) -> None:
         for fn in self._delete_validators.get(rt.key, ()):

@@ -122,6 +122,7 @@ class Tracked:
     record_refused: str = ""  # why admission refused its Workload/PodGroup (made again each step until accepted)
     pods: list[str] = field(default_factory=list)
     cluster_name: str = ""  # RayCluster name
+    refusal: str = ""  # why its scheduler cannot count it at all (Kueue: a DRA class with no mapping)
 
     @property
     def key(self) -> tuple:
