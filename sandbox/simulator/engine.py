@@ -21,6 +21,7 @@ import traceback
 from collections import defaultdict, deque
 
 from ..store import ADDED, DELETED
+from . import queue_status
 from .kubelet import Kubelet
 from .kueue import Kueue
 from .model import (
@@ -143,6 +144,7 @@ class Simulator:
             self._progress(now)
             if any(self._pending.values()):
                 self._schedule(now)
+            queue_status.publish(self)
             self.step_cpu += time.process_time() - started
 
     def cpu(self) -> dict[str, float]:
