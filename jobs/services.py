@@ -269,34 +269,56 @@ def job_status_sync(*, cluster) -> dict:
         for api_version, kind in extra:
             counts["lists"] += 1
             for obj in client.list(api_version, kind, namespace=namespace):
-                owner = _owner_name(obj)
+                owner = owner_name(obj)
                 (workloads if kind == "Workload" else podgroups)[owner] = obj
         refusals = {}
         if cluster.scheduler == Scheduler.VOLCANO:
             counts["lists"] += 1
             refusals = _enqueue_refusals(client, namespace)
-        observations = []
-        for job in members:
-            observed = _observe(job, objects, workloads, podgroups, refusals)
-            if observed is None:
-                if job.cancel_requested_at:
-                    observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
-                else:
-                    counts["vanished"] += 1
-                    observed = status.Observed(JobState.FAILED, "The job's objects disappeared from the cluster.")
-            observations.append((job, observed))
-        # Pods are read only when a job is seen running (or done) for the first time: its start is theirs.
-        pods_started = {}
-        if any(job.started_at is None and observed.state in RUN_OR_DONE for job, observed in observations):
+
+        def pods_started(namespace=namespace):
             counts["lists"] += 1
-            pods_started = _pods_started(client, namespace)
-        for job, observed in observations:
-            changes = _state_changes(job, observed, now, pods_started.get(str(job.pk)))
-            if changes:
-                changed.append((job, changes))
+            return _pods_started(client, namespace)
+
+        changed += job_changes(members, objects, workloads, podgroups, refusals, pods_started, now, counts)
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
+
+
+VANISHED = "The job's objects disappeared from the cluster."
+
+
+def job_changes(members: list[Job], objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
+                refusals: dict[str, str], pods_started, now, counts: dict | None = None) -> list[tuple[Job, dict]]:
+    """What one namespace's objects change on its jobs' rows, whoever read them (the polling sync's lists or the
+    watcher's cache): `objects` by "Kind/name", Workloads and PodGroups by their job's name, `refusals` by PodGroup
+    name, and `pods_started()` (called only when needed) per job id the time its first pod started."""
+    observations = []
+    for job in members:
+        observed = _observe(job, objects, workloads, podgroups, refusals)
+        if observed is None:
+            if job.cancel_requested_at:
+                observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
+            else:
+                if counts is not None:
+                    counts["vanished"] += 1
+                observed = status.Observed(JobState.FAILED, VANISHED)
+        observations.append((job, observed))
+    # Pods are read only when a job is seen running (or done) for the first time: its start is theirs.
+    started = {}
+    if any(job.started_at is None and observed.state in RUN_OR_DONE for job, observed in observations):
+        started = pods_started()
+    changed = []
+    for job, observed in observations:
+        changes = _state_changes(job, observed, now, started.get(str(job.pk)))
+        if changes:
+            changed.append((job, changes))
+    return changed
+
+
+def job_changes_write(changed: list[tuple[Job, dict]]) -> None:
+    _write_changes(changed)
 
 
 def _enqueue_refusals(client, namespace: str) -> dict[str, str]:
@@ -319,8 +341,13 @@ JOB_SYNC_CONDITION = "JobsSynced"
 def job_status_sync_all() -> dict:
     """Sync every active cluster in turn. One that fails (unreachable, refusing, answering nonsense) is reported,
     on its row and in the result, and the others are still synced."""
-    report: dict = {"synced": {}, "failed": {}}
+    from .watch import watcher_active
+
+    report: dict = {"synced": {}, "failed": {}, "watched": []}
     for cluster in active_clusters().order_by("pk"):
+        if watcher_active(cluster):  # the watcher keeps this cluster's jobs live
+            report["watched"].append(cluster.name)
+            continue
         try:
             report["synced"][cluster.name] = job_status_sync(cluster=cluster)
         except kube.KubeError as exc:
@@ -360,7 +387,7 @@ def _write_changes(changed: list[tuple[Job, dict]]) -> None:
         _changed(job, changes)
 
 
-def _owner_name(obj: dict) -> str:
+def owner_name(obj: dict) -> str:
     """The job a Workload or PodGroup belongs to: its owner reference, else its job-name label."""
     for ref in obj["metadata"].get("ownerReferences") or []:
         if ref.get("kind") in ("Job", "RayJob"):

@@ -49,7 +49,8 @@ def job_list(request):
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "jobs/job_list.html", {"page": page, "filters": filterset.form, "query": query.urlencode(),
+    return render(request, "jobs/job_list.html", {"page": page, "live": any(not job.terminal for job in page),
+                                                  "filters": filterset.form, "query": query.urlencode(),
                                                   "known_users": known_users, "known_flavors": known_flavors,
                                                   "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
 

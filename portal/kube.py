@@ -232,21 +232,51 @@ class ClusterClient:
         self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = "",
         field_selector: str = "",
     ) -> list[dict]:
-        query = [("labelSelector", label_selector)] if label_selector else []
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        return self.list_versioned(api_version, kind, namespace=namespace, label_selector=label_selector,
+                                   field_selector=field_selector)[0]
+
+    def list_versioned(
+        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[dict], str]:
+        """The items and the list's resourceVersion (where a watch of the same objects goes on from)."""
+        query = _selectors(label_selector, field_selector)
         try:
             result = self._call("GET", path_for(api_version, kind, namespace), query=query)
         except KubeError as exc:
             # A custom kind whose CRD is not installed lists as nothing: there is nothing of ours to find.
             if exc.status == 404 and (api_version, kind) in KINDS and "/" in api_version:
-                return []
+                return [], ""
             raise
         items = (result or {}).get("items") or []
         for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-        return items
+        return items, ((result or {}).get("metadata") or {}).get("resourceVersion", "")
+
+    def watch(self, api_version: str, kind: str, *, resource_version: str, label_selector: str = "",
+              field_selector: str = "", timeout_seconds: int = 300):
+        """A watch of every namespace from `resource_version`, bookmarks allowed: iterate the stream for its events
+        (dicts with `type` and `object`); an ERROR event (410 Expired, too large a resourceVersion) raises its
+        `KubeError`, a broken connection `KubeError(0, "Unreachable")`. `close()` ends it from another thread."""
+        query = _selectors(label_selector, field_selector) + [
+            ("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds))]
+        headers = {"Accept": "application/json", "User-Agent": self._user_agent}
+        self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        url = self._host + path_for(api_version, kind) + f"?{urlencode(query)}"
+        try:
+            # The official client's pool manager (proxies included): a watch holds its connection for a long time.
+            response = self.api.rest_client.pool_manager.request(
+                "GET", url, headers=headers, retries=False, redirect=False, preload_content=False,
+                timeout=urllib3.Timeout(connect=self._timeout, read=timeout_seconds + 30))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(0, "Unreachable", str(exc)) from exc
+        if not 200 <= response.status < 300:
+            raise _error_from_response(response.status, response.reason, response.read())
+        from .kube_watch import WatchStream
+
+        return WatchStream(response)
 
     def list_all(self, queries: Iterable[tuple[str, str, str | None, str]]) -> list[dict]:
         """Every object of several lists, each `(api_version, kind, namespace, label_selector)`, read side by side;
@@ -326,6 +356,13 @@ class ClusterClient:
                 self._executor = None
         self._connections.close()
         self.api.close()
+
+
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    query = [("labelSelector", label_selector)] if label_selector else []
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
 
 
 def _result_or_error(call: Callable[[Any], Any], item):

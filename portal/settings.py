@@ -223,9 +223,17 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-RECONCILE_SWEEP_SECONDS = int(env("RECONCILE_SWEEP_SECONDS", "300"))
+RECONCILE_SWEEP_SECONDS = int(env("RECONCILE_SWEEP_SECONDS", "900"))  # a safety net: the watcher nudges on drift
 RECONCILE_DUE_SECONDS = int(env("RECONCILE_DUE_SECONDS", "5"))
 JOB_SYNC_SECONDS = int(env("JOB_SYNC_SECONDS", "10"))
+# The cluster watcher (`manage.py watch_clusters`): which clusters it watches ("*", or comma-separated names; the
+# others, or all while no watcher holds a cluster's lease, keep the polling sync), its lease, and its loop.
+WATCH_CLUSTERS = env_list("WATCH_CLUSTERS", "*")
+WATCH_LEASE_SECONDS = float(env("WATCH_LEASE_SECONDS", "5"))
+WATCH_FLUSH_SECONDS = float(env("WATCH_FLUSH_SECONDS", "0.1"))
+WATCH_TIMEOUT_SECONDS = int(env("WATCH_TIMEOUT_SECONDS", "300"))
+WATCH_BACKOFF_MAX_SECONDS = float(env("WATCH_BACKOFF_MAX_SECONDS", "30"))
+WATCH_RELIST_SECONDS = float(env("WATCH_RELIST_SECONDS", "30"))
 # A reconcile nudge that never arrives (lost message, dead worker) is picked up after this lease.
 RECONCILE_LEASE_SECONDS = int(env("RECONCILE_LEASE_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE = {

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from . import errors, strategic
 from .admission import Admission
 from .apply import ServerSideApply
+from .defaults import BuiltinDefaults
 from .delete import Deletion
 from .errors import ApiError
 from .kinds import Registry, ResourceType
@@ -68,7 +69,7 @@ class Store(ServerSideApply, Deletion, Watches):
         self._subscribers: list[Callable] = []
         self._logs: dict[tuple[str, str], str] = {}
         self.writes = 0
-        self._service_ips = 0
+        self._defaults = BuiltinDefaults()
         self.admission = Admission(self)
 
     # Plumbing --------------------------------------------------------------------------------------------------
@@ -176,39 +177,6 @@ class Store(ServerSideApply, Deletion, Watches):
 
     # Writes ----------------------------------------------------------------------------------------------------
 
-    def _defaults(self, rt: ResourceType, obj: dict, creating: bool) -> None:
-        meta = obj["metadata"]
-        if rt.key == _NAMESPACE_KEY:
-            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
-            if creating:
-                obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-                obj["status"] = {"phase": "Active"}
-        elif rt.key == ("", "Pod") and creating:
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
-        elif rt.key == ("", "Secret"):
-            string_data = obj.pop("stringData", None) or {}
-            data = obj.setdefault("data", {}) if string_data else obj.get("data")
-            for key, value in string_data.items():
-                data[key] = base64.b64encode(str(value).encode()).decode()
-            obj.setdefault("type", "Opaque")
-        elif rt.key == ("", "Service"):
-            self._default_service(obj.setdefault("spec", {}), creating)
-
-    def _default_service(self, spec: dict, creating: bool) -> None:
-        """SetDefaults_Service and the ClusterIP allocator (a made-up 10.96.0.0/16 range, one address per Service)."""
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        for port in spec.get("ports") or ():
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                if "port" in port:
-                    port.setdefault("targetPort", port["port"])
-        if creating and spec["type"] != "ExternalName" and not spec.get("clusterIP"):
-            self._service_ips += 1
-            spec["clusterIP"] = f"10.96.{self._service_ips // 254}.{self._service_ips % 254 + 1}"
-        if spec.get("clusterIP"):
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
-
     def _prepare_create(self, rt, obj, namespace, version) -> dict:
         obj = clone(obj)
         if not isinstance(obj.get("metadata"), dict):
@@ -230,7 +198,7 @@ class Store(ServerSideApply, Deletion, Watches):
         if rt.has_status:
             obj.pop("status", None)  # status is written through /status only
         if meta.get("name"):
-            self._defaults(rt, obj, creating=True)
+            self._defaults.apply(rt.key, obj, creating=True)
         return obj
 
     def _create_locked(self, rt, obj, version, dry_run, strict, warnings) -> dict:
@@ -288,7 +256,7 @@ class Store(ServerSideApply, Deletion, Watches):
                 meta[key] = clone(old_meta[key])
             else:
                 meta.pop(key, None)
-        self._defaults(rt, result, creating=False)
+        self._defaults.apply(rt.key, result, creating=False)
         return result
 
     def _finish_update(self, rt, version, old, new, dry_run, strict, warnings, subresource=None) -> dict:

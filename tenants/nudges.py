@@ -21,19 +21,19 @@ def lease() -> timezone.datetime:
 
 def team_namespaces_touch(*, team_namespaces) -> None:
     """The cluster must change: bump generations now, nudge a worker once the transaction commits."""
-    ids = list(team_namespaces.values_list("pk", flat=True))
-    if not ids:
-        return
-    TeamNamespace.objects.filter(pk__in=ids).update(generation=F("generation") + 1, next_attempt_at=lease())
-    transaction.on_commit(lambda: desired.reconciler().team_namespaces(ids))
+    _touch(team_namespaces, lambda ids: desired.reconciler().team_namespaces(ids))
 
 
 def clusters_touch(*, clusters) -> None:
-    ids = list(clusters.values_list("pk", flat=True))
+    _touch(clusters, lambda ids: desired.reconciler().clusters(ids))
+
+
+def _touch(rows, nudge) -> None:
+    ids = list(rows.values_list("pk", flat=True))
     if not ids:
         return
-    Cluster.objects.filter(pk__in=ids).update(generation=F("generation") + 1, next_attempt_at=lease())
-    transaction.on_commit(lambda: desired.reconciler().clusters(ids))
+    rows.model.objects.filter(pk__in=ids).update(generation=F("generation") + 1, next_attempt_at=lease())
+    transaction.on_commit(lambda: nudge(ids))
 
 
 def reconcile_retry(*, actor, row, source_ip: str | None = None) -> None:

@@ -98,3 +98,19 @@ def test_the_filters_are_labelled_offer_known_names_and_ignore_case(world):
     text = only.content.decode()
     assert ">run-1<" in text and ">run-0<" not in text
     assert 'value="l40s"' in text  # the known name it matched
+
+
+def test_the_job_pages_read_only_the_database_and_the_list_polls_while_a_job_is_active(world, monkeypatch):
+    from portal import kube
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a page load called the cluster")
+
+    monkeypatch.setattr(kube, "client_for_cluster", no_cluster)
+    running = add_jobs(world, 1)[0]
+    page = world["client"].get(f"/jobs/{running.pk}/").content.decode()
+    assert 'hx-target="#pods-slot"' in page and 'hx-trigger="load"' not in page  # pods only when asked
+    listing = world["client"].get("/jobs/").content.decode()
+    assert 'hx-select="#job-rows"' in listing and 'hx-trigger="every 5s"' in listing
+    Job.objects.filter(pk=running.pk).update(state=JobState.SUCCEEDED)
+    assert 'hx-trigger="every 5s"' not in world["client"].get("/jobs/").content.decode()

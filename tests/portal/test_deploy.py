@@ -39,13 +39,14 @@ def test_production_refuses_to_start_without_a_secret_key():
 def test_docker_compose_has_the_production_services_with_health_checks():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"postgres", "redis", "web", "worker", "beat"} <= set(services)
-    for name in ("postgres", "redis", "web", "worker", "beat"):
+    assert {"postgres", "redis", "web", "worker", "beat", "watcher"} <= set(services)
+    for name in ("postgres", "redis", "web", "worker", "beat", "watcher"):
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no health check"
     assert "gunicorn" in services["web"]["command"]
     assert services["worker"]["command"][:4] == ["celery", "-A", "portal", "worker"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "portal", "beat"]
-    for name in ("web", "worker", "beat"):
+    assert services["watcher"]["command"][:3] == ["python", "manage.py", "watch_clusters"]
+    for name in ("web", "worker", "beat", "watcher"):
         env = services[name]["environment"]
         assert env["PORTAL_MODE"] == "production"
         assert env["DATABASE_URL"].startswith("postgres://") and env["REDIS_URL"].startswith("redis://")

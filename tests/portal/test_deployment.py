@@ -16,6 +16,7 @@ import yaml
 from composition import reconcile
 from jobs import selectors as job_selectors
 from jobs import services as job_services
+from jobs import watch_cache as job_watch_cache
 from portal import kube
 from portal.desired import team_namespace_desired
 from tenants import manifests as tenant_manifests
@@ -75,7 +76,7 @@ def test_a_wrong_field_is_caught_by_the_validation():
 
 def test_web_worker_and_beat_are_locked_down(objects):
     deployments = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
-    assert set(deployments) == {"gpu-portal-web", "gpu-portal-worker", "gpu-portal-beat"}
+    assert set(deployments) == {"gpu-portal-web", "gpu-portal-worker", "gpu-portal-beat", "gpu-portal-watcher"}
     assert deployments["gpu-portal-beat"]["spec"]["replicas"] == 1  # one scheduler, or every task runs twice
     for name, deployment in deployments.items():
         pod = deployment["spec"]["template"]["spec"]
@@ -92,6 +93,8 @@ def test_web_worker_and_beat_are_locked_down(objects):
             assert all("value" not in e for e in container["env"]), "secrets come from the Secret only"
             assert container["envFrom"] == [{"configMapRef": {"name": "gpu-portal"}}]
     assert deployments["gpu-portal-beat"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    watcher = deployments["gpu-portal-watcher"]["spec"]["template"]["spec"]["containers"][0]
+    assert watcher["command"][:3] == ["python", "manage.py", "watch_clusters"] and watcher["livenessProbe"]
     web = deployments["gpu-portal-web"]["spec"]["template"]["spec"]["containers"][0]
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -146,8 +149,8 @@ def _permissions(rules: list[dict]) -> set[tuple[str, str, str, str]]:
 
 def needed_permissions() -> set[tuple[str, str, str, str]]:
     """What the code does, from its own tables: the kinds reconcile applies, lists and prunes; the kinds the object
-    pages read live; everything else the gateway knows is read-only; pod logs; and `bind` on the ClusterRoles
-    the team RoleBindings reference."""
+    pages read live; everything else the gateway knows is read-only; pod logs; `watch` on what the cluster watcher
+    watches; and `bind` on the ClusterRoles the team RoleBindings reference."""
     applied, viewed = set(), set()
     for scheduler in Scheduler.values:
         cluster = type("C", (), {"scheduler": scheduler})()
@@ -160,6 +163,9 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
         verbs = verbs | ({"get"} if key in viewed else set())
         needed |= {(group, resource, verb, "") for verb in verbs}
     needed.add(("", "pods/log", "get", ""))
+    for scheduler in Scheduler.values:  # the cluster watcher's informers
+        for (api_version, kind), _, _ in job_watch_cache.watched_kinds(scheduler):
+            needed.add((_group(api_version), kube.KINDS[(api_version, kind)].plural, "watch", ""))
     team = tenant_manifests.TeamSpec(slug="t", namespace="t", idp_group="g", editors=("a",), viewers=("b",))
     for binding in tenant_manifests.role_binding_manifests(team):
         needed.add(("rbac.authorization.k8s.io", "clusterroles", "bind", binding["roleRef"]["name"]))
@@ -228,6 +234,11 @@ def test_a_full_run_against_a_cluster_needs_nothing_the_role_does_not_grant(obje
         with run_on_commit():
             job_services.job_cancel(actor=world["member"], job=jobs[1])
         reconcile.reconcile_sweep()
+        client = kube.client_for_cluster(world["cluster"])
+        for kind, labels, fields in job_watch_cache.watched_kinds(backend):  # what the watcher's informers ask
+            client.list_versioned(*kind, label_selector=labels, field_selector=fields)
+            list(client.watch(*kind, resource_version="0", label_selector=labels, field_selector=fields,
+                              timeout_seconds=0))
         admin = PlatformAdminFactory()
         with run_on_commit():
             tenant_services.team_set_state(actor=admin, team=world["team"], state=TeamState.ARCHIVED)
