@@ -42,8 +42,8 @@ run: $(STAMP) $(ASSETS)
 	@# 0.5 MB) while the database migrates. Beat yields the CPU to the web server's start; the
 	@# server does not reload on code changes (a second process importing everything).
 	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
-	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate & \
-	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate & \
+	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate --dra-nodes 2 & \
+	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate --dra-nodes 2 & \
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0 & collected=$$!; \
 	$(BIN)/python manage.py migrate --noinput || exit 1; \
 	wait $$collected || exit 1; \

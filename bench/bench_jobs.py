@@ -92,7 +92,8 @@ def _sync_paths(cluster, namespaces: list[str]) -> list[str]:
     selector = quote(managed_selector())
     paths = []
     for ns in namespaces:
-        paths += [f"{path_for(v, k, ns)}?labelSelector={selector}" for v, k in selectors.job_kinds(cluster.scheduler)]
+        paths += [f"{path_for(v, k, ns)}?labelSelector={selector}"
+                  for v, k in selectors.job_kinds(cluster.scheduler, claims=False)]
         paths.append(path_for("kueue.x-k8s.io/v1beta2", "Workload", ns))
     return paths
 

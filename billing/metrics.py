@@ -32,6 +32,7 @@ from portal.naming import managed_selector
 from tenants.choices import ScrapeShape
 
 from . import promql
+from .devices import claim_labels
 
 HOUR = timedelta(hours=1)
 JOB_LABEL, KSM_JOB_LABEL = promql.JOB_LABEL, promql.KSM_JOB_LABEL
@@ -64,8 +65,7 @@ class Usage:
     used_gpu_hours: float = 0.0
     # GiB × hours: divided by the one-hour window it is the average framebuffer held over the hour.
     memory_gib_hours: float = 0.0
-    # Energy of the devices held, from their power draw. MIG instances report their parent GPU's power;
-    # the collector charges a slice its fraction of it.
+    # Energy of the devices held, from their power draw (a MIG slice's is its parent GPU's: see the collector).
     energy_kwh: float = 0.0
 
     def add(self, other: Usage) -> None:
@@ -76,9 +76,7 @@ class Usage:
 
 
 @dataclass
-class Capacity:
-    """Device-hours of one kind of GPU unit the exporters reported, and the part running GPU pods held."""
-
+class Capacity:  # device-hours of one kind of GPU unit the exporters reported, and the part running GPU pods held
     capacity: float = 0.0
     held: float = 0.0
 
@@ -228,6 +226,8 @@ class PrometheusSource:
         for labels, total in integrate("allocated"):
             resource, model = unit(labels, labels.get("resource", ""))
             usage.namespace_usage((labels.get("namespace", ""), resource, model)).allocated_gpu_hours += total
+        for labels, total in integrate("dra_allocated"):
+            usage.namespace_usage(claim_labels(labels)).allocated_gpu_hours += total
         for name, attr, scale in (("used", "used_gpu_hours", 1), ("memory", "memory_gib_hours", 1 / MIB_PER_GIB),
                                   ("power", "energy_kwh", 3600 / JOULES_PER_KWH)):
             for labels, total in integrate(name):

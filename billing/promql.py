@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from tenants.choices import ScrapeShape
 
+from .devices import DRA_ALLOCATED
+
 JOB_LABEL = "gpu-portal.io/job"
 # kube-state-metrics exposes allow-listed pod labels on kube_pod_labels as label_<sanitized name>.
 KSM_JOB_LABEL = "label_gpu_portal_io_job"
@@ -94,6 +96,7 @@ def queries(shape: str, step: int) -> dict[str, str]:
     return {
         "allocated": f"sum by (namespace, resource, node) ({GPU_REQUESTS} * on (namespace, pod, uid) group_left () "
                      f"{RUNNING_OBJECT})",
+        "dra_allocated": DRA_ALLOCATED,  # devices DRA claims hold: no resource request counts them
         "used": f"{per_namespace} ({used})",
         "memory": f"{per_namespace} ({pod_usage('DCGM_FI_DEV_FB_USED', shape, step=step)})",
         "power": f"{per_namespace} ({pod_usage('DCGM_FI_DEV_POWER_USAGE', shape, step=step)})",

@@ -23,6 +23,7 @@ from tenants.services import audit_record, notify_users
 
 from . import metrics, selectors, tasks
 from .choices import HourState
+from .devices import flavor_unit, is_dra
 from .models import Budget, BudgetAlert, CapacityHour, CollectedHour, JobUsageHour, RateCard, UsageHour
 
 logger = logging.getLogger(__name__)
@@ -166,6 +167,7 @@ def budget_check_due(*, now: datetime | None = None) -> int:
 # The ledger (CollectedHour) is the record of every collection: no audit event per hour, it would only repeat it.
 
 GPU_HOURS_QUANTUM = Decimal("0.000001")
+FRACTIONAL = {Sharing.MIG, Sharing.TIME_SLICED, Sharing.MPS}
 
 
 def _gpu_hours(value: float) -> Decimal:
@@ -181,7 +183,8 @@ class _Owners:
                       for tn in TeamNamespace.objects.filter(cluster=cluster).select_related("team")}
         self.flavors: dict[str, list[GpuFlavor]] = {}
         for flavor in GpuFlavor.objects.filter(cluster=cluster).order_by("name"):
-            self.flavors.setdefault(metrics.ksm_resource(flavor.resource_name), []).append(flavor)
+            key = flavor_unit(flavor) if is_dra(flavor) else metrics.ksm_resource(flavor.resource_name)
+            self.flavors.setdefault(key, []).append(flavor)
 
     def flavor(self, resource: str, model: str, notes: set[str]) -> GpuFlavor | None:
         """Flavors sharing one resource name (GPU pools told apart by node labels) are told apart by GPU model."""
@@ -205,8 +208,9 @@ class _Owners:
         rows = []
         for team, flavor, namespace, total in totals.values():
             allocated = _gpu_hours(total.allocated_gpu_hours)
-            # A MIG instance reports its parent GPU's power: a slice is charged its fraction of it.
-            share = float(flavor.fraction) if flavor.sharing == Sharing.MIG else 1.0
+            # A MIG instance reports its parent GPU's power, and every pod sharing a time-sliced or MPS GPU sees
+            # all of it: a unit is charged its fraction of it.
+            share = float(flavor.fraction) if flavor.sharing in FRACTIONAL else 1.0
             rows.append(UsageHour(team=team, flavor=flavor, cluster=self.cluster, namespace=namespace,
                                   hour=usage.hour, allocated_gpu_hours=allocated,
                                   # Utilisation and requests are sampled apart: use never exceeds allocation.

@@ -2,6 +2,7 @@ import shlex
 
 from django import forms
 
+from tenants.choices import Sharing
 from tenants.models import GpuFlavor, PriorityTier
 
 from .choices import JobKind
@@ -39,13 +40,18 @@ class JobSubmitForm(forms.Form):
 
         def label(flavor):
             text = f"{flavor.cluster.name} · {flavor.name} ({flavor.resource_name})"
+            if flavor.sharing != Sharing.EXCLUSIVE:
+                text += f" · {flavor.get_sharing_display()}"
             if flavor.pk in room:
                 limit, held = room[flavor.pk]
                 text += f": {max(0, limit - held)} of {limit} free for the team now"
             return text
 
         self.fields["flavor"].label_from_instance = label
-        self.fields["flavor"].help_text = "Free: the team's limit (guaranteed + burst) less what its running jobs hold"
+        self.fields["flavor"].help_text = (
+            "Free: the team's limit (guaranteed + burst) less what its running jobs hold. Isolation: a time-sliced "
+            "share has none (it shares the GPU's memory and takes turns), an MPS share has memory and compute "
+            "limits, a MIG slice hardware isolation; a DRA flavor claims whole devices per worker.")
         default_tier = PriorityTier.objects.filter(is_default=True).first()
         if default_tier and not self.initial.get("priority_tier"):
             self.initial["priority_tier"] = default_tier.pk

@@ -14,6 +14,8 @@ import yaml
 from portal.naming import dns1035_name, team_labels
 from tenants.choices import Scheduler
 
+from .claims import claim_template_manifest, container_claims, pod_claims
+
 JOB_LABEL = "gpu-portal.io/job"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -67,6 +69,8 @@ class JobSpec:
     node_labels: dict = field(default_factory=dict)
     tolerations: list = field(default_factory=list)
     annotations: dict = field(default_factory=dict)
+    device_class: str = ""  # a DRA flavor: GPUs come from ResourceClaims of this DeviceClass
+    device_selector: str = ""
 
 
 def labels(spec: JobSpec) -> dict[str, str]:
@@ -94,6 +98,8 @@ def _resources(spec: JobSpec, gpus: int | None = None) -> dict:
     gpus = spec.gpus_per_worker if gpus is None else gpus
     requests = {"cpu": str(spec.cpu_per_worker), "memory": f"{spec.memory_gib_per_worker}Gi"}
     limits = dict(requests)
+    if gpus and spec.device_class:
+        return {"requests": requests, "limits": limits, "claims": container_claims()}
     if gpus:
         limits[spec.gpu_resource] = str(gpus)  # extended resources: the request defaults to the limit
     return {"requests": requests, "limits": limits}
@@ -114,6 +120,8 @@ def _container(spec: JobSpec, *, name: str, env: list[dict] | None = None, gpus:
 
 def _pod_spec(spec: JobSpec, containers: list[dict], **extra) -> dict:
     pod = {"restartPolicy": "Never", "containers": containers, **extra}
+    if any("claims" in c["resources"] for c in containers):
+        pod["resourceClaims"] = pod_claims(spec.name)
     if spec.priority_class:
         pod["priorityClassName"] = spec.priority_class
     if spec.node_labels:
@@ -259,8 +267,13 @@ def batch_manifests(spec: JobSpec) -> list[dict]:
 
 
 def job_manifests(spec: JobSpec) -> list[dict]:
+    """The job's objects; a DRA job's ResourceClaimTemplate first, so its pods find it when they are created."""
+    claims = [claim_template_manifest(name=spec.name, namespace=spec.namespace, labels=labels(spec),
+                                      device_class=spec.device_class, count=spec.gpus_per_worker,
+                                      selector=spec.device_selector)] \
+        if spec.device_class and spec.gpus_per_worker else []
     if spec.kind == "pytorch":
-        return pytorch_manifests(spec)
+        return claims + pytorch_manifests(spec)
     if spec.kind == "ray":
-        return [ray_job_manifest(spec)]
-    return batch_manifests(spec)
+        return [*claims, ray_job_manifest(spec)]
+    return claims + batch_manifests(spec)

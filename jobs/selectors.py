@@ -16,12 +16,13 @@ from portal import kube, sql
 from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
 from quotas.models import Quota
 from quotas.selectors import team_quotas
-from tenants.choices import Scheduler
+from tenants.choices import Scheduler, Sharing
 from tenants.manifests import priority_class_name
 from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
 from .choices import TERMINAL_STATES, JobState
+from .claims import RESOURCE_API
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
 from .models import Job, JobTemplate
@@ -184,6 +185,8 @@ def job_spec(job: Job) -> JobSpec:
         max_runtime_seconds=job.max_runtime_minutes * 60,
         node_labels=job.flavor.scheduled_node_labels(job.cluster.mig_strategy),
         tolerations=job.flavor.tolerations,
+        device_class=job.flavor.device_class if job.flavor.sharing == Sharing.DRA else "",
+        device_selector=job.flavor.device_selector,
     )
 
 
@@ -194,10 +197,12 @@ def job_desired(*, job: Job) -> list[dict]:
     return job_manifests(job_spec(job))
 
 
-def job_kinds(scheduler: str) -> list[tuple[str, str]]:
+def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
+    """The kinds a job's objects are; `claims=False` leaves out the ResourceClaimTemplate, which has no status."""
+    templates = [(RESOURCE_API, "ResourceClaimTemplate")] if claims else []
     if scheduler == Scheduler.KUEUE:
-        return [("v1", "Service"), ("batch/v1", "Job"), ("ray.io/v1", "RayJob")]
-    return [("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob")]
+        return [*templates, ("v1", "Service"), ("batch/v1", "Job"), ("ray.io/v1", "RayJob")]
+    return [*templates, ("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob")]
 
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.

@@ -257,7 +257,7 @@ def job_status_sync(*, cluster) -> dict:
     now = timezone.now()
     counts = {"jobs": len(jobs), "changed": 0, "vanished": 0, "lists": 0}
     changed: list[tuple[Job, dict]] = []
-    kinds = selectors.job_kinds(cluster.scheduler)
+    kinds = selectors.job_kinds(cluster.scheduler, claims=False)
     extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == Scheduler.KUEUE
              else [("scheduling.volcano.sh/v1beta1", "PodGroup")])
     for namespace, members in by_namespace.items():

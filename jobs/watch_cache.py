@@ -40,7 +40,7 @@ def watched_kinds(scheduler: str) -> list[tuple[tuple[str, str], str, str]]:
     """What the watcher watches on a cluster of this scheduler: ((apiVersion, kind), label selector, field
     selector). The RBAC test derives the ClusterRole's `watch` grants from this."""
     managed = managed_selector()
-    kinds = [(kind, managed, "") for kind in selectors.job_kinds(scheduler)]
+    kinds = [(kind, managed, "") for kind in selectors.job_kinds(scheduler, claims=False)]
     kinds.append((WORKLOAD if scheduler == Scheduler.KUEUE else PODGROUP, "", ""))
     kinds.append((POD, f"{managed},{JOB_LABEL}", ""))
     if scheduler == Scheduler.VOLCANO:
@@ -76,7 +76,7 @@ class ClusterCache:
 
     def reset(self) -> None:
         kinds = watched_kinds(self.watcher.scheduler)
-        job_kinds = set(selectors.job_kinds(self.watcher.scheduler))
+        job_kinds = set(selectors.job_kinds(self.watcher.scheduler, claims=False))
         self._roles = {}
         for kind, _, _ in kinds:
             self._roles[kind] = ("job" if kind in job_kinds else "record" if kind in (WORKLOAD, PODGROUP)

@@ -56,6 +56,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): Kind("podgroups", True),
     ("batch.volcano.sh/v1alpha1", "Job"): Kind("jobs", True),
     ("ray.io/v1", "RayJob"): Kind("rayjobs", True),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): Kind("resourceclaimtemplates", True),
 }
 
 

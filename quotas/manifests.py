@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from portal.naming import cluster_labels, dns_name, team_labels
+from tenants.sharing import DEVICES_SUFFIX
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh/v1beta1"
@@ -26,6 +27,19 @@ class FlavorSpec:
     node_labels: dict = field(default_factory=dict)
     node_taints: list = field(default_factory=list)
     tolerations: list = field(default_factory=list)
+    device_class: str = ""  # a DRA flavor: resource_name is the logical name Kueue's deviceClassMappings give it
+
+    @property
+    def quota_key(self) -> str:
+        """Its ResourceQuota entry: `requests.<extended resource>`, or a DRA class's devices (kubernetes v1.34
+        pkg/quota/v1/evaluator/core/resource_claims.go: `<class>.deviceclass.resource.k8s.io/devices`)."""
+        return f"{self.device_class}{DEVICES_SUFFIX}" if self.device_class else f"requests.{self.resource_name}"
+
+    @property
+    def volcano_key(self) -> str:
+        """Its Volcano Queue resource: a DRA class counts as `deviceclass/<class>` (volcano v1.15.1
+        pkg/scheduler/plugins/capacity/capacity.go, DeviceClassCountPrefix; the capacity plugin only)."""
+        return f"deviceclass/{self.device_class}" if self.device_class else self.resource_name
 
 
 @dataclass(frozen=True)
@@ -64,7 +78,11 @@ def _gib(value: int) -> str:
 
 
 def _gpu_resources(flavors) -> list[str]:
-    return sorted({f.resource_name for f in flavors})
+    return sorted({f.resource_name for f in flavors if not f.device_class})
+
+
+def _quota_keys(flavors) -> list[str]:
+    return sorted({f.quota_key for f in flavors})
 
 
 # --- core, both backends -------------------------------------------------------------------------------------
@@ -74,12 +92,12 @@ def resource_quota_manifest(team: TeamQuotaSpec) -> dict:
     """GPU requests capped at guaranteed + burst; a GPU resource the team does not hold is capped at zero,
     since a resource a ResourceQuota does not list is unlimited. Only `requests.` is enforced for extended
     resources, so no `limits.` entries are emitted for GPUs."""
-    per_resource: dict[str, int] = defaultdict(int)
-    for resource in _gpu_resources(team.cluster_flavors):
-        per_resource[resource] = 0
+    per_key: dict[str, int] = defaultdict(int)
+    for key in _quota_keys(team.cluster_flavors):
+        per_key[key] = 0
     for quota in team.quotas:
-        per_resource[quota.flavor.resource_name] += quota.guaranteed + quota.burst
-    hard = {f"requests.{name}": str(per_resource[name]) for name in sorted(per_resource)}
+        per_key[quota.flavor.quota_key] += quota.guaranteed + quota.burst
+    hard = {key: str(per_key[key]) for key in sorted(per_key)}
     totals = team.totals()
     if totals["cpu"]:
         hard["requests.cpu"] = str(totals["cpu"])
@@ -100,7 +118,8 @@ def limit_range_manifest(team: TeamQuotaSpec) -> dict:
     `default`, and every container that asks for no GPU would be given the maximum."""
     largest: dict[str, int] = defaultdict(int)
     for flavor in team.cluster_flavors:
-        largest[flavor.resource_name] = max(largest[flavor.resource_name], flavor.gpus_per_node)
+        if not flavor.device_class:  # a DRA device is no container resource
+            largest[flavor.resource_name] = max(largest[flavor.resource_name], flavor.gpus_per_node)
     gpus = sorted(largest)
     return {
         "apiVersion": "v1",
@@ -226,7 +245,7 @@ def _volcano_resources(quotas, amount) -> dict[str, str]:
     per_resource: dict[str, int] = defaultdict(int)
     cpu = memory = 0
     for quota in quotas:
-        per_resource[quota.flavor.resource_name] += amount(quota)
+        per_resource[quota.flavor.volcano_key] += amount(quota)
         cpu += quota.cpu_cores
         memory += quota.memory_gib
     resources = {name: str(per_resource[name]) for name in sorted(per_resource)}
@@ -243,7 +262,7 @@ def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
     Volcano knows resources, not flavors: two flavors with the same resource name add up. A held (suspended)
     team gets a capability of zero: Volcano has no spec field to close a queue (state lives in status)."""
     if team.held:
-        zero = {name: "0" for name in _gpu_resources(team.cluster_flavors)}
+        zero = {name: "0" for name in sorted({f.volcano_key for f in team.cluster_flavors})}
         spec = {"weight": 1, "reclaimable": True, "capability": zero}
     else:
         guaranteed = _volcano_resources(team.quotas, lambda q: q.guaranteed)

@@ -10,10 +10,11 @@ from math import floor
 from django.db.models import Q, QuerySet, Sum
 from django.http import Http404
 
-from tenants.choices import Scheduler, SyncState, TeamState
+from tenants.choices import Scheduler, Sharing, SyncState, TeamState
 from tenants.manifests import priority_class_name
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_list
+from tenants.sharing import quota_resource, volcano_resource
 
 from . import manifests as m
 from .choices import RequestState
@@ -34,6 +35,7 @@ def flavor_spec(flavor: GpuFlavor, strategy: str) -> m.FlavorSpec:
         node_labels=flavor.scheduled_node_labels(strategy),
         node_taints=flavor.node_taints,
         tolerations=flavor.tolerations,
+        device_class=flavor.device_class if flavor.sharing == Sharing.DRA else "",
     )
 
 
@@ -248,9 +250,10 @@ def in_use(*, flavor: GpuFlavor, scheduler: str, quota_status: dict) -> int:
     resource = flavor.scheduled_resource(flavor.cluster.mig_strategy)
     if scheduler == Scheduler.KUEUE and "flavors" in quota_status:
         return (quota_status["flavors"].get(flavor.name) or {}).get(resource, 0)
-    for source in ("used", "allocated"):  # a quota controller that has not counted yet reports no key
-        if resource in (quota_status.get(source) or {}):
-            return quota_status[source][resource]
+    strategy = flavor.cluster.mig_strategy
+    for source, name in (("used", quota_resource(flavor, strategy)), ("allocated", volcano_resource(flavor, strategy))):
+        if name in (quota_status.get(source) or {}):  # a quota controller that has not counted yet reports no key
+            return quota_status[source][name]
     return 0
 
 
@@ -293,7 +296,7 @@ def team_held_quotas(*, team: Team) -> list[HeldQuota]:
     namespaces = {ns.cluster_id: ns for ns in TeamNamespace.objects.filter(team=team, deleted_at__isnull=True)}
     expected: dict[tuple[int, str], int] = defaultdict(int)
     def resource(flavor: GpuFlavor) -> str:
-        return flavor.scheduled_resource(flavor.cluster.mig_strategy)
+        return quota_resource(flavor, flavor.cluster.mig_strategy)
 
     for quota in quotas:
         expected[(quota.flavor.cluster_id, resource(quota.flavor))] += quota.limit

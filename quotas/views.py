@@ -13,6 +13,7 @@ from portal.http import add_service_errors, confirmed_write, platform_admin_requ
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.choices import Role
+from tenants.sharing import cluster_setup, sharing_isolation
 
 from . import selectors, services
 from .choices import RequestState
@@ -186,7 +187,9 @@ def flavor_edit(request, pk=None):
         else:
             messages.success(request, f"Flavor {saved.name} saved.")
             return redirect("quotas:capacity")
-    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect})
+    setup = cluster_setup(flavor, flavor.cluster.scheduler) if flavor else []
+    return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect,
+                                                       "isolation": sharing_isolation(), "setup": setup})
 
 
 @platform_admin_required

@@ -1,4 +1,5 @@
-"""`python -m sandbox serve --port N [--host H] [--crds DIR ...] [--state FILE] [--kubeconfig PATH] [--simulate]`."""
+"""`python -m sandbox serve --port N [--host H] [--crds DIR ...] [--state FILE] [--kubeconfig PATH] [--simulate]
+[--dra-nodes N]`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 import time
 
 from .cluster import Sandbox
+from .simulator.dra import NVIDIA_MAPPINGS
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -25,6 +27,10 @@ def main(argv=None) -> int:
     serve.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
     serve.add_argument("--simulate", action="store_true",
                        help="run queued jobs: simulate Kueue, Volcano, the Job controller, KubeRay and the kubelet")
+    serve.add_argument("--dra-nodes", type=int, default=0, metavar="N",
+                       help="with --simulate: N nodes of 8 GPUs published by NVIDIA's DRA driver (DeviceClasses "
+                            "gpu.nvidia.com and mig.nvidia.com, a ResourceSlice per node), and Kueue configured to "
+                            "count them (deviceClassMappings gpu.nvidia.com/devices, mig.nvidia.com/devices)")
     serve.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SECONDS",
                        help="seconds between the BOOKMARK events of a watch that allows them (default 60)")
     args = parser.parse_args(argv)
@@ -40,6 +46,8 @@ def main(argv=None) -> int:
         signal.signal(sig, request_stop)
     sandbox = Sandbox(crd_dirs=args.crds, builtin_custom_kinds=True if args.builtin_custom_kinds else None,
                       state_file=args.state, host=args.host, port=args.port, simulate=args.simulate,
+                      simulation={"dra_nodes": args.dra_nodes, "kueue_mappings": NVIDIA_MAPPINGS} if args.dra_nodes
+                      else None,
                       bookmark_interval=args.bookmark_interval).start()
     if args.kubeconfig:
         sandbox.write_kubeconfig(args.kubeconfig)

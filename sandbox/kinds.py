@@ -73,7 +73,8 @@ _ALL = ("all",)
 # ConfigMaps, Secrets, Namespaces, Services, quotas, RBAC and the like have none.
 _GENERATION_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job"),
                      ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"), ("networking.k8s.io", "Ingress"),
-                     ("policy", "PodDisruptionBudget"), ("apiextensions.k8s.io", "CustomResourceDefinition")}
+                     ("policy", "PodDisruptionBudget"), ("resource.k8s.io", "DeviceClass"),
+                     ("resource.k8s.io", "ResourceSlice"), ("apiextensions.k8s.io", "CustomResourceDefinition")}
 # PriorityClass's strategy sets generation 1 on create and never bumps it (its value is immutable anyway).
 _CREATE_GENERATION_KINDS = {("scheduling.k8s.io", "PriorityClass")}
 CORE_KINDS = (
@@ -97,6 +98,11 @@ CORE_KINDS = (
     _core("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short=["pdb"], sub=["status"]),
     _core("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ["pc"]),
     _core("batch", "v1", "Job", "jobs", sub=["status"], categories=_ALL),
+    # Dynamic Resource Allocation, GA in Kubernetes 1.34 (staging/src/k8s.io/api/resource/v1/types.go).
+    _core("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    _core("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    _core("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", sub=["status"]),
+    _core("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
     _core("batch", "v1", "CronJob", "cronjobs", short=["cj"], sub=["status"], categories=_ALL),
     _core("apps", "v1", "Deployment", "deployments", short=["deploy"], sub=["status"], categories=_ALL),
     _core("apps", "v1", "StatefulSet", "statefulsets", short=["sts"], sub=["status"], categories=_ALL),

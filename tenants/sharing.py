@@ -46,6 +46,11 @@ ISOLATION = {
 }
 
 
+def sharing_isolation() -> list[tuple[str, str]]:
+    """(mode's label, the isolation it gives), for the console and the job form."""
+    return [(label, ISOLATION[value]) for value, label in Sharing.choices]
+
+
 def validate_sharing(flavor) -> None:
     """The fields each sharing mode needs and the ones it must leave empty."""
     errors = {}
@@ -103,6 +108,25 @@ def cel_error(expression: str) -> str:
     return ""
 
 
+DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def quota_resource(flavor, strategy: str) -> str:
+    """What a namespace's ResourceQuota counts the flavor as (less `requests.`): its scheduled extended resource,
+    or a DRA class's devices (kubernetes v1.34 pkg/quota/v1/evaluator/core/resource_claims.go)."""
+    if flavor.sharing == Sharing.DRA:
+        return f"{flavor.device_class}{DEVICES_SUFFIX}"
+    return flavor.scheduled_resource(strategy)
+
+
+def volcano_resource(flavor, strategy: str) -> str:
+    """What a Volcano Queue counts the flavor as: a DRA class is `deviceclass/<class>` (volcano v1.15.1
+    pkg/scheduler/plugins/capacity/capacity.go, DeviceClassCountPrefix; only the capacity plugin counts it)."""
+    if flavor.sharing == Sharing.DRA:
+        return f"deviceclass/{flavor.device_class}"
+    return flavor.scheduled_resource(strategy)
+
+
 def mps_limits(flavor) -> dict:
     """What NVIDIA's MPS control daemon sets for each share: the active thread percentage 100/replicas and the
     pinned device memory total/replicas (k8s-device-plugin v0.20.0 cmd/mps-control-daemon/mps/daemon.go)."""
@@ -129,3 +153,28 @@ def kueue_mapping(flavor) -> dict:
     if flavor.sharing != Sharing.DRA:
         return {}
     return {"name": flavor.resource_name, "deviceClassNames": [flavor.device_class]}
+
+
+def cluster_setup(flavor, scheduler: str) -> list[tuple[str, str]]:
+    """What the cluster's own controllers must be configured with for this flavor, which the portal does not own:
+    (what, YAML or words) for the console."""
+    from portal.yamltext import dump  # noqa: PLC0415
+
+    if flavor.sharing in SHARED and flavor.replicas:
+        notes = [("NVIDIA device plugin config (the GPU Operator's devicePlugin.config)", dump(plugin_config(flavor)))]
+        if limits := mps_limits(flavor):
+            notes.append(("What MPS enforces per share", f"{limits['thread_percentage']}% of the SMs "
+                          f"(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and {limits['memory_mib']} MiB of device memory."))
+        return notes
+    if flavor.sharing != Sharing.DRA:
+        return []
+    notes = [("ResourceQuota entry the portal writes per team", f"{flavor.device_class}{DEVICES_SUFFIX}")]
+    if scheduler == "kueue":
+        notes.append(("Kueue Configuration (KueueDRAIntegration is beta and on by default in v0.19)",
+                      dump({"resources": {"deviceClassMappings": [kueue_mapping(flavor)]}})))
+    else:
+        notes.append(("Volcano scheduler configuration (capacity plugin; the proportion plugin ignores DRA)",
+                      dump({"tiers": [{"plugins": [{"name": "capacity", "arguments": {
+                          "capacity.DynamicResourceAllocationEnable": True}}]}]})
+                      + f"The team queues count deviceclass/{flavor.device_class}."))
+    return notes

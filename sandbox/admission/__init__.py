@@ -9,9 +9,11 @@ cluster has that make admission meaningful: ResourceQuota status, Volcano's queu
 
 from __future__ import annotations
 
+from functools import partial
+
 from .. import errors
-from . import core, kuberay, kueue, volcano
-from .quota import POD_KEY, QuotaController
+from . import core, kuberay, kueue, volcano, volcano_podgroups
+from .quota import CLAIM_KEY, POD_KEY, QuotaController
 
 _KUEUE_MARKER = (kueue.GROUP, "ClusterQueue")
 _KUEUE_JOB_KINDS = {("batch", "Job"), ("ray.io", "RayJob")}
@@ -29,8 +31,10 @@ class Admission:
     def __init__(self, store):
         self.store = store
         self.quota = QuotaController(store)
-        self._mutators = _merge(volcano.MUTATORS, kueue.MUTATORS)
-        self._validators = _merge(kuberay.VALIDATORS, kueue.VALIDATORS, volcano.VALIDATORS)
+        self._mutators = _merge(volcano.MUTATORS, kueue.MUTATORS,
+                                {key: partial(fn, store=store) for key, fn in volcano_podgroups.STORE_MUTATORS.items()})
+        self._validators = _merge(kuberay.VALIDATORS, kueue.VALIDATORS, volcano.VALIDATORS,
+                                  volcano_podgroups.VALIDATORS)
         self._delete_validators = _merge(volcano.DELETE_VALIDATORS)
         self._controllers = _merge(volcano.CONTROLLERS, kueue.CONTROLLERS)
 
@@ -62,6 +66,8 @@ class Admission:
                 fn(op, obj, old, self.store)
         if rt.key == POD_KEY and op == "CREATE":
             self.quota.admit_pod(obj)
+        if rt.key == CLAIM_KEY and op == "CREATE":
+            self.quota.admit_pod(obj, claim=True)
 
     def validate_delete(self, rt, old: dict) -> None:
         for fn in self._delete_validators.get(rt.key, ()):

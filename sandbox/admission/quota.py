@@ -10,6 +10,9 @@
   [.<group>]` (and configmaps, secrets, services, persistentvolumeclaims, resourcequotas).
 - pkg/controller/resourcequota/resource_quota_controller.go: `status.hard` mirrors `spec.hard` and `status.used`
   the namespace's usage, recomputed whenever a pod or a quota changes.
+- pkg/quota/v1/evaluator/core/resource_claims.go: a ResourceClaim uses `count/resourceclaims.resource.k8s.io` and,
+  per device class, `<class>.deviceclass.resource.k8s.io/devices` (device_counts); a claim
+  over quota is refused like a pod, `resourceclaims.resource.k8s.io "<name>" is forbidden: exceeded quota: ...`.
 - plugin/pkg/admission/limitranger/admission.go: before quota, a new pod's containers get the namespace's
   LimitRange Container `defaultRequest`/`default` for resources they do not state.
 """
@@ -23,6 +26,8 @@ from ..quantity import parse_quantity
 from .core import is_extended_resource
 
 QUOTA_KEY, POD_KEY, LIMIT_RANGE_KEY = ("", "ResourceQuota"), ("", "Pod"), ("", "LimitRange")
+CLAIM_KEY = ("resource.k8s.io", "ResourceClaim")
+DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 _LEGACY_COUNTS = {"configmaps": ("", "ConfigMap"), "secrets": ("", "Secret"), "services": ("", "Service"),
                   "persistentvolumeclaims": ("", "PersistentVolumeClaim"), "resourcequotas": ("", "ResourceQuota")}
 _COMPUTE = ("cpu", "memory", "ephemeral-storage")
@@ -78,6 +83,30 @@ def pod_usage(pod: dict) -> dict[str, Decimal]:
     return total
 
 
+ALL_DEVICES = 32  # resource.k8s.io/v1 AllocationResultsMaxSize: what an `All` request counts for quota
+
+
+def device_counts(claim_spec: dict) -> dict[str, int]:
+    """Devices a claim may take per class, as ResourceQuota and Kueue count them: an exact count, `All` as the most
+    an allocation holds, a firstAvailable request as its largest alternative per class (kubernetes v1.34
+    pkg/quota/v1/evaluator/core/resource_claims.go)."""
+    counts: dict[str, int] = {}
+    for request in ((claim_spec.get("devices") or {}).get("requests") or []):
+        options = [request["exactly"]] if request.get("exactly") else request.get("firstAvailable") or []
+        largest: dict[str, int] = {}
+        for option in options:
+            amount = ALL_DEVICES if option.get("allocationMode") == "All" else int(option.get("count") or 1)
+            largest[option["deviceClassName"]] = max(largest.get(option["deviceClassName"], 0), amount)
+        for name, amount in largest.items():
+            counts[name] = counts.get(name, 0) + amount
+    return counts
+
+
+def claim_usage(claim: dict) -> dict[str, Decimal]:
+    counts = device_counts(claim.get("spec") or {})
+    return {f"{name}{DEVICES_SUFFIX}": Decimal(amount) for name, amount in counts.items()}
+
+
 def _listing(values: dict, names: list[str], hard: dict) -> str:
     """prettyPrint of the admission plugin: sorted `name=quantity` pairs."""
     return ",".join(f"{k}={format_quantity(values.get(k, Decimal(0)), str(hard[k]))}" for k in names)
@@ -108,6 +137,11 @@ class QuotaController:
             for key, value in pod_usage(pod).items():
                 if key in used:
                     used[key] += value
+        if any(name.endswith(DEVICES_SUFFIX) for name in hard):
+            for claim in self._objects(CLAIM_KEY, namespace):
+                for key, value in claim_usage(claim).items():
+                    if key in used:
+                        used[key] += value
         for name in hard:
             key = self._count_key(name)
             if key is not None:
@@ -160,13 +194,15 @@ class QuotaController:
                         if not resources:
                             del ctr["resources"]
 
-    def admit_pod(self, pod: dict) -> None:
+    def admit_pod(self, pod: dict, *, claim: bool = False) -> None:
         meta = pod["metadata"]
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
-        requested = pod_usage(pod)
+        requested = {**claim_usage(pod), "count/resourceclaims.resource.k8s.io": Decimal(1)} if claim \
+            else pod_usage(pod)
+        kind = "resourceclaims.resource.k8s.io" if claim else "pods"
         for quota in sorted(self._objects(QUOTA_KEY, namespace), key=lambda q: q["metadata"]["name"]):
             hard = (quota.get("spec") or {}).get("hard") or {}
-            missing = self._missing(pod, hard)
+            missing = "" if claim else self._missing(pod, hard)
             if missing:
                 raise self._forbidden(name, f"failed quota: {quota['metadata']['name']}: {missing}")
             used = self.usage(namespace, hard)
@@ -175,7 +211,7 @@ class QuotaController:
                 message = (f"exceeded quota: {quota['metadata']['name']}, "
                            f"requested: {_listing(requested, over, hard)}, used: {_listing(used, over, hard)}, "
                            "limited: " + ",".join(f"{k}={hard[k]}" for k in over))
-                raise self._forbidden(name, message)
+                raise self._forbidden(name, message, kind)
 
     @staticmethod
     def _missing(pod: dict, hard: dict) -> str:
@@ -192,5 +228,5 @@ class QuotaController:
         return ("must specify " + "; ".join(parts)) if parts else ""
 
     @staticmethod
-    def _forbidden(name: str, message: str) -> ApiError:
-        return ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {message}', name=name, kind="pods")
+    def _forbidden(name: str, message: str, kind: str = "pods") -> ApiError:
+        return ApiError(403, "Forbidden", f'{kind} "{name}" is forbidden: {message}', name=name, kind=kind)

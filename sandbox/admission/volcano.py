@@ -7,6 +7,7 @@
   minAvailable <= replicas, unique task names, lifecycle policies, known plugins, pod and job names, the queue exists,
   is Open and is a leaf (not root); updates change only minAvailable, tasks' replicas/minAvailable and
   priorityClassName, never the number of tasks.
+- PodGroups: `volcano_podgroups`.
 - pkg/webhooks/admission/queues/mutate/mutate_queue.go: reclaimable true and weight 1 when unset.
 - pkg/webhooks/admission/queues/validate/validate_queue.go (validatequeue.volcano.sh): quantities, guarantee <=
   deserved <= capability, state Open/Closed, parent exists and is not itself, children's guarantee and deserved sums
@@ -119,7 +120,7 @@ def _go_list(values) -> str:
     return "[" + " ".join(values) + "]"
 
 
-def _queue(store, name: str):
+def queue_named(store, name: str):
     rt = store.registry.by_key.get(QUEUE_KEY)
     return None if rt is None else store._stored(rt, None, name)
 
@@ -169,7 +170,7 @@ def validate_job(op: str, obj: dict, old: dict | None, store) -> None:
         if plugin not in _KNOWN_PLUGINS:
             msg += f" unable to find job plugin: {plugin};"
     queue_name = spec.get("queue", "")
-    queue = _queue(store, queue_name)
+    queue = queue_named(store, queue_name)
     if queue is None:
         msg += f' unable to find job queue: queue.scheduling.volcano.sh "{queue_name}" not found;'
     else:
@@ -289,7 +290,7 @@ def validate_queue(op: str, obj: dict, old: dict | None, store) -> None:
     if (op == "CREATE" or old_spec.get("parent", "") != parent_name) and parent_name not in ("", "root"):
         if parent_name == name:
             raise _queue_denied(f"queue {name} cannot use itself as parent")
-        if _queue(store, parent_name) is None:
+        if queue_named(store, parent_name) is None:
             raise _queue_denied(f"failed to get parent queue of queue {name}: queue.scheduling.volcano.sh "
                                 f'"{parent_name}" not found')
     changed = op == "CREATE" or any(old_spec.get(k) != spec.get(k) for k in ("parent", "capability", "deserved")) \
@@ -302,7 +303,7 @@ def _hierarchy(store, queue: dict) -> None:
     name, spec = queue["metadata"]["name"], queue.get("spec") or {}
     parent_name = spec.get("parent", "")
     if parent_name not in ("", "root"):
-        parent = _queue(store, parent_name)
+        parent = queue_named(store, parent_name)
         if parent is None:
             raise _queue_denied(f'parent queue {parent_name} not found: queue.scheduling.volcano.sh "{parent_name}" '
                                 "not found")
@@ -351,7 +352,7 @@ def _fmt(resource: str, value: Decimal) -> str:
 def _ancestor_capability(store, queue: dict, resource: str):
     parent = (queue.get("spec") or {}).get("parent", "")
     while parent not in ("", "root"):
-        node = _queue(store, parent)
+        node = queue_named(store, parent)
         if node is None:
             return None
         value = _resources((node.get("spec") or {}).get("capability")).get(resource, Decimal(0))

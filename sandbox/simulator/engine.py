@@ -22,6 +22,7 @@ from collections import defaultdict, deque
 
 from ..store import ADDED, DELETED
 from . import queue_status
+from .dra import Devices
 from .kubelet import Kubelet
 from .kueue import Kueue
 from .model import (
@@ -44,7 +45,8 @@ REQUEUE_AFTER_REQUESTED_PREEMPTION = 3600.0
 
 class Simulator:
     def __init__(self, store, *, duration: float | None = None, startup: float | None = None,
-                 clock=time.time, seed: int = 0):
+                 clock=time.time, seed: int = 0, dra_nodes: int | None = None, dra_gpus_per_node: int = 8,
+                 kueue_mappings: dict[str, str] | None = None):
         self.store = store
         self.clock = clock
         self.default_duration = float(duration if duration is not None
@@ -53,7 +55,10 @@ class Simulator:
                                      else os.environ.get("SANDBOX_JOB_STARTUP_SECONDS", 1))
         self.objects = Objects(store)
         self.writers = writers(self.objects)
-        self.kubelet = Kubelet(self.objects, self.writers, seed)
+        self.devices = Devices(self.objects, seed=seed, gpus_per_node=dra_gpus_per_node, nodes=int(
+            dra_nodes if dra_nodes is not None else os.environ.get("SANDBOX_DRA_NODES", 0)),
+            kueue_mappings=kueue_mappings)
+        self.kubelet = Kubelet(self.objects, self.writers, seed, devices=self.devices)
         self.schedulers: dict[str, Scheduler] = {s.backend: s for s in (Kueue(self), Volcano(self))}
         self._lock = threading.RLock()
         self._events: deque = deque()
@@ -113,7 +118,7 @@ class Simulator:
             return None
         writer = self.writers[kind]
         priority, may_preempt = scheduler.priority(labels, writer.priority_class(labels, spec))
-        pod_sets = writer.pod_sets(spec)
+        pod_sets, refusal = self.devices.pod_sets(writer.pod_sets(spec), meta["namespace"], scheduler.backend)
         outcome = notes.get(OUTCOME_ANNOTATION)
         job = Tracked(
             kind=kind, api_version=obj["apiVersion"], namespace=meta["namespace"], name=meta["name"],
@@ -122,7 +127,7 @@ class Simulator:
             duration=float(notes.get(DURATION_ANNOTATION, self.default_duration)),
             startup=float(notes.get(STARTUP_ANNOTATION, self.default_startup)),
             outcome=outcome if outcome in OUTCOMES else "succeed", deadline=writer.deadline(spec),
-            min_available=writer.min_available(spec))
+            min_available=writer.min_available(spec), refusal=refusal)
         job.scheduler_object = scheduler.record_name(job)
         return job
 
@@ -179,6 +184,10 @@ class Simulator:
                 config = self._configs[backend] = scheduler.snapshot()
                 for job in scheduler.order(jobs, config):
                     if job.key in self._jobs and job.state == "pending":
+                        if job.refusal:  # counted again each cycle: a claim template may have come meanwhile
+                            job.pod_sets, job.refusal = self.devices.pod_sets(job.pod_sets, job.namespace, backend)
+                            if job.refusal and backend != "kueue":
+                                continue
                         scheduler.schedule(job, config, now)
         finally:
             self._configs = {}
@@ -261,6 +270,7 @@ class Simulator:
             self._drain(now)
             for scheduler in self.schedulers.values():
                 scheduler.prepare()
+            self.devices.prepare()
             owned: dict[str, list[dict]] = defaultdict(list)
             for pod in self.objects.list("v1", "Pod"):
                 for ref in pod["metadata"].get("ownerReferences") or []:

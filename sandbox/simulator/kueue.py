@@ -132,7 +132,7 @@ class Kueue:
         return sorted(jobs, key=key)
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
-        blocked = self._blocker(job, config)
+        blocked = ("Inadmissible", job.refusal) if job.refusal else self._blocker(job, config)
         if blocked:
             return self.pending(job, *blocked, now)
         cq_name = config["lq"][(job.namespace, job.queue)]["clusterQueue"]

@@ -118,8 +118,10 @@ class Tracked:
     enqueued: bool = False  # Volcano: the PodGroup passed enqueue
     limit: int | None = None  # how many of its pods run (Volcano may place fewer than all, never below the gang)
     waiting: tuple | None = None  # the (reason, message) last written while pending, so it is written once
+    record_refused: str = ""  # why admission refused its Workload/PodGroup (made again each step until accepted)
     pods: list[str] = field(default_factory=list)
     cluster_name: str = ""  # RayCluster name
+    refusal: str = ""  # why its scheduler cannot count it at all (Kueue: a DRA class with no mapping)
 
     @property
     def key(self) -> tuple:
@@ -190,6 +192,23 @@ class Objects:
         with self.writing(), unless_gone(409):  # already there: a restarted simulator meets what it made before
             return self.store.create(rt, body, strict=True)
         return None
+
+    def create_refusable(self, body: dict) -> tuple[dict | None, str]:
+        """`create` where an admission webhook may say no: (object, "") or (None, the API server's message)."""
+        try:
+            return self.create(body), ""
+        except ApiError as exc:
+            if exc.code not in (400, 403, 422):
+                raise
+            return None, exc.message
+
+    def event(self, involved: dict, reason: str, message: str, now: float, component: str, type_="Normal") -> None:
+        """A core/v1 Event about `involved` (apiVersion, kind, name, namespace, uid)."""
+        name = f"{involved['name']}.{hashlib.sha1(f'{reason}{message}{now}'.encode()).hexdigest()[:10]}"
+        self.create({"apiVersion": "v1", "kind": "Event",
+                     "metadata": {"name": name, "namespace": involved["namespace"]},
+                     "involvedObject": involved, "reason": reason, "message": message, "type": type_, "count": 1,
+                     "firstTimestamp": iso(now), "lastTimestamp": iso(now), "source": {"component": component}})
 
     def patch_status(self, api_version, kind, namespace, name, status: dict) -> None:
         rt = self.kind(api_version, kind)

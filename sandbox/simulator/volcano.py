@@ -65,10 +65,8 @@ class Volcano:
 
     def priority(self, labels: dict, priority_class: str) -> tuple[int, bool]:
         """The PriorityClass; one with preemptionPolicy Never may not preempt."""
-        pc = self.objects.get("scheduling.k8s.io/v1", "PriorityClass", None, priority_class) if priority_class \
-            else None
-        if pc is None:
-            return 0, True
+        pc = (self.objects.get("scheduling.k8s.io/v1", "PriorityClass", None, priority_class) if priority_class
+              else None) or {}
         return int(pc.get("value", 0)), pc.get("preemptionPolicy") != "Never"
 
     def queue_id(self, job: Tracked) -> str:
@@ -94,9 +92,8 @@ class Volcano:
     @staticmethod
     def _sum(pod_sets) -> dict[str, Decimal]:
         total: dict[str, Decimal] = defaultdict(Decimal)
-        for pod_set in pod_sets:
-            for resource, value in pod_set.requests.items():
-                total[resource] += value
+        for resource, value in ((r, v) for pod_set in pod_sets for r, v in pod_set.requests.items()):
+            total[resource] += value
         return total
 
     def min_resources(self, job: Tracked) -> dict[str, Decimal]:
@@ -110,13 +107,19 @@ class Volcano:
         pc = (obj.get("spec") or {}).get("priorityClassName")
         if pc:
             spec["priorityClassName"] = pc
-        created = self.objects.create({
+        created, refusal = self.objects.create_refusable({
             "apiVersion": VOLCANO, "kind": "PodGroup",
             "metadata": {"name": job.scheduler_object, "namespace": job.namespace,
                          "annotations": {"volcano.sh/job-name": job.name} if job.kind == VCJOB else {},
                          "ownerReferences": [owner(job)]}, "spec": spec})
-        job.scheduler_uid = (created or {}).get("metadata", {}).get("uid", job.scheduler_uid)
-        self._podgroup(job, {"phase": "Pending"})
+        if refusal and refusal != job.record_refused and job.kind == VCJOB:  # job_controller_actions.go; KubeRay logs
+            involved = {k: v for k, v in owner(job).items() if k in ("apiVersion", "kind", "name", "uid")}
+            self.objects.event(involved | {"namespace": job.namespace}, "PodGroupError", "Failed to create PodGroup, "
+                               f"err: {refusal}", self.sim.clock(), "vc-controller-manager", "Warning")
+        job.record_refused = refusal
+        if not refusal:
+            job.scheduler_uid = (created or {}).get("metadata", {}).get("uid", job.scheduler_uid)
+            self._podgroup(job, {"phase": "Pending"})
 
     # Configuration ---------------------------------------------------------------------------------------------
 
@@ -162,6 +165,10 @@ class Volcano:
         return jobs  # by priority then creation already: the priority plugin's JobOrderFn, then FIFO
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
+        if job.record_refused:  # no PodGroup, nothing for the scheduler to see: the controller tries again
+            self.create_record(job, self.objects.get(job.api_version, job.kind[1], job.namespace, job.name) or {})
+            if job.record_refused:
+                return None
         queue = config["queues"].get(job.queue)
         if queue is None or not queue["leaf"] or not queue["open"]:
             return self._refused(job, now, f"queue {job.queue} is not an open leaf queue")
@@ -379,14 +386,9 @@ class Volcano:
         if job.waiting == ("Unschedulable", message):
             return
         job.waiting = ("Unschedulable", message)
-        self.objects.create({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{job.scheduler_object}.{job.seq:x}{int(now * 1000) % 0xffffff:x}",
-                         "namespace": job.namespace},
-            "involvedObject": {"apiVersion": VOLCANO, "kind": "PodGroup", "name": job.scheduler_object,
-                               "namespace": job.namespace, "uid": job.scheduler_uid},
-            "reason": "Unschedulable", "message": message, "type": "Normal", "count": 1,
-            "firstTimestamp": iso(now), "lastTimestamp": iso(now), "source": {"component": "volcano"}})
+        self.objects.event({"apiVersion": VOLCANO, "kind": "PodGroup", "name": job.scheduler_object,
+                            "namespace": job.namespace, "uid": job.scheduler_uid}, "Unschedulable", message, now,
+                           "volcano")
 
     def _gang_unschedulable(self, job: Tracked, now: float) -> None:
         """gang.OnSessionClose for a job short of minAvailable (FitError's histogram)."""

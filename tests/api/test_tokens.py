@@ -269,5 +269,7 @@ def test_revoke_from_the_page_and_another_users_token_is_404(client):
     url = reverse("tenants:token-revoke", args=[token.pk])
     assert request_as(client, other, url, method="post").status_code == 404
     assert request_as(client, None, url, method="post").status_code == 302
-    assert request_as(client, user, url, method="post").status_code == 302
+    asked = request_as(client, user, url, method="post")
+    assert asked.status_code == 200 and bearer(raw).get(ME).status_code == 200, "unconfirmed: asks, revokes nothing"
+    assert request_as(client, user, url, method="post", data={"confirmed": "1"}).status_code == 302
     assert bearer(raw).get(ME).status_code == 401

@@ -85,8 +85,12 @@ def test_the_demo_prices_every_flavor_once_with_a_rate_change_and_a_mig_default(
     Command()._seed_rates(admin)  # idempotent
 
     assert RateCard.objects.filter(flavor__name="h100").count() == 2
-    assert RateCard.objects.count() == 5 and not RateCard.objects.filter(flavor__name="a100-mig-1g").exists()
+    assert RateCard.objects.count() == 7 and not RateCard.objects.filter(
+        flavor__name__in=["a100-mig-1g", "h100-mps", "l40s-shared"]).exists()
     hour = selectors.floor_hour(datetime.now(UTC))
     priced = {p.flavor_id: p for p in selectors.price_periods(start=hour, end=hour + selectors.HOUR)}
     mig = priced[GpuFlavor.objects.get(name="a100-mig-1g").pk]
     assert mig.parent == "h100" and mig.price == Decimal("4.40") / 7  # exactly a seventh of the rate
+    shares = {name: priced[GpuFlavor.objects.get(name=name).pk] for name in ("h100-mps", "l40s-shared")}
+    assert (shares["h100-mps"].parent, shares["h100-mps"].price) == ("h100", Decimal("1.10"))  # a quarter of 4.40
+    assert (shares["l40s-shared"].parent, shares["l40s-shared"].price) == ("l40s", Decimal("0.55"))

@@ -20,8 +20,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
     from sandbox import Sandbox
+    from sandbox.simulator.dra import NVIDIA_MAPPINGS
 
-    with Sandbox(simulate=True, tick=0.05) as east, Sandbox(simulate=True, tick=0.05) as west:
+    dra = {"dra_nodes": 2, "kueue_mappings": NVIDIA_MAPPINGS}  # what `make run` starts them with (--dra-nodes 2)
+    with Sandbox(simulate=True, tick=0.05, simulation=dra) as east, \
+            Sandbox(simulate=True, tick=0.05, simulation=dra) as west:
         call_command("seed_demo", kueue_url=east.url, volcano_url=west.url, wait=5)
         states = {(job.cluster.name, job.state) for job in Job.objects.select_related("cluster")}
         for cluster in ("gpu-east", "gpu-west"):
@@ -35,6 +38,13 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
         assert Job.objects.filter(state=JobState.PREEMPTED).exclude(state_message="").exists()
         waiting = Job.objects.filter(state=JobState.QUEUED).first()
         assert waiting is not None and why_waiting(job=waiting).startswith("Waiting for")
+        # A DRA job and a shared-GPU job run on each cluster, each DRA worker holding an allocated claim.
+        for name in ("dra-finetune", "mps-inference", "dra-eval", "notebook-shared"):
+            assert Job.objects.get(name=name).state == JobState.RUNNING, name
+        for sandbox, workers in ((east, 2), (west, 1)):
+            rt = sandbox.store.kind("resource.k8s.io/v1", "ResourceClaim")
+            claims = sandbox.store.list(rt, None)["items"]
+            assert len(claims) == workers and all(c["status"]["allocation"] for c in claims)
         count = Job.objects.count()
         call_command("seed_demo", kueue_url=east.url, volcano_url=west.url, wait=5)
         assert Job.objects.count() == count

@@ -100,3 +100,24 @@ def test_console_form_shows_each_bad_field_and_saves_nothing(admin_client):
     assert "replicas per GPU" in admin_client.post(url, shared).content.decode()
     assert admin_client.post(url, {**shared, "replicas": "4"}).status_code == 302
     assert GpuFlavor.objects.get(name="t4-shared").fraction == Fraction(1, 4)
+
+
+@pytest.mark.parametrize(("scheduler", "says"), [
+    ("kueue", ["deviceClassMappings:", "name: gpu.nvidia.com/devices", "- gpu.nvidia.com",
+               "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"]),
+    ("volcano", ["capacity.DynamicResourceAllocationEnable: true", "deviceclass/gpu.nvidia.com"]),
+])
+def test_console_says_what_each_clusters_controllers_need(admin_client, scheduler, says):
+    flavor = GpuFlavorFactory(cluster=ClusterFactory(scheduler=scheduler), sharing=Sharing.DRA,
+                              device_class="gpu.nvidia.com", resource_name="gpu.nvidia.com/devices")
+    page = admin_client.get(reverse("quotas:flavor-edit", args=[flavor.pk])).content.decode()
+    for text in [*says, "No isolation", "Limits, not walls", "Hardware isolation"]:
+        assert text in page, text
+
+
+def test_console_shows_an_mps_flavors_plugin_config_and_limits(admin_client):
+    flavor = GpuFlavorFactory(cluster=ClusterFactory(), sharing=Sharing.MPS, replicas=4, memory_gb=16,
+                              resource_name="nvidia.com/gpu.shared")
+    page = admin_client.get(reverse("quotas:flavor-edit", args=[flavor.pk])).content.decode()
+    assert "mps:" in page and "replicas: 4" in page and "renameByDefault: true" in page
+    assert "25% of the SMs" in page and "4096 MiB of device memory" in page

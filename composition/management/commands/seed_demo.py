@@ -1,4 +1,5 @@
-"""Demo data: two sandbox clusters (Kueue and Volcano), GPU flavors with MIG slices, teams and users.
+"""Demo data: two sandbox clusters (Kueue and Volcano), GPU flavors (whole, MIG slices, MPS and time-sliced shares,
+DRA devices), teams and users.
 
 Idempotent: running it again changes nothing. The passwords are for the demo only.
 """
@@ -56,6 +57,11 @@ CLUSTERS = [
     {"name": "gpu-east", "display_name": "GPU East (Kueue)", "scheduler": Scheduler.KUEUE, "cohort": "gpu-east"},
     {"name": "gpu-west", "display_name": "GPU West (Volcano)", "scheduler": Scheduler.VOLCANO, "cohort": "root"},
 ]
+# Whole H100s handed out by NVIDIA's DRA driver (the sandbox's `--dra-nodes`), counted by Kueue as the logical resource
+# its deviceClassMappings give the class; the shared flavors are the device plugin's MPS and time-slicing replicas.
+H100_DRA = dict(name="h100-dra", resource_name="gpu.nvidia.com/devices", gpu_model="NVIDIA H100 80GB HBM3", capacity=16,
+                gpus_per_node=8, memory_gb=80, sharing="dra", device_class="gpu.nvidia.com", node_labels={},
+                device_selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'")
 FLAVORS = {
     "gpu-east": [
         dict(name="h100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA H100 80GB HBM3", capacity=64,
@@ -67,12 +73,20 @@ FLAVORS = {
         dict(name="a100-mig-3g", resource_name="nvidia.com/mig-3g.40gb", gpu_model="NVIDIA A100-SXM4-80GB",
              capacity=16, gpus_per_node=16, memory_gb=40, gpu_fraction=Decimal("0.4286"), sharing="mig",
              node_labels={"nvidia.com/mig.config": "all-3g.40gb"}),
+        H100_DRA,
+        dict(name="h100-mps", resource_name="nvidia.com/gpu.shared", gpu_model="NVIDIA H100 80GB HBM3", capacity=32,
+             gpus_per_node=32, memory_gb=80, sharing="mps", replicas=4,
+             node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.sharing-strategy": "mps"}),
     ],
     "gpu-west": [
         dict(name="a100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA A100-SXM4-80GB", capacity=32,
              gpus_per_node=8, memory_gb=80, node_labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
         dict(name="l40s", resource_name="nvidia.com/gpu", gpu_model="NVIDIA L40S", capacity=24, gpus_per_node=4,
              memory_gb=48, node_labels={"nvidia.com/gpu.product": "NVIDIA-L40S"}),
+        H100_DRA,
+        dict(name="l40s-shared", resource_name="nvidia.com/gpu.shared", gpu_model="NVIDIA L40S", capacity=16,
+             gpus_per_node=8, memory_gb=48, sharing="time_sliced", replicas=2,
+             node_labels={"nvidia.com/gpu.product": "NVIDIA-L40S", "nvidia.com/gpu.sharing-strategy": "time-slicing"}),
     ],
 }
 TIERS = [
@@ -89,8 +103,9 @@ TEAMS = [
     dict(slug="recsys", name="Recommendations", cost_center="CC-5100"),
 ]
 # (cluster, flavor) -> price per GPU-hour; the 1g MIG slice has no card and costs its share of the H100 rate.
+# The shared flavors have none either: a share costs its GPU's rate over the replicas.
 RATES = {("gpu-east", "h100"): "4.00", ("gpu-east", "a100-mig-3g"): "0.95", ("gpu-west", "a100"): "2.20",
-         ("gpu-west", "l40s"): "1.10"}
+         ("gpu-west", "l40s"): "1.10", ("gpu-east", "h100-dra"): "4.00", ("gpu-west", "h100-dra"): "4.20"}
 RATE_CHANGE = (("gpu-east", "h100"), "4.40")  # a week ago, so this month's statement shows both rates
 # This month's budget as a share of the team's forecast: below 1 the team is heading over it (banner, alerts).
 BUDGET_SHARE = {"nlp": "0.9", "ml-research": "1.3", "vision": "1.6", "recsys": "1.1"}
@@ -118,6 +133,10 @@ GRANTS = [
     ("ml-research", "gpu-west", "a100", 8, 8, 64, 512),
     ("vision", "gpu-west", "l40s", 12, 4, 48, 384),
     ("recsys", "gpu-west", "a100", 8, 0, 64, 512),
+    ("ml-research", "gpu-east", "h100-dra", 4, 4, 32, 256),
+    ("nlp", "gpu-east", "h100-mps", 8, 4, 16, 128),
+    ("vision", "gpu-west", "h100-dra", 4, 0, 32, 256),
+    ("vision", "gpu-west", "l40s-shared", 4, 2, 8, 64),
 ]
 # (requester, team, cluster, flavor, guaranteed, burst, days or None, justification): pending requests.
 ASKS = [

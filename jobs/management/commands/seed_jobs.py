@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from jobs import services
 from jobs.models import Job
+from tenants.choices import Sharing
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Team
 
 HOURS = 3600 * 8
@@ -55,6 +56,11 @@ JOBS = [
     ("gpu-west", "ml-research", "alice", "eval-urgent", "batch", "a100", 1, 8, "urgent", LONG, "queued"),
     ("gpu-west", "vision", "frank", "yolo-export", "batch", "l40s", 1, 1, "standard", LONG, "pending"),
     ("gpu-west", "recsys", "heidi", "ranker-untrusted", "batch", "a100", 1, 1, "standard", LONG, "rejected"),
+    # Shared GPUs and DRA devices, one running job on each (skipped on a sandbox whose DRA driver publishes nothing).
+    ("gpu-east", "ml-research", "alice", "dra-finetune", "pytorch", "h100-dra", 2, 2, "standard", LONG, "running"),
+    ("gpu-east", "nlp", "erin", "mps-inference", "batch", "h100-mps", 4, 1, "standard", LONG, "running"),
+    ("gpu-west", "vision", "frank", "dra-eval", "batch", "h100-dra", 1, 2, "standard", LONG, "running"),
+    ("gpu-west", "vision", "frank", "notebook-shared", "batch", "l40s-shared", 2, 1, "standard", LONG, "running"),
 ]
 # The API server refuses the rejected demo job for good (a 4xx is recorded and shown, not retried).
 REJECTION = {"status": 422, "reason": "Invalid", "message": 'admission webhook "images.policy.example.com" denied '
@@ -113,6 +119,11 @@ class Command(BaseCommand):
             cluster_name, slug, username, name, kind, flavor, workers, gpus, tier, plan, wait_for = row
             team = Team.objects.get(slug=slug)
             if Job.objects.filter(team=team, cluster=cluster, name=name).exists():
+                continue
+            dra = GpuFlavor.objects.get(cluster=cluster, name=flavor).sharing == Sharing.DRA
+            if dra and not _call(f"{cluster.server}/apis/resource.k8s.io/v1/resourceslices").get("items"):
+                self.stderr.write(f"No DRA demo job on {cluster.name}: no ResourceSlice publishes devices "
+                                  "(start the sandbox with --dra-nodes)")
                 continue
             if wait_for == "pending":  # the first apply of this team's job fails once; the retry comes later
                 _call(f"{cluster.server}/_sandbox/faults", "POST", {
