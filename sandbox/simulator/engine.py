@@ -21,6 +21,7 @@ import traceback
 from collections import defaultdict, deque
 
 from ..store import ADDED, DELETED
+from . import queue_status
 from .dra import Devices
 from .kubelet import Kubelet
 from .kueue import Kueue
@@ -150,6 +151,7 @@ class Simulator:
                 self.schedulers["kueue"].evict_lost_nodes(now)
             if any(self._pending.values()):
                 self._schedule(now)
+            queue_status.publish(self)
             self.step_cpu += time.process_time() - started
 
     def cpu(self) -> dict[str, float]:
