@@ -1,11 +1,12 @@
 """The hand-written validation and defaulting of kube-apiserver for the core kinds the portal writes.
 
 Sources (Kubernetes 1.33, the version the sandbox reports):
-- pkg/apis/core/validation/validation.go: validateContainers (names, ports, env), validateEnv,
+- pkg/apis/core/validation/validation.go: validateContainers (names, ports, env, volumeMounts), validateEnv,
   ValidateResourceRequirements, validateRestartPolicy, ValidateResourceQuota, ValidateLimitRange, ValidateService
   (names are DNS-1035 labels: ValidateServiceName = NameIsDNS1035Label).
 - pkg/apis/core/v1/defaults.go: SetDefaults_LimitRangeItem, SetDefaults_PodSpec, SetDefaults_Container,
   SetDefaults_ContainerPort.
+- Volumes, nodeSelector, affinity and tolerations of a pod spec: podspec.py.
 - pkg/apis/scheduling/validation/validation.go: PriorityClass value and preemptionPolicy immutable.
 - pkg/apis/batch/validation/validation.go: validateJobSpec (restartPolicy, Indexed completion mode),
   ValidateJobSpecUpdate (immutable fields); pkg/apis/batch/v1/defaults.go: SetDefaults_Job.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from ..quantity import parse_quantity
 from . import fields as f
+from . import podspec
 
 POD_KEY, JOB_KEY = ("", "Pod"), ("batch", "Job")
 _WORKLOADS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet")}
@@ -98,7 +100,7 @@ def _resources_causes(resources: dict, field: str) -> list[dict]:
     return causes
 
 
-def _containers_causes(containers, field: str, names: set) -> list[dict]:
+def _containers_causes(containers, field: str, names: set, volumes: set) -> list[dict]:
     causes = []
     for i, ctr in enumerate(containers or ()):
         if not isinstance(ctr, dict):
@@ -137,6 +139,7 @@ def _containers_causes(containers, field: str, names: set) -> list[dict]:
                                         "may not be specified when `value` is not empty"))
         if isinstance(ctr.get("resources"), dict):
             causes.extend(_resources_causes(ctr["resources"], f"{path}.resources"))
+        causes.extend(podspec.volume_mounts_causes(ctr.get("volumeMounts"), f"{path}.volumeMounts", volumes))
     return causes
 
 
@@ -144,12 +147,16 @@ def pod_spec_causes(spec, field: str, restart_policies=("Always", "OnFailure", "
     if not isinstance(spec, dict):
         return []
     names: set = set()
-    causes = _containers_causes(spec.get("containers"), f"{field}.containers", names)
-    causes += _containers_causes(spec.get("initContainers"), f"{field}.initContainers", names)
+    causes, volumes = podspec.volumes_causes(spec.get("volumes"), f"{field}.volumes")
+    causes += _containers_causes(spec.get("containers"), f"{field}.containers", names, volumes)
+    causes += _containers_causes(spec.get("initContainers"), f"{field}.initContainers", names, volumes)
     policy = spec.get("restartPolicy")
     if policy not in restart_policies:
         causes.append(f.required(f"{field}.restartPolicy", "") if not policy
                       else f.not_supported(f"{field}.restartPolicy", policy, restart_policies))
+    causes += podspec.node_selector_causes(spec.get("nodeSelector"), f"{field}.nodeSelector")
+    causes += podspec.affinity_causes(spec.get("affinity"), f"{field}.affinity")
+    causes += podspec.tolerations_causes(spec.get("tolerations"), f"{field}.tolerations")
     return causes
 
 

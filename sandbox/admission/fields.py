@@ -158,3 +158,12 @@ def denied(webhook: str, message: str, code: int = 400, reason: str = "") -> Api
 def forbidden_by_webhook(webhook: str, causes: list[dict]) -> ApiError:
     """controller-runtime's validator answers `Denied(err.Error())`: 403 Forbidden (Kueue's webhooks)."""
     return denied(webhook, aggregate(causes), 403, "Forbidden")
+
+
+def not_found(field: str, value) -> dict:
+    return cause(field, f"Not found: {render(value)}", "FieldValueNotFound")
+
+
+def label_name_causes(field: str, name: str) -> list[dict]:
+    """apimachinery metav1 validation ValidateLabelName: a label key is a qualified name."""
+    return [invalid(field, name, m) for m in is_qualified_name(name)]
