@@ -21,7 +21,7 @@ from .choices import (
     TeamState,
 )
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
-from .topology import validate_topology_levels
+from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 dns_label = RegexValidator(
@@ -224,6 +224,17 @@ class GpuFlavor(models.Model):
         if any(not t.get("key") or t.get("effect") not in {"NoSchedule", "PreferNoSchedule", "NoExecute"}
                for t in self.node_taints):
             raise ValidationError({"node_taints": "Each taint needs a key and an effect."})
+        # Pods of the flavor carry these as nodeSelector and tolerations: refused by the API server unless valid.
+        bad = [f"{k}={v}" for k, v in self.node_labels.items() if not is_label_key(k) or not is_label_value(v)]
+        if bad:
+            raise ValidationError({"node_labels": f"Not Kubernetes labels: {', '.join(bad)} (keys like "
+                                                  "example.com/name, values ≤ 63 of A-Z a-z 0-9 - _ .)."})
+        as_tolerations = [{"key": t.get("key"), "operator": "Equal" if t.get("value") else "Exists",
+                           "value": t.get("value"), "effect": t.get("effect")} for t in self.node_taints]
+        for field, items in (("node_taints", as_tolerations), ("tolerations", self.tolerations)):
+            problems = [p for p in map(toleration_problem, items) if p]
+            if problems:
+                raise ValidationError({field: "; ".join(problems)})
         validate_sharing(self)
         if self.sharing in SHARED and self.replicas:
             self.gpu_fraction = self.fraction_decimal  # a share is 1/replicas of its GPU

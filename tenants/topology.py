@@ -17,6 +17,38 @@ LABEL_KEY_RE = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 LEVEL_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def is_label_key(key) -> bool:
+    """IsQualifiedName (k8s.io/apimachinery pkg/util/validation): optional DNS subdomain prefix, name part ≤ 63."""
+    return isinstance(key, str) and bool(LABEL_KEY_RE.match(key)) and len(key.split("/")[-1]) <= 63 \
+        and len(key.split("/")[0]) <= 253
+
+
+def is_label_value(value) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and bool(LABEL_VALUE_RE.match(value))
+
+
+def toleration_problem(tol: dict) -> str:
+    """What kube-apiserver's ValidateTolerations (pkg/apis/core/validation/validation.go) would refuse, or ''."""
+    key, op, value, effect = (tol.get(k) or "" for k in ("key", "operator", "value", "effect"))
+    if key and not is_label_key(key):
+        return f"key {key!r} is not a label key"
+    if not key and op != "Exists":
+        return "operator must be Exists when key is empty"
+    if op not in ("", "Equal", "Exists"):
+        return f"operator {op!r} is not Equal or Exists"
+    if op == "Exists" and value:
+        return "value must be empty when operator is Exists"
+    if not is_label_value(value):
+        return f"value {value!r} is not a label value"
+    if effect and effect not in TAINT_EFFECTS:
+        return f"effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)}"
+    if tol.get("tolerationSeconds") is not None and effect != "NoExecute":
+        return "tolerationSeconds needs effect NoExecute"
+    return ""
 
 
 def validate_topology_levels(levels) -> None:

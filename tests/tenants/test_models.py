@@ -51,6 +51,16 @@ def test_team_namespace_uses_the_prefix(settings):
         ({"node_labels": {"a": 1}}, "node_labels"),
         ({"node_labels": {f"k{i}": "v" for i in range(9)}}, "node_labels"),
         ({"node_taints": [{"key": "x"}]}, "node_taints"),
+        # Pods carry these as nodeSelector/tolerations; kube-apiserver's ValidateLabels and ValidateTolerations
+        # (pkg/apis/core/validation/validation.go) would refuse them.
+        ({"node_labels": {"gpu type": "a100"}}, "node_labels"),
+        ({"node_labels": {"gpu": "NVIDIA A100"}}, "node_labels"),
+        ({"node_taints": [{"key": "spot", "value": "yes please", "effect": "NoSchedule"}]}, "node_taints"),
+        ({"node_taints": [{"key": "a/b/c", "effect": "NoSchedule"}]}, "node_taints"),
+        ({"tolerations": [{"key": "spot", "operator": "Exists", "value": "true"}]}, "tolerations"),
+        ({"tolerations": [{"operator": "Equal", "value": "x"}]}, "tolerations"),
+        ({"tolerations": [{"key": "spot", "operator": "In"}]}, "tolerations"),
+        ({"tolerations": [{"key": "spot", "effect": "NoSchedule", "tolerationSeconds": 5}]}, "tolerations"),
         ({"resource_name": "gpu"}, "resource_name"),
         ({"sharing": "mig", "resource_name": "nvidia.com/gpu"}, "resource_name"),
         ({"gpus_per_node": 0}, "gpus_per_node"),
@@ -68,3 +78,14 @@ def test_a_sandbox_cluster_needs_a_server():
     with pytest.raises(ValidationError) as info:
         ClusterFactory.build(server="").full_clean()
     assert "server" in info.value.message_dict
+
+
+@pytest.mark.django_db
+def test_flavor_labels_taints_and_tolerations_the_api_server_accepts():
+    flavor = GpuFlavorFactory.build(
+        cluster=ClusterFactory(), node_labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "pool": ""},
+        node_taints=[{"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NoSchedule"},
+                     {"key": "spot", "effect": "NoExecute"}],
+        tolerations=[{"operator": "Exists"}, {"key": "spot", "operator": "Exists", "effect": "NoExecute",
+                                              "tolerationSeconds": 60}])
+    flavor.full_clean()
