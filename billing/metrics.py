@@ -32,8 +32,7 @@ from portal import kube
 from portal.naming import managed_selector
 from tenants.choices import ScrapeShape
 
-from . import promql
-from . import devices
+from . import devices, promql
 from .devices import claim_labels
 
 HOUR = timedelta(hours=1)

@@ -115,7 +115,8 @@ def test_the_demo_source_counts_the_devices_of_a_pods_claims_and_leaves_other_po
                                                {"name": "other", "exactly": {"deviceClassName": "fpga.example.com"}}]}},
              "status": {"allocation": {"devices": {"results": [
                  {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-1", "device": f"gpu-{i}"}
-                 for i in range(2)] + [{"request": "other", "driver": "fpga.example.com", "pool": "n", "device": "f"}]}}}}
+                 for i in range(2)] + [{"request": "other", "driver": "fpga.example.com", "pool": "n",
+                                       "device": "f"}]}}}}
     unit = devices.dra_unit("gpu.nvidia.com")
     held = devices.claim_devices([claim], {"gpu.nvidia.com": (unit, H100, 80.0)})
     pods = [pod("train-0", resourceClaimStatuses=[{"name": "gpus", "resourceClaimName": "train-0-gpus-abcde"}]),

@@ -49,10 +49,13 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
             claims = sandbox.store.list(rt, None)["items"]
             assert len(claims) == workers and all(c["status"]["allocation"] for c in claims)
         # The demo's usage source counts each DRA worker's allocated device under the DRA flavor.
-        for cluster, job, workers in (("gpu-east", "dra-finetune", 2), ("gpu-west", "dra-eval", 1)):
+        for cluster, sandbox in (("gpu-east", east), ("gpu-west", west)):
             flavor = GpuFlavor.objects.get(cluster__name=cluster, sharing=Sharing.DRA)
-            runs = [r for r in metrics.cluster_pod_runs(flavor.cluster) if r.job == job]
-            assert [(r.resource, r.gpus) for r in runs] == [(devices.flavor_unit(flavor), 1)] * workers, runs
+            claims = sandbox.store.list(sandbox.store.kind("resource.k8s.io/v1", "ResourceClaim"), None)["items"]
+            allocated = sum(len(c["status"]["allocation"]["devices"]["results"]) for c in claims)
+            runs = [r for r in metrics.cluster_pod_runs(flavor.cluster) if r.resource == devices.flavor_unit(flavor)]
+            assert runs and {r.gpu_model for r in runs} == {flavor.gpu_model}, runs
+            assert sum(r.gpus for r in runs) == allocated, runs
             usage = metrics.SandboxSource(lambda runs=runs: runs).hour_usage(metrics.check_hour(
                 runs[0].started_at.replace(minute=0, second=0, microsecond=0)))
             assert usage.namespaces[(runs[0].namespace, devices.flavor_unit(flavor), flavor.gpu_model)
