@@ -39,20 +39,22 @@ install: $(STAMP) $(ASSETS)
 run: $(STAMP) $(ASSETS)
 	mkdir -p var
 	@# The sandbox clusters start and the static files are collected (gzip-compressed, so plotly.js travels at
-	@# 0.5 MB) while the database migrates. Beat yields the CPU to the web server's start; the
-	@# server does not reload on code changes (a second process importing everything).
+	@# 0.5 MB) while the database migrates; the web server starts while the demo data is seeded, and the portal
+	@# is announced once both are done. Beat yields the CPU; the server does not reload on code changes (a second
+	@# process importing everything).
 	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_EAST_PORT) --state var/sandbox-gpu-east.json --simulate --dra-nodes 2 & \
 	$(BIN)/python -m sandbox serve --port $(SANDBOX_WEST_PORT) --state var/sandbox-gpu-west.json --simulate --dra-nodes 2 & \
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0 & collected=$$!; \
 	$(BIN)/python manage.py migrate --noinput || exit 1; \
 	wait $$collected || exit 1; \
+	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT) & server=$$!; \
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
 	nice $(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
 	$(BIN)/python manage.py watch_clusters >var/watcher.log 2>&1 & \
 	echo "Portal: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the portal and its sandbox clusters)"; \
-	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
+	wait $$server
 
 test: $(STAMP) $(ASSETS)
 	$(BIN)/pytest

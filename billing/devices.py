@@ -9,6 +9,7 @@ labels (a scrape target carries none of them), so the claim's namespace reads th
 """
 
 import re
+from collections import Counter
 
 from tenants.choices import Sharing
 
@@ -49,3 +50,21 @@ def claim_labels(labels: dict) -> tuple[str, str, str]:
     return (labels.get("dra_claim_namespace", ""), dra_unit(labels.get("dra_driver_name", ""),
                                                             labels.get("dra_mig_profile", "")),
             labels.get("modelName", ""))
+
+
+def claim_devices(claims: list[dict], units: dict[str, tuple[str, str, float]]) -> dict[tuple[str, str], Counter]:
+    """Devices each ResourceClaim holds, counted per (resource key, GPU model, memory GiB): `units` maps a device
+    class to its flavor's. A claim's `status.allocation.devices.results` names one device per entry with the request
+    it satisfies (`<request>` or `<request>/<subrequest>`), and the request names the class (kubernetes v1.34
+    staging/src/k8s.io/api/resource/v1/types.go, DeviceRequestAllocationResult, ExactDeviceRequest)."""
+    held: dict[tuple[str, str], Counter] = {}
+    for claim in claims:
+        meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
+        classes = {r.get("name"): (r.get("exactly") or {}).get("deviceClassName", "")
+                   for r in (spec.get("devices") or {}).get("requests") or []}
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        counts = Counter(units[cls] for r in results
+                         if (cls := classes.get((r.get("request") or "").split("/")[0], "")) in units)
+        if counts:
+            held[(meta.get("namespace", ""), meta.get("name", ""))] = counts
+    return held

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,7 +32,7 @@ from portal import kube
 from portal.naming import managed_selector
 from tenants.choices import ScrapeShape
 
-from . import promql
+from . import devices, promql
 from .devices import claim_labels
 
 HOUR = timedelta(hours=1)
@@ -284,11 +285,14 @@ class PodRun:
     max_power_watts: float = 700.0  # of the device (the parent GPU for a MIG slice)
 
 
-def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float]] | None = None) -> list[PodRun]:
+def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float]] | None = None,
+             claims: dict[tuple[str, str], Counter] | None = None) -> list[PodRun]:
     """Pods (as the API returns them) that hold GPUs and have started, with their start and end times.
 
     `models` maps (resource, nodeSelector as sorted items string) to (GPU model, memory GiB of a unit) and, optionally,
     the flavor's own resource name (a MIG slice scheduled as nvidia.com/gpu under `single` is still its profile).
+    `claims` maps (namespace, ResourceClaim name) to the devices it holds (devices.claim_devices): a pod holds those
+    of the claims its `status.resourceClaimStatuses` names.
     """
     runs = []
     for pod in pods:
@@ -312,10 +316,14 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                      if c.get("type") == "Ready" and c.get("status") == "False"]
             finished = max((e for e in ends if e), default=started)
         selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items()))
-        for name, count in sorted(held.items()):
+        units = {(name, *(models or {}).get((name, selector), ("", 80.0))): count for name, count in held.items()}
+        for entry in status.get("resourceClaimStatuses") or []:
+            for unit, count in (claims or {}).get((meta.get("namespace", ""), entry.get("resourceClaimName")),
+                                                  {}).items():
+                units[unit] = units.get(unit, 0) + count
+        for (name, model, memory, *flavor_resource), count in sorted(units.items()):
             if count <= 0:
                 continue
-            model, memory, *flavor_resource = (models or {}).get((name, selector), ("", 80.0))
             runs.append(PodRun(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
                                resource=ksm_resource(flavor_resource[0] if flavor_resource else name), gpus=count,
                                started_at=started, finished_at=finished,
@@ -373,7 +381,8 @@ def cluster_capacity(cluster) -> dict[tuple[str, str], int]:
     """The units each flavor of a sandbox cluster declares, keyed as the collection keys devices."""
     capacity: dict[tuple[str, str], int] = {}
     for flavor in cluster.flavors.all():
-        unit = (ksm_resource(flavor.resource_name), flavor.gpu_model)
+        resource = devices.flavor_unit(flavor) if devices.is_dra(flavor) else ksm_resource(flavor.resource_name)
+        unit = (resource, flavor.gpu_model)
         capacity[unit] = capacity.get(unit, 0) + flavor.capacity
     return capacity
 
@@ -384,11 +393,17 @@ def cluster_pod_runs(cluster) -> list[PodRun]:
     models = {(flavor.scheduled_resource(strategy),
                ",".join(f"{k}={v}" for k, v in sorted(flavor.scheduled_node_labels(strategy).items()))):
               (flavor.gpu_model, float(flavor.memory_gb), flavor.resource_name) for flavor in cluster.flavors.all()}
+    dra = {f.device_class: (devices.flavor_unit(f), f.gpu_model, float(f.memory_gb), devices.flavor_unit(f))
+           for f in cluster.flavors.all() if devices.is_dra(f)}
+    client = kube.client_for_cluster(cluster)
     try:
-        pods = kube.client_for_cluster(cluster).list("v1", "Pod", label_selector=managed_selector())
+        pods = client.list("v1", "Pod", label_selector=managed_selector())
+        spaces = sorted({p["metadata"].get("namespace", "") for p in pods if (p.get("status") or {}).get(
+            "resourceClaimStatuses")}) if dra else []
+        claims = client.list_all(("resource.k8s.io/v1", "ResourceClaim", space, "") for space in spaces)
     except kube.KubeError as exc:
         raise MetricsError(f"listing pods in {cluster.name} failed: {exc}") from exc
-    return pod_runs(pods, models=models)
+    return pod_runs(pods, models=models, claims=devices.claim_devices(claims, dra))
 
 
 def source_for(cluster) -> MetricsSource:

@@ -58,6 +58,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("batch.volcano.sh/v1alpha1", "Job"): Kind("jobs", True),
     ("ray.io/v1", "RayJob"): Kind("rayjobs", True),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): Kind("resourceclaimtemplates", True),
+    ("resource.k8s.io/v1", "ResourceClaim"): Kind("resourceclaims", True),
 }
 
 

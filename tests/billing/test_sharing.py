@@ -96,3 +96,34 @@ def test_dra_device_hours_come_from_the_dcgm_series_of_the_claims_namespace(tmp_
     assert usage.namespaces[key].allocated_gpu_hours == pytest.approx(1.5, abs=1e-9)  # 1 h + ½ h
     (row,) = UsageHour.objects.filter(cluster=cluster, hour=hour)
     assert (row.team, row.flavor, row.allocated_gpu_hours) == (team, flavor, Decimal("1.500000"))
+
+
+def test_the_demo_source_counts_the_devices_of_a_pods_claims_and_leaves_other_pods_alone():
+    """A DRA pod names its generated claim in status.resourceClaimStatuses; the claim's allocation results (one per
+    device, each naming its request, whose ExactDeviceRequest names the class) are the devices it holds (kubernetes
+    v1.34 staging/src/k8s.io/api/resource/v1/types.go)."""
+    from billing import devices, metrics
+
+    def pod(name, **status):
+        return {"metadata": {"namespace": "team-a", "name": name, "labels": {metrics.JOB_LABEL: "train"}},
+                "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}
+                                         if name == "plain" else {"claims": [{"name": "gpus"}]}}]},
+                "status": {"phase": "Running", "startTime": "2026-01-01T10:00:00Z", **status}}
+
+    claim = {"metadata": {"namespace": "team-a", "name": "train-0-gpus-abcde"},
+             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+                                               {"name": "other", "exactly": {"deviceClassName": "fpga.example.com"}}]}},
+             "status": {"allocation": {"devices": {"results": [
+                 {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-1", "device": f"gpu-{i}"}
+                 for i in range(2)] + [{"request": "other", "driver": "fpga.example.com", "pool": "n",
+                                       "device": "f"}]}}}}
+    unit = devices.dra_unit("gpu.nvidia.com")
+    held = devices.claim_devices([claim], {"gpu.nvidia.com": (unit, H100, 80.0)})
+    pods = [pod("train-0", resourceClaimStatuses=[{"name": "gpus", "resourceClaimName": "train-0-gpus-abcde"}]),
+            pod("plain"), pod("unallocated", resourceClaimStatuses=[{"name": "gpus", "resourceClaimName": "none"}])]
+    runs = metrics.pod_runs(pods, models={("nvidia.com/gpu", ""): (H100, 80.0)}, claims=held)
+    assert [(r.name, r.resource, r.gpus, r.gpu_model) for r in runs] == [
+        ("train-0", unit, 2, H100), ("plain", "nvidia_com_gpu", 1, H100)]
+    assert metrics.pod_runs(pods[1:2], models={("nvidia.com/gpu", ""): (H100, 80.0)}) == runs[1:]
+    hour = metrics.SandboxSource(lambda: runs).hour_usage(runs[0].started_at)
+    assert hour.namespaces[("team-a", unit, H100)].allocated_gpu_hours == 2
