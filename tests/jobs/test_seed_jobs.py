@@ -60,6 +60,14 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
                 runs[0].started_at.replace(minute=0, second=0, microsecond=0)))
             assert usage.namespaces[(runs[0].namespace, devices.flavor_unit(flavor), flavor.gpu_model)
                                     ].allocated_gpu_hours > 0
+        # Placement on each cluster: a job that may run on spot and a gang kept within one rack, both running;
+        # on Kueue the spot job landed on the spot flavor (nlp's reserved H100s are taken) and the job says why.
+        for name in ("spot-finetune", "allreduce-bench", "spot-eval", "ring-allreduce"):
+            assert Job.objects.get(name=name).state == JobState.RUNNING, name
+        assert Job.objects.get(name="spot-finetune").placement["flavors"] == ["h100-spot"]
+        domains = Job.objects.get(name="allreduce-bench").placement["domains"]
+        assert len(domains) == 1 and "topology.gpu-portal.io/rack" in domains[0], domains
+        assert Job.objects.get(name="ring-allreduce").topology_level == "rack"
         count = Job.objects.count()
         call_command("seed_demo", kueue_url=east.url, volcano_url=west.url, wait=5)
         assert Job.objects.count() == count

@@ -61,6 +61,16 @@ JOBS = [
     ("gpu-east", "nlp", "erin", "mps-inference", "batch", "h100-mps", 4, 1, "standard", LONG, "running"),
     ("gpu-west", "vision", "frank", "dra-eval", "batch", "h100-dra", 1, 2, "standard", LONG, "running"),
     ("gpu-west", "vision", "frank", "notebook-shared", "batch", "l40s-shared", 2, 1, "standard", LONG, "running"),
+    # Placement: nlp's reserved H100s are taken, so a job that may run on spot lands on the spot flavor; a gang kept
+    # within one rack; on Volcano the same options (spot tolerated, workers within one rack HyperNode).
+    ("gpu-east", "nlp", "erin", "spot-finetune", "pytorch", "h100", 1, 8, "standard", LONG, "running",
+     {"spot_allowed": True}),
+    ("gpu-east", "ml-research", "alice", "allreduce-bench", "pytorch", "h100", 2, 1, "standard", LONG, "running",
+     {"topology_level": "rack", "topology_mode": "required"}),
+    ("gpu-west", "vision", "frank", "spot-eval", "batch", "l40s", 1, 1, "standard", LONG, "running",
+     {"spot_allowed": True}),
+    ("gpu-west", "vision", "frank", "ring-allreduce", "pytorch", "l40s", 2, 1, "standard", LONG, "running",
+     {"topology_level": "rack", "topology_mode": "required"}),
 ]
 # The API server refuses the rejected demo job for good (a 4xx is recorded and shown, not retried).
 REJECTION = {"status": 422, "reason": "Invalid", "message": 'admission webhook "images.policy.example.com" denied '
@@ -116,7 +126,8 @@ class Command(BaseCommand):
         users = get_user_model().objects
         deferred = []
         for row in rows:
-            cluster_name, slug, username, name, kind, flavor, workers, gpus, tier, plan, wait_for = row
+            cluster_name, slug, username, name, kind, flavor, workers, gpus, tier, plan, wait_for = row[:11]
+            placement = row[11] if len(row) > 11 else {}
             team = Team.objects.get(slug=slug)
             if Job.objects.filter(team=team, cluster=cluster, name=name).exists():
                 continue
@@ -137,7 +148,7 @@ class Command(BaseCommand):
                 flavor=GpuFlavor.objects.get(cluster=cluster, name=flavor), kind=kind, name=name,
                 image=f"registry.example.com/{slug}/{kind}:1.0", command=COMMANDS[kind], workers=workers,
                 gpus_per_worker=gpus, cpu_per_worker=4, memory_gib_per_worker=32,
-                priority_tier=PriorityTier.objects.get(name=tier), notify=False)
+                priority_tier=PriorityTier.objects.get(name=tier), notify=False, **placement)
             job.refresh_from_db()
             if wait_for not in ("pending", "rejected"):
                 _call(f"{cluster.server}/_sandbox/jobs/{team.namespace}/{job.object_name}", "POST", plan)
