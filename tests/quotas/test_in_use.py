@@ -8,9 +8,8 @@ import pytest
 from django.urls import reverse
 
 from composition import reconcile
-from quotas import usage
 from portal import kube
-from quotas import selectors
+from quotas import selectors, usage
 from tenants.models import TeamNamespace
 from tests.quotas.test_reconcile import KUEUE, VOLCANO, grant, reconcile_all, setup_cluster
 
