@@ -19,6 +19,7 @@ from portal.desired import cluster_desired, team_namespace_desired
 from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
 from portal.reconcile import Outcome, Plan, converge, converge_many, plan, record, record_many
 from quotas.manifests import volcano_queue_widened
+from quotas.usage import record_usage
 from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
 
@@ -61,7 +62,7 @@ def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | Non
             actual = _team_actual(client, row)
     except kube.KubeError as exc:
         return record(row, generation, Outcome(statuses=row.objects_status, writes=0, error=exc))
-    _record_usage(row, actual)
+    record_usage(row, actual)
     outcome = record(row, generation, converge(client, plan(desired, actual)))
     if outcome.error is None and not desired and row.deleted_at is None:
         TeamNamespace.objects.filter(pk=row.pk).update(deleted_at=timezone.now())
@@ -95,7 +96,7 @@ def team_namespaces_reconcile(*, cluster: Cluster, rows: list[TeamNamespace]) ->
     flavors = list(cluster.flavors.order_by("name"))
     wanted = [team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors)) for row in rows]
     for row, actual in zip(rows, actuals, strict=True):
-        _record_usage(row, actual)
+        record_usage(row, actual)
     outcomes = converge_many(client, [plan(want, actual) for want, actual in zip(wanted, actuals, strict=True)])
     record_many(TeamNamespace, list(zip(rows, generations, outcomes, strict=True)))
     gone = [row.pk for row, want, outcome in zip(rows, wanted, outcomes, strict=True)
@@ -103,50 +104,6 @@ def team_namespaces_reconcile(*, cluster: Cluster, rows: list[TeamNamespace]) ->
     if gone:
         TeamNamespace.objects.filter(pk__in=gone).update(deleted_at=timezone.now())
     return outcomes
-
-
-def _gpu_units(quantities: dict | None) -> dict[str, int]:
-    """Extended (GPU) resources of a `requests.<name>`-keyed or plain resource map, in whole units."""
-    units = {}
-    for key, value in (quantities or {}).items():
-        name = key.removeprefix("requests.")
-        if "/" in name and not name.startswith("limits."):
-            units[name] = kube.quantity_units(value)
-    return units
-
-
-def quota_status_from(actual: list[dict]) -> dict:
-    """What the cluster says of a team's quota, from the status of the objects it owns: the ResourceQuota's
-    `hard` (what the API server enforces) and `used` (the quota controller's count), Kueue's ClusterQueue
-    `flavorsUsage` (units in use per flavor) and Volcano's Queue `allocated` (per resource)."""
-    result: dict = {}
-    for obj in actual:
-        status = obj.get("status") or {}
-        if obj["kind"] == "ResourceQuota":
-            # Only what the quota controller reported: a quota it has not counted yet says nothing.
-            for part in ("hard", "used"):
-                if status.get(part) is not None:
-                    result[part] = _gpu_units(status[part])
-        elif obj["kind"] == "ClusterQueue":
-            result["flavors"] = {
-                f["name"]: _gpu_units({r["name"]: r.get("total", "0") for r in f.get("resources") or []})
-                for f in status.get("flavorsUsage") or []
-            }
-        elif obj["kind"] == "Queue" and status.get("allocated") is not None:
-            result["allocated"] = _gpu_units(status.get("allocated"))
-    return result
-
-
-def _record_usage(row: TeamNamespace, actual: list[dict]) -> None:
-    """GPU units in use and enforced, as the cluster reports them; written only when they changed."""
-    quota_status = quota_status_from(actual)
-    usage = quota_status.get("used", {})
-    changed = {name: value for name, value in (("usage", usage), ("quota_status", quota_status))
-               if getattr(row, name) != value}
-    if changed:
-        for name, value in changed.items():
-            setattr(row, name, value)
-        TeamNamespace.objects.filter(pk=row.pk).update(**changed)
 
 
 def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None, widen: bool = False,
@@ -271,7 +228,7 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["rows"] += 1
         known.add(row.team.slug)
         actual = by_team.get(row.team.slug, [])
-        _record_usage(row, actual)
+        record_usage(row, actual)
         desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
         if row.observed_generation >= row.generation and plan(desired, actual).empty:
             continue

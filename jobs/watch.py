@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from portal import kube
 from portal.lease import Lease
+from quotas import usage as quota_usage
 from tenants.models import Cluster, TeamNamespace
 from tenants.nudges import clusters_touch, team_namespaces_touch
 from tenants.selectors import active_clusters
@@ -169,6 +170,14 @@ class ClusterWatcher:
     def write(self, changed) -> None:
         if changed and self.lease.held():  # fenced: a watcher that may have lost its lease writes nothing
             services.job_changes_write(changed)
+
+    def record_usage(self, usage: dict[str, list[dict]]) -> None:
+        """Refresh the recorded in-use of the teams whose quota objects' status changed (only real changes)."""
+        if not self.lease.held():
+            return
+        for row in TeamNamespace.objects.filter(cluster_id=self.cluster_id, team__slug__in=list(usage),
+                                                deleted_at__isnull=True).select_related("team"):
+            quota_usage.record_usage(row, usage[row.team.slug])
 
     def nudge(self, team_slugs: set[str], cluster_scoped: bool) -> None:
         if not self.lease.held():

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.naming import CLUSTER_SCOPE, SCOPE_LABEL, TEAM_LABEL, managed_selector
+from quotas.usage import USAGE_KINDS
 from tenants.choices import Scheduler
 
 from . import selectors, services, status
@@ -95,6 +96,8 @@ class ClusterCache:
             self._missing: dict[int, object] = {}
             self._drift_teams: set[str] = set()
             self._drift_cluster = False
+            self.usage: dict[str, dict[tuple, dict]] = defaultdict(dict)  # team -> key -> object in-use is read from
+            self._usage_teams: set[str] = set()  # teams whose usage objects' status changed since the last flush
 
     def mark_all(self) -> None:
         """Derive every active job again at the next flush (after a failed write)."""
@@ -114,6 +117,12 @@ class ClusterCache:
                             self._drift(fresh.get(key) or self.owned[key])
                 self.owned = {k: v for k, v in self.owned.items() if k[0] != kind} | {
                     k: _content(v) for k, v in fresh.items()}
+                if kind[1] in USAGE_KINDS:
+                    for objects in self.usage.values():
+                        for key in [k for k in objects if k[0] == kind and k not in fresh]:
+                            del objects[key]
+                    for key, obj in fresh.items():
+                        self._usage_put(key, obj)
             else:
                 self._clear(kind, role)
                 for obj in items:
@@ -130,6 +139,8 @@ class ClusterCache:
                 new = None if event_type == "DELETED" else obj
                 if self._drifted(self.owned.get(key), new):
                     self._drift(obj)
+                if kind[1] in USAGE_KINDS:
+                    self._usage_put(key, obj, gone=new is None)
                 if new is None:
                     self.owned.pop(key, None)
                 else:
@@ -149,6 +160,17 @@ class ClusterCache:
             self._drift_cluster = True
         elif labels.get(TEAM_LABEL):
             self._drift_teams.add(labels[TEAM_LABEL])
+
+    def _usage_put(self, key: tuple, obj: dict, gone: bool = False) -> None:
+        """Keep a team's quota objects whole (with status) and mark the team when their status changed."""
+        team = (obj["metadata"].get("labels") or {}).get(TEAM_LABEL)
+        if not team:
+            return
+        old = self.usage[team].pop(key, None)
+        if not gone:
+            self.usage[team][key] = obj
+        if (old or {}).get("status") != (None if gone else obj.get("status")):
+            self._usage_teams.add(team)
 
     def _clear(self, kind, role) -> None:
         if role == "job":
@@ -203,8 +225,12 @@ class ClusterCache:
             self._dirty, self._all, self._arrived = defaultdict(set), False, None
             teams, cluster_scoped = self._drift_teams, self._drift_cluster
             self._drift_teams, self._drift_cluster = set(), False
+            usage_teams, self._usage_teams = self._usage_teams, set()
+            usage = {team: list(self.usage.get(team, {}).values()) for team in usage_teams}
         if teams or cluster_scoped:
             self.watcher.nudge(teams, cluster_scoped)
+        if usage:
+            self.watcher.record_usage(usage)
         if not dirty and not everything and not self._missing:
             return
         now = arrived or timezone.now()

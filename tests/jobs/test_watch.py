@@ -272,3 +272,29 @@ def test_an_owned_object_deleted_by_hand_nudges_reconcile_at_once(standalone, wa
     _until(lambda: TeamNamespace.objects.get(pk=row.pk).generation > generation, 2, "the deletion nudges reconcile")
     reconcile.team_namespace_reconcile(team_namespace_id=row.pk)  # what the nudged worker runs
     assert client.get("v1", "LimitRange", limits["metadata"]["name"], world["team"].namespace) is not None
+
+
+def test_quota_status_reaches_the_recorded_in_use_without_a_sweep(standalone, watchers, run_on_commit):
+    """What the quota controller and Kueue write while a job runs, then after it finishes, reaches the team's row."""
+    from tenants.models import TeamNamespace
+
+    world, _ = _world(standalone, run_on_commit)
+    row = TeamNamespace.objects.get(team=world["team"])
+    client = kube.client_for_cluster(world["cluster"])
+    ns = world["team"].namespace
+    (quota,) = client.list("v1", "ResourceQuota", namespace=ns)
+    name, hard = quota["metadata"]["name"], (quota.get("status") or {}).get("hard") or quota["spec"]["hard"]
+    gpu = next(k for k in hard if "/" in k and not k.startswith("limits."))
+    watchers()
+    watchers.in_sync()
+
+    def used(units: int):
+        client._call("PATCH", kube.path_for("v1", "ResourceQuota", ns, name) + "/status",
+                     body={"status": {"hard": hard, "used": {gpu: str(units)}}},
+                     content_type="application/merge-patch+json")
+
+    used(1)
+    resource = gpu.removeprefix("requests.")
+    _until(lambda: TeamNamespace.objects.get(pk=row.pk).usage.get(resource) == 1, 2, "in use 1 reaches the row")
+    used(0)
+    _until(lambda: TeamNamespace.objects.get(pk=row.pk).usage.get(resource) == 0, 2, "in use 0 reaches the row")

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from composition import reconcile
 from portal import kube
-from quotas import selectors
+from quotas import selectors, usage
 from tenants.models import TeamNamespace
 from tests.quotas.test_reconcile import KUEUE, VOLCANO, grant, reconcile_all, setup_cluster
 
@@ -111,7 +111,7 @@ def test_a_quota_the_cluster_enforces_otherwise_or_rejected_says_so(sandbox, cli
 
 def test_only_what_the_cluster_reported_is_recorded():
     uncounted = {"kind": "ResourceQuota", "status": {}}
-    assert reconcile.quota_status_from([uncounted]) == {}  # nothing to record, so a sweep writes no row
+    assert usage.quota_status_from([uncounted]) == {}  # nothing to record, so a sweep writes no row
     counted = {"kind": "ResourceQuota", "status": {"hard": {"requests.nvidia.com/gpu": "8", "requests.cpu": "64"},
                                                    "used": {"requests.nvidia.com/gpu": "1k"}}}
-    assert reconcile.quota_status_from([counted]) == {"hard": {"nvidia.com/gpu": 8}, "used": {"nvidia.com/gpu": 1000}}
+    assert usage.quota_status_from([counted]) == {"hard": {"nvidia.com/gpu": 8}, "used": {"nvidia.com/gpu": 1000}}
