@@ -6,7 +6,7 @@ Sources (Kubernetes 1.33, the version the sandbox reports):
   (names are DNS-1035 labels: ValidateServiceName = NameIsDNS1035Label).
 - pkg/apis/core/v1/defaults.go: SetDefaults_LimitRangeItem, SetDefaults_PodSpec, SetDefaults_Container,
   SetDefaults_ContainerPort.
-- Volumes, nodeSelector, affinity and tolerations of a pod spec: podspec.py.
+- Volumes, nodeSelector, affinity, tolerations and resource claims of a pod spec: podspec.py.
 - pkg/apis/scheduling/validation/validation.go: PriorityClass value and preemptionPolicy immutable.
 - pkg/apis/batch/validation/validation.go: validateJobSpec (restartPolicy, Indexed completion mode),
   ValidateJobSpecUpdate (immutable fields); pkg/apis/batch/v1/defaults.go: SetDefaults_Job.
@@ -157,6 +157,7 @@ def pod_spec_causes(spec, field: str, restart_policies=("Always", "OnFailure", "
     causes += podspec.node_selector_causes(spec.get("nodeSelector"), f"{field}.nodeSelector")
     causes += podspec.affinity_causes(spec.get("affinity"), f"{field}.affinity")
     causes += podspec.tolerations_causes(spec.get("tolerations"), f"{field}.tolerations")
+    causes += podspec.resource_claims_causes(spec, field)
     return causes
 
 

@@ -169,3 +169,45 @@ def volume_mounts_causes(mounts, field: str, volumes: set) -> list[dict]:
             causes.append(f.invalid(f"{path}.mountPath", mount_path, "must be unique"))
         paths.add(mount_path)
     return causes
+
+
+def resource_claims_causes(spec: dict, field: str) -> list[dict]:
+    """validatePodResourceClaims (names are unique DNS labels, each names exactly one of resourceClaimName and
+    resourceClaimTemplateName) and validateResourceClaimNames (every container's resources.claims entry names one
+    of them, once per name and request)."""
+    causes, pod_names = [], set()
+    for i, claim in _dicts(spec.get("resourceClaims")):
+        path, name = f"{field}.resourceClaims[{i}]", claim.get("name") or ""
+        if not name:
+            causes.append(f.required(f"{path}.name"))
+        else:
+            causes += [f.invalid(f"{path}.name", name, m) for m in f.is_dns1123_label(name)]
+            if name in pod_names:
+                causes.append(f.duplicate(f"{path}.name", name))
+            pod_names.add(name)
+        sources = [key for key in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(key)]
+        if not sources:
+            causes.append(f.invalid(path, claim, "must specify one of: `resourceClaimName`, "
+                                                 "`resourceClaimTemplateName`"))
+        elif len(sources) > 1:
+            causes.append(f.invalid(path, claim, "at most one of `resourceClaimName` or "
+                                                 "`resourceClaimTemplateName` may be specified"))
+    known = ": " + ", ".join(sorted(pod_names)) if pod_names else " which is empty"
+    for group in ("containers", "initContainers"):
+        for c, ctr in _dicts(spec.get(group)):
+            claims = ((ctr.get("resources") or {}).get("claims")) if isinstance(ctr.get("resources"), dict) else None
+            seen = set()
+            for i, claim in _dicts(claims):
+                path, name = f"{field}.{group}[{c}].resources.claims[{i}]", claim.get("name") or ""
+                if not name:
+                    causes.append(f.required(path))
+                    continue
+                key = f"{name}/{claim['request']}" if claim.get("request") else name
+                if key in seen:
+                    causes.append(f.duplicate(path, key))
+                seen.add(key)
+                if name not in pod_names:
+                    missing = f.not_found(path, name)
+                    missing["message"] += f": must be one of the names in pod.spec.resourceClaims{known}"
+                    causes.append(missing)
+    return causes

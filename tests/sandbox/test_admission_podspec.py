@@ -159,3 +159,27 @@ def test_volume_mounts_name_a_volume_and_unique_paths(objects):
         f"{path}[2].mountPath: Required value"]
     objects.create(_pod("ok", mounts=[{"name": "shm", "mountPath": "/dev/shm"}],
                         volumes=[{"name": "shm", "emptyDir": {"medium": "Memory"}}]), dry_run=True)
+
+
+def test_container_claims_name_the_pods_resource_claims(objects):
+    # validatePodResourceClaims (one source per claim) and validateResourceClaimNames (each container claim names a
+    # pod claim, once), with its "must be one of the names in pod.spec.resourceClaims" detail.
+    claims = [{"name": "gpus", "resourceClaimTemplateName": "train-gpus"}, {"name": "nic"}]
+    pod = _pod(resourceClaims=claims)
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}, {"name": "gpus"}, {"name": "gpu"}]}
+    error = objects.refused(pod)
+    assert error.code == 422
+    assert _messages(error) == [
+        'spec.resourceClaims[1]: Invalid value: "object": must specify one of: `resourceClaimName`, '
+        "`resourceClaimTemplateName`",
+        'spec.containers[0].resources.claims[1]: Duplicate value: "gpus"',
+        'spec.containers[0].resources.claims[2]: Not found: "gpu": must be one of the names in '
+        "pod.spec.resourceClaims: gpus, nic"]
+    unclaimed = _pod("unclaimed")
+    unclaimed["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+    assert _messages(objects.refused(unclaimed)) == [
+        'spec.containers[0].resources.claims[0]: Not found: "gpus": must be one of the names in '
+        "pod.spec.resourceClaims which is empty"]
+    ok = _pod("ok", resourceClaims=claims[:1])
+    ok["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+    objects.create(ok, dry_run=True)
