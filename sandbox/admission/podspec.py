@@ -126,19 +126,24 @@ def affinity_causes(affinity, field: str) -> list[dict]:
     return causes
 
 
+def _unique_label_causes(name: str, field: str, seen: set) -> list[dict]:
+    """A required name that is a DNS-1123 label, unique among `seen` (which it joins)."""
+    if not name:
+        return [f.required(field)]
+    causes = [f.invalid(field, name, m) for m in f.is_dns1123_label(name)]
+    if name in seen:
+        causes.append(f.duplicate(field, name))
+    seen.add(name)
+    return causes
+
+
 def volumes_causes(volumes, field: str) -> tuple[list[dict], set]:
     """ValidateVolumes: names are unique DNS-1123 labels; validateVolumeSource: exactly one source, an emptyDir's
     sizeLimit not negative. Returns the causes and the volume names (for the mounts)."""
     causes, names = [], set()
     for i, vol in _dicts(volumes):
-        path, name = f"{field}[{i}]", vol.get("name") or ""
-        if not name:
-            causes.append(f.required(f"{path}.name"))
-        else:
-            causes += [f.invalid(f"{path}.name", name, m) for m in f.is_dns1123_label(name)]
-            if name in names:
-                causes.append(f.duplicate(f"{path}.name", name))
-            names.add(name)
+        path = f"{field}[{i}]"
+        causes += _unique_label_causes(vol.get("name") or "", f"{path}.name", names)
         sources = [s for s in _VOLUME_SOURCES if vol.get(s) is not None]
         if not sources:
             causes.append(f.required(path, "must specify a volume type"))
@@ -177,14 +182,8 @@ def resource_claims_causes(spec: dict, field: str) -> list[dict]:
     of them, once per name and request)."""
     causes, pod_names = [], set()
     for i, claim in _dicts(spec.get("resourceClaims")):
-        path, name = f"{field}.resourceClaims[{i}]", claim.get("name") or ""
-        if not name:
-            causes.append(f.required(f"{path}.name"))
-        else:
-            causes += [f.invalid(f"{path}.name", name, m) for m in f.is_dns1123_label(name)]
-            if name in pod_names:
-                causes.append(f.duplicate(f"{path}.name", name))
-            pod_names.add(name)
+        path = f"{field}.resourceClaims[{i}]"
+        causes += _unique_label_causes(claim.get("name") or "", f"{path}.name", pod_names)
         sources = [key for key in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(key)]
         if not sources:
             causes.append(f.invalid(path, claim, "must specify one of: `resourceClaimName`, "
