@@ -10,19 +10,10 @@ from __future__ import annotations
 
 import copy
 
+from .fieldpath import field_schema as _field_schema
 from .patch import PatchError
 
 _ORDER, _DELETE_PRIMITIVE = "$setElementOrder/", "$deleteFromPrimitiveList/"
-
-
-def _field_schema(schema: dict | None, key: str) -> dict | None:
-    if not isinstance(schema, dict):
-        return None
-    properties = schema.get("properties") or {}
-    if key in properties:
-        return properties[key]
-    extra = schema.get("additionalProperties")
-    return extra if isinstance(extra, dict) else None
 
 
 def _strategy(schema: dict | None) -> tuple[bool, str | None]:
