@@ -1,5 +1,12 @@
 """Defaults the API server sets on built-in kinds when they are written (the namespace's name label and finalizer,
-a new Pod's phase, a Secret's stringData, a Service's type, ports and cluster IP)."""
+a new Pod's phase, a Secret's stringData, a Service's type, ports and cluster IP).
+
+Where kubernetes v1.33 does each: pkg/apis/core/v1/defaults.go (SetDefaults_Namespace's
+`kubernetes.io/metadata.name` label, SetDefaults_Service's type and port protocol/targetPort),
+pkg/registry/core/namespace/strategy.go (PrepareForCreate: the `kubernetes` finalizer),
+pkg/registry/core/pod/strategy.go (PrepareForCreate: phase Pending), pkg/apis/core/v1/conversion.go
+(Convert_v1_Secret_To_core_Secret: stringData merged into data) and pkg/registry/core/service/ipallocator (a
+ClusterIP from the service CIDR)."""
 
 from __future__ import annotations
 
