@@ -22,6 +22,7 @@ from tenants.choices import Scheduler, TeamState
 from tenants.models import Cluster, TeamNamespace
 
 from .models import Quota
+from .selectors import _parent_name, in_use
 
 
 @dataclass
@@ -74,8 +75,6 @@ def proportion_deserved(*, total: int, queues: dict[str, tuple[int, int, int]]) 
 
 def fair_shares(*, cluster: Cluster) -> list[FairShare]:
     """One row per team holding GPU quota in the cluster, grouped by cohort (a few queries, whatever the size)."""
-    from .selectors import _parent_name, in_use  # the module re-exported by selectors
-
     namespaces = {ns.team_id: ns for ns in TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
                   .exclude(team__state=TeamState.ARCHIVED).select_related("team__parent")}
     rows: dict[int, FairShare] = {}
@@ -93,6 +92,7 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
         per = resources[team.pk][quota.flavor.scheduled_resource(cluster.mig_strategy)]
         per[0] += max(0, used - quota.guaranteed)
         per[1] += quota.guaranteed
+    total = sum(f.capacity for f in cluster.flavors.all()) if cluster.scheduler != Scheduler.KUEUE else 0
     by_cohort: dict[str, list[FairShare]] = defaultdict(list)
     for row in rows.values():
         by_cohort[row.cohort].append(row)
@@ -107,7 +107,6 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
                 member.share = kueue_share(borrowed=borrowed, lendable=lendable, weight=member.weight) \
                     if cohort else None
         else:
-            total = sum(f.capacity for f in cluster.flavors.all())
             deal = proportion_deserved(total=total, queues={
                 m.team.slug: (m.weight, m.guaranteed, m.limit) for m in members})
             for member in members:

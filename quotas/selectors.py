@@ -417,4 +417,3 @@ def expiry_notices_due(*, now, notice) -> QuerySet[Quota]:
     ).select_related("team", "flavor__cluster")
 
 
-from .fair_share import fair_shares  # noqa: E402,F401  (re-exported: the one place for the app's reads)

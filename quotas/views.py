@@ -15,7 +15,7 @@ from tenants import services as tenant_services
 from tenants.choices import Role
 from tenants.sharing import cluster_setup, sharing_isolation
 
-from . import selectors, services
+from . import fair_share, selectors, services
 from .choices import RequestState
 from .forms import ApproveForm, FairShareWeightForm, GpuFlavorForm, PriorityTierForm, QuotaRequestForm, RejectForm
 
@@ -156,7 +156,7 @@ def request_decide(request, pk, decision):
 @platform_admin_required
 def capacity(request):
     overview = selectors.capacity_overview()
-    sharing = [(cluster, selectors.fair_shares(cluster=cluster))
+    sharing = [(cluster, fair_share.fair_shares(cluster=cluster))
                for cluster in tenant_selectors.active_clusters()]
     return render(request, "quotas/capacity.html", {"overview": overview, "sharing": sharing})
 

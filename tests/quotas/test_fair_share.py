@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from django.urls import reverse
 
-from quotas.fair_share import kueue_share, proportion_deserved
+from quotas.fair_share import fair_shares, kueue_share, proportion_deserved
 from quotas.models import Quota
 from tenants.models import AuditEvent, GpuFlavor, Team, TeamNamespace
 from tests.factories import ClusterFactory, PlatformAdminFactory, TeamFactory, UserFactory
@@ -53,7 +53,6 @@ def test_console_shows_each_share_beside_its_weight_and_sets_the_weight(client, 
     client.force_login(admin)
     page = client.get(reverse("quotas:capacity")).content.decode()
     assert 'data-team="vision"' in page and 'data-team="speech"' in page
-    from quotas.selectors import fair_shares
 
     rows = {row.team.slug: row for row in fair_shares(cluster=cluster)}
     # Cohort nominal 12; vision borrows 2 (weight 3): ceil(2000/12/3) = 56; speech borrows 2 (weight 1): 167.
