@@ -127,7 +127,8 @@ class Simulator:
             duration=float(notes.get(DURATION_ANNOTATION, self.default_duration)),
             startup=float(notes.get(STARTUP_ANNOTATION, self.default_startup)),
             outcome=outcome if outcome in OUTCOMES else "succeed", deadline=writer.deadline(spec),
-            min_available=writer.min_available(spec), refusal=refusal)
+            min_available=writer.min_available(spec), refusal=refusal,
+            network_topology=dict(spec.get("networkTopology") or {}) if kind == VCJOB else {})
         job.scheduler_object = scheduler.record_name(job)
         return job
 
@@ -301,6 +302,7 @@ class Simulator:
                 self._create_record(job, obj, now)
             return
         job.pods = [p["metadata"]["name"] for p in live]
+        job.nodes = [(p.get("spec") or {}).get("nodeName", "") for p in live]
         job.cluster_name = status.get("rayClusterName", "")
         running = all(p["status"]["phase"] == "Running" for p in live)
         job.state, job.admitted_at, job.running_at = ("running" if running else "starting"), now, now

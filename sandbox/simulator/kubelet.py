@@ -42,7 +42,8 @@ class Kubelet:
                 spec = dict(template.get("spec") or {})
                 if job.backend == "volcano":
                     spec["schedulerName"] = "volcano"
-                spec["nodeName"] = f"gpu-node-{index % 8}"
+                placed = len(job.pods)  # the scheduler's node for this pod, where it chose one
+                spec["nodeName"] = job.nodes[placed] if placed < len(job.nodes) else f"gpu-node-{index % 8}"
                 pod = {"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": name, "namespace": job.namespace, "labels": labels,
                                     "annotations": annotations, "ownerReferences": [owner(job)]},

@@ -62,7 +62,7 @@ def _taint_text(taint: dict) -> str:
     return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
 
 
-def _tolerates(toleration: dict, taint: dict) -> bool:
+def tolerates(toleration: dict, taint: dict) -> bool:
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
     if toleration.get("operator") == "Exists":
@@ -75,7 +75,7 @@ def untolerated(tas: dict, flavor: str, template: dict) -> str:
     info = tas["flavors"].get(flavor) or {}
     tolerations = list((template.get("spec") or {}).get("tolerations") or []) + list(info.get("tolerations") or [])
     for taint in info.get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
             return f"untolerated taint {_taint_text(taint)} in flavor {flavor}"
     return ""
 

@@ -112,6 +112,8 @@ class Tracked:
     cluster_queue: str = ""
     flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> resource -> flavor
     topology: dict[str, dict] = field(default_factory=dict)  # pod set -> Kueue TAS placement (kueue_tas.place)
+    network_topology: dict = field(default_factory=dict)  # a Volcano Job's spec.networkTopology
+    nodes: list[str] = field(default_factory=list)  # the node of each pod it runs, in pod order (Volcano with Nodes)
     admitted_at: float = 0.0
     running_at: float = 0.0
     requeue_at: float = 0.0

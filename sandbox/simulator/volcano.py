@@ -13,7 +13,9 @@ and no reclaim).
   more as room allows; short of that the PodGroup says `Unschedulable`, reason `NotEnoughResources`,
   "N/M tasks in gang unschedulable: ...".
 - preempt and reclaim only when the configuration lists them; the gang plugin then offers as victims only a
-  job's pods above its minAvailable (preemptableFn), so a gang is never broken.
+  job's pods above its minAvailable (preemptableFn), so a gang is never broken (`volcano_preemption`).
+- with Nodes registered, each task goes to a node, and networkTopology keeps a gang within HyperNodes
+  (`volcano_nodes`); without any, the cluster is what its queues are promised and tasks are not placed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from decimal import Decimal
 import yaml
 
 from ..quantity import parse_quantity
-from . import volcano_proportion
+from . import volcano_nodes, volcano_preemption, volcano_proportion
 from .model import VCJOB, VOLCANO, Tracked, fmt, iso, owner, set_conditions
 
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -46,6 +48,7 @@ class Volcano:
         self.usage: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.running: dict[str, dict[tuple, Tracked]] = defaultdict(dict)
         self.elastic: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        self.node_used: dict[str, dict[str, Decimal]] = {}  # per Node, what the pods placed there request
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -90,6 +93,8 @@ class Volcano:
         extra = [p for p in job.pod_sets if not p.creates_pods for _ in range(p.count)]
         return (pods if count is None else pods[:count]) + extra
 
+    pods_of = _pods
+
     @staticmethod
     def _sum(pod_sets) -> dict[str, Decimal]:
         total: dict[str, Decimal] = defaultdict(Decimal)
@@ -108,6 +113,8 @@ class Volcano:
         pc = (obj.get("spec") or {}).get("priorityClassName")
         if pc:
             spec["priorityClassName"] = pc
+        if job.network_topology:  # the job controller copies it (pkg/controllers/job/job_controller_actions.go)
+            spec["networkTopology"] = dict(job.network_topology)
         created, refusal = self.objects.create_refusable({
             "apiVersion": VOLCANO, "kind": "PodGroup",
             "metadata": {"name": job.scheduler_object, "namespace": job.namespace,
@@ -144,11 +151,11 @@ class Volcano:
             if q["parent"] in queues:
                 queues[q["parent"]]["leaf"] = False
         capacity: dict[str, Decimal] = defaultdict(Decimal)
-        nodes = self.objects.list("v1", "Node")
-        for node in nodes:
-            for k, v in ((node.get("status") or {}).get("allocatable") or {}).items():
-                capacity[k] += parse_quantity(v)
-        if not nodes:  # no Nodes: the cluster holds what its leaf queues are promised
+        cluster = volcano_nodes.snapshot(self.objects)
+        for node in (cluster.get("nodes") or {}).values():
+            for k, v in node["allocatable"].items():
+                capacity[k] += v
+        if not cluster:  # no Nodes: the cluster holds what its leaf queues are promised
             for name, q in queues.items():
                 if q["leaf"] and name not in ("root", "default"):
                     for k, v in q["deserved"].items():
@@ -159,7 +166,7 @@ class Volcano:
                 guarantees[k] += v
         volcano_proportion.deal(self, queues, capacity, plugins)  # with proportion alone: deserved by weight
         return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
-                "capacity": dict(capacity), "guarantees": guarantees}
+                "capacity": dict(capacity), "guarantees": guarantees, "cluster": cluster}
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
@@ -180,17 +187,20 @@ class Volcano:
                 return self._refused(job, now, refusal)
             job.enqueued = True
             self._podgroup(job, {"phase": "Inqueue"})
-        count = self._placeable(job, config)
+        count, nodes, hypernode = self.plan(job, config)
         if count < self.min_count(job):
-            victims = self._victims(job, config) if job.may_preempt else []
+            victims = volcano_preemption.victims(self, job, config) if job.may_preempt else []
             if not victims:
                 return self._gang_unschedulable(job, now)
-            for victim, count in victims:
-                self._shrink(victim, count, now, job)
-            count = self._placeable(job, config)
+            for victim, taken in victims:
+                volcano_preemption.shrink(self, victim, taken, now, job)
+            count, nodes, hypernode = self.plan(job, config)
             if count < self.min_count(job):
                 return self._gang_unschedulable(job, now)
-        job.limit = count
+        job.limit, job.nodes = count, nodes
+        if hypernode:  # the allocate action records the gang's HyperNode (framework/job_updater.go)
+            self.objects.patch(VOLCANO, "PodGroup", job.namespace, job.scheduler_object,
+                               {"metadata": {"annotations": {volcano_nodes.ALLOCATED_ANNOTATION: hypernode}}})
         self.sim.admit(job, now)
 
     def _real_capability(self, name: str, config: dict) -> dict[str, Decimal]:
@@ -257,13 +267,14 @@ class Volcano:
                 used[k] += v
         return used
 
-    def _placeable(self, job: Tracked, config: dict) -> int:
-        """How many of the job's pods allocate would place now: each must fit in the cluster's free capacity and
-        its queue's bounds."""
+    def plan(self, job: Tracked, config: dict) -> tuple[int, list[str], str]:
+        """How many of the job's pods allocate would place now, on which nodes (with Nodes registered), and the
+        HyperNode a hard network topology keeps them in: each pod must fit its queue's bounds and the cluster,
+        in order, and then a node (`volcano_nodes.place`)."""
         used = self._cluster_used()
         bounds = [(self._allocated(name, config), bound) for name, bound in self._limits(job.queue, config)]
         taken: dict[str, Decimal] = defaultdict(Decimal)
-        placed = 0
+        admitted = []
         for pod_set in self._pods(job):
             fits = all(used.get(k, 0) + taken[k] + v <= config["capacity"][k]
                        for k, v in pod_set.requests.items() if v and k in config["capacity"])
@@ -273,97 +284,13 @@ class Volcano:
                 break
             for k, v in pod_set.requests.items():
                 taken[k] += v
-            placed += pod_set.creates_pods
-        return placed
-
-    def _victims(self, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
-        """The preempt action (tasks of the same queue) and the reclaim action (tasks of other, reclaimable queues),
-        each only when configured. Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable
-        do (framework/session_plugins.go): the plugins of a tier that have a say (enablePreemptable /
-        enableReclaimable not false) intersect their choices, and the first tier with a non-empty answer decides.
-        Victims are then taken lowest priority first until the preemptor's gang can be placed. Answers
-        (job, how many of its pods go)."""
-        chosen: dict[tuple, int] = {}
-        order = []
-        mine = config["queues"][job.queue]
-        # actions/reclaim: a queue that already has its deserved share (Session.Overused) reclaims nothing.
-        overused = bool(mine["deserved"]) and all(self.usage[job.queue].get(k, 0) >= v
-                                                  for k, v in mine["deserved"].items() if v)
-        for action, same in (("preempt", True), ("reclaim", False)):
-            if action not in config["actions"] or (action == "reclaim" and overused):
-                continue
-            tasks = [(other, i) for queue, jobs in self.running.items() if (queue == job.queue) == same
-                     for other in jobs.values() if other is not job
-                     and (same or config["queues"].get(queue, {}).get("reclaimable", True))
-                     for i in range(other.limit or 0)]
-            order.extend(self._allowed(action, job, tasks, config))
-        order.sort(key=lambda t: (t[0].priority, -t[0].admitted_at, -t[1]))
-        saved = {q: dict(u) for q, u in self.usage.items()}
-        try:
-            for other, index in order:
-                pod_set = self._pods(other)[index]
-                for k, v in pod_set.requests.items():
-                    self.usage[other.queue][k] -= v
-                chosen[other.key] = chosen.get(other.key, 0) + 1
-                if self._placeable(job, config) >= self.min_count(job):
-                    victims = {o.key: o for o, _ in order}
-                    return [(victims[key], count) for key, count in chosen.items()]
-        finally:
-            for queue, usage in saved.items():
-                self.usage[queue] = defaultdict(Decimal, usage)
-        return []
-
-    def _allowed(self, action: str, preemptor: Tracked, tasks: list, config: dict) -> list:
-        flag = "enablePreemptable" if action == "preempt" else "enableReclaimable"
-        for tier in config["tiers"]:
-            victims = None
-            for plugin in tier.get("plugins") or []:
-                if plugin.get(flag) is False:
-                    continue
-                fn = PLUGIN_FNS[action].get(plugin.get("name"))
-                if fn is None:
-                    continue
-                candidates = fn(self, preemptor, tasks, config)
-                if not candidates:
-                    victims = None
-                    break
-                victims = candidates if victims is None else [t for t in victims if t in candidates]
-            if victims:
-                return victims
-        return []
-
-    def _by_priority(self, preemptor, tasks, config):
-        """priority.go preemptableFn: tasks of jobs with a lower priority."""
-        return [t for t in tasks if t[0].priority < preemptor.priority]
-
-    def _gang(self, preemptor, tasks, config):
-        """gang.go preemptableFn: a job gives up pods only while it keeps more than minAvailable running."""
-        left, victims = {}, []
-        for other, index in sorted(tasks, key=lambda t: -t[1]):
-            left.setdefault(other.key, other.limit or 0)
-            if left[other.key] > self.min_count(other):
-                left[other.key] -= 1
-                victims.append((other, index))
-        return victims
-
-    def _overused(self, preemptor, tasks, config):
-        """proportion/capacity reclaimableFn: tasks of queues allocated above their deserved share."""
-        return [t for t in tasks if any(self.usage[t[0].queue].get(k, 0) > v for k, v in
-                                        config["queues"].get(t[0].queue, {}).get("deserved", {}).items())]
-
-    def _shrink(self, victim: Tracked, count: int, now: float, preemptor: Tracked) -> None:
-        """Evict `count` of the victim's pods, newest first. A job left below its gang minimum is evicted whole
-        (Volcano's job controller restarts it: PodEvicted)."""
-        keep = (victim.limit or 0) - count
-        if keep < self.min_count(victim):
-            reason = "preempt" if victim.queue == preemptor.queue else "reclaim"
-            return self.sim.evict(victim, now, f"Evicted by {reason} to schedule {preemptor.namespace}/"
-                                               f"{preemptor.name}")
-        self.charge(victim, -1)
-        for pod in victim.pods[keep:]:
-            self.objects.delete("v1", "Pod", victim.namespace, pod)
-        victim.pods, victim.limit = victim.pods[:keep], keep
-        self.charge(victim, +1)
+            admitted.append(pod_set)
+        creating = [p for p in admitted if p.creates_pods]
+        if not config["cluster"]:
+            return len(creating), [], ""
+        nodes, hypernode = volcano_nodes.place(config["cluster"], self.node_used, creating, self.min_count(job),
+                                               job.network_topology)
+        return len(nodes), nodes, hypernode
 
     # Usage -----------------------------------------------------------------------------------------------------
 
@@ -373,6 +300,7 @@ class Volcano:
             self.usage[job.queue][resource] += sign * value
         for resource, value in self._sum(pods[self.min_count(job):]).items():
             self.elastic[job.queue][resource] += sign * value
+        volcano_nodes.charge(self.node_used, job.nodes, [p for p in pods if p.creates_pods], sign)
         if sign > 0:
             self.running[job.queue][job.key] = job
         else:
@@ -428,7 +356,7 @@ class Volcano:
                              "succeeded" if succeeded else "failed": len(job.pods) or job.pod_count})
 
     def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None:
-        job.enqueued = False
+        job.enqueued, job.nodes = False, []
         self._podgroup(job, {"phase": "Pending", "running": 0})
 
     def adopt(self, job: Tracked, record: dict | None) -> None:
@@ -439,12 +367,3 @@ class Volcano:
 def _amounts(values) -> dict[str, Decimal]:
     return {k: parse_quantity(v) for k, v in (values or {}).items()}
 
-
-def _everyone(scheduler, preemptor, tasks, config):
-    """conformance.go evictableFn: any task but the cluster's critical pods (none here)."""
-    return list(tasks)
-
-
-PLUGIN_FNS = {"preempt": {"priority": Volcano._by_priority, "gang": Volcano._gang, "conformance": _everyone},
-              "reclaim": {"gang": Volcano._gang, "conformance": _everyone, "proportion": Volcano._overused,
-                          "capacity": Volcano._overused}}

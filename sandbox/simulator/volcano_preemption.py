@@ -1,0 +1,121 @@
+"""Volcano's preempt and reclaim actions, for `volcano.Volcano` (volcano v1.15.1 pkg/scheduler/actions/preempt and
+actions/reclaim): which running tasks may give way to a waiting gang, and taking them.
+
+Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable do (framework/session_plugins.go):
+the plugins of a tier that have a say (enablePreemptable / enableReclaimable not false) intersect their choices,
+and the first tier with a non-empty answer decides. Victims are then taken lowest priority first until the
+preemptor's gang can be placed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+from . import volcano_nodes
+from .model import Tracked
+
+
+def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
+    """The preempt action (tasks of the same queue) and the reclaim action (tasks of other, reclaimable queues),
+    each only when configured. Answers (job, how many of its pods go)."""
+    chosen: dict[tuple, int] = {}
+    order = []
+    mine = config["queues"][job.queue]
+    # actions/reclaim: a queue that already has its deserved share (Session.Overused) reclaims nothing.
+    overused = bool(mine["deserved"]) and all(scheduler.usage[job.queue].get(k, 0) >= v
+                                              for k, v in mine["deserved"].items() if v)
+    for action, same in (("preempt", True), ("reclaim", False)):
+        if action not in config["actions"] or (action == "reclaim" and overused):
+            continue
+        tasks = [(other, i) for queue, jobs in scheduler.running.items() if (queue == job.queue) == same
+                 for other in jobs.values() if other is not job
+                 and (same or config["queues"].get(queue, {}).get("reclaimable", True))
+                 for i in range(other.limit or 0)]
+        order.extend(_allowed(scheduler, action, job, tasks, config))
+    order.sort(key=lambda t: (t[0].priority, -t[0].admitted_at, -t[1]))
+    saved = {q: dict(u) for q, u in scheduler.usage.items()}
+    saved_nodes = {n: dict(u) for n, u in scheduler.node_used.items()}
+    try:
+        for other, index in order:
+            pod_set = scheduler.pods_of(other)[index]
+            for k, v in pod_set.requests.items():
+                scheduler.usage[other.queue][k] -= v
+            volcano_nodes.charge(scheduler.node_used, other.nodes[index:index + 1], [pod_set], -1)
+            chosen[other.key] = chosen.get(other.key, 0) + 1
+            if scheduler.plan(job, config)[0] >= scheduler.min_count(job):
+                found = {o.key: o for o, _ in order}
+                return [(found[key], count) for key, count in chosen.items()]
+    finally:
+        for queue, usage in saved.items():
+            scheduler.usage[queue] = defaultdict(Decimal, usage)
+        scheduler.node_used.clear()
+        scheduler.node_used.update({n: defaultdict(Decimal, u) for n, u in saved_nodes.items()})
+    return []
+
+
+def _allowed(scheduler, action: str, preemptor: Tracked, tasks: list, config: dict) -> list:
+    flag = "enablePreemptable" if action == "preempt" else "enableReclaimable"
+    for tier in config["tiers"]:
+        found = None
+        for plugin in tier.get("plugins") or []:
+            if plugin.get(flag) is False:
+                continue
+            fn = PLUGIN_FNS[action].get(plugin.get("name"))
+            if fn is None:
+                continue
+            candidates = fn(scheduler, preemptor, tasks, config)
+            if not candidates:
+                found = None
+                break
+            found = candidates if found is None else [t for t in found if t in candidates]
+        if found:
+            return found
+    return []
+
+
+def _by_priority(scheduler, preemptor, tasks, config):
+    """priority.go preemptableFn: tasks of jobs with a lower priority."""
+    return [t for t in tasks if t[0].priority < preemptor.priority]
+
+
+def _gang(scheduler, preemptor, tasks, config):
+    """gang.go preemptableFn: a job gives up pods only while it keeps more than minAvailable running."""
+    left, found = {}, []
+    for other, index in sorted(tasks, key=lambda t: -t[1]):
+        left.setdefault(other.key, other.limit or 0)
+        if left[other.key] > scheduler.min_count(other):
+            left[other.key] -= 1
+            found.append((other, index))
+    return found
+
+
+def _overused(scheduler, preemptor, tasks, config):
+    """proportion/capacity reclaimableFn: tasks of queues allocated above their deserved share."""
+    return [t for t in tasks if any(scheduler.usage[t[0].queue].get(k, 0) > v for k, v in
+                                    config["queues"].get(t[0].queue, {}).get("deserved", {}).items())]
+
+
+def _everyone(scheduler, preemptor, tasks, config):
+    """conformance.go evictableFn: any task but the cluster's critical pods (none here)."""
+    return list(tasks)
+
+
+def shrink(scheduler, victim: Tracked, count: int, now: float, preemptor: Tracked) -> None:
+    """Evict `count` of the victim's pods, newest first. A job left below its gang minimum is evicted whole
+    (Volcano's job controller restarts it: PodEvicted)."""
+    keep = (victim.limit or 0) - count
+    if keep < scheduler.min_count(victim):
+        reason = "preempt" if victim.queue == preemptor.queue else "reclaim"
+        return scheduler.sim.evict(victim, now, f"Evicted by {reason} to schedule {preemptor.namespace}/"
+                                                f"{preemptor.name}")
+    scheduler.charge(victim, -1)
+    for pod in victim.pods[keep:]:
+        scheduler.objects.delete("v1", "Pod", victim.namespace, pod)
+    victim.pods, victim.limit, victim.nodes = victim.pods[:keep], keep, victim.nodes[:keep]
+    scheduler.charge(victim, +1)
+    return None
+
+
+PLUGIN_FNS = {"preempt": {"priority": _by_priority, "gang": _gang, "conformance": _everyone},
+              "reclaim": {"gang": _gang, "conformance": _everyone, "proportion": _overused, "capacity": _overused}}
