@@ -21,7 +21,7 @@ import traceback
 from collections import defaultdict, deque
 
 from ..store import ADDED, DELETED
-from . import queue_status
+from . import queue_status, volcano_discovery
 from .dra import Devices
 from .kubelet import Kubelet
 from .kueue import Kueue
@@ -41,6 +41,8 @@ from .volcano import Volcano
 from .workloads import writers
 
 REQUEUE_AFTER_REQUESTED_PREEMPTION = 3600.0
+DISCOVERY_INPUTS = {("", "Node"), ("", "ConfigMap"), ("topology.volcano.sh", "HyperNode")}
+DISCOVERY_CONFIG = (volcano_discovery.CONFIG_NAMESPACE, volcano_discovery.CONFIG_NAME)
 
 
 class Simulator:
@@ -71,6 +73,7 @@ class Simulator:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._discover = True  # Nodes, HyperNodes or the Volcano controller's configuration changed
         self._unsubscribe = store.subscribe(self._on_change)
 
     # Events ----------------------------------------------------------------------------------------------------
@@ -78,6 +81,9 @@ class Simulator:
     def _on_change(self, event_type, rt, obj) -> None:
         """Runs under the store lock: only Kueue's webhook acts here (it suspends before anything can start), and
         only when Kueue is installed (its Workload kind is served); everything else waits for the next step."""
+        if rt.key in DISCOVERY_INPUTS and (rt.key != ("", "ConfigMap") or (
+                obj["metadata"].get("namespace"), obj["metadata"]["name"]) == DISCOVERY_CONFIG):
+            self._discover = True
         if rt.key not in self.writers:
             return
         labels = obj["metadata"].get("labels") or {}
@@ -147,6 +153,9 @@ class Simulator:
         with self.store._lock, self._lock:
             started = time.process_time()
             self._drain(now)
+            if self._discover:
+                self._discover = False
+                volcano_discovery.reconcile(self.objects)
             self._progress(now)
             if any(self.schedulers["kueue"].admitted.values()):
                 self.schedulers["kueue"].evict_lost_nodes(now)
