@@ -100,20 +100,26 @@ def network_topology(*, cluster, level: str, mode: str) -> dict:
 def placement_sentence(job, spot_flavors: set[str]) -> str:
     """Where the cluster put the job and why, from what its status sync recorded; '' before it is placed."""
     flavors = job.placement.get("flavors") or []
-    if not flavors:
+    domains = job.placement.get("domains") or []
+    if not flavors and not domains:
         return ""
-    parts = [f"Placed on flavor {', '.join(flavors)}"]
+    parts = [f"Placed on flavor {', '.join(flavors)}" if flavors else "Placed"]
     spot = [f for f in flavors if f in spot_flavors]
     if spot and job.flavor.name not in spot:
         parts.append(f"spot capacity, because the reserved flavor {job.flavor.name} was full; it can be evicted")
     elif spot:
         parts.append("spot capacity; it can be evicted")
-    domains = job.placement.get("domains") or []
-    label = level_label(job.cluster.topology_levels, job.topology_level)
+    levels = job.cluster.topology_levels
+    label = level_label(levels, job.topology_level)
     if domains and label:
-        within = sorted({d.get(label, "") for d in domains})
         how = "as required" if job.topology_mode == Placement.REQUIRED else "as preferred"
-        if len(within) == 1:
+        within = sorted({d.get(label, "") for d in domains})
+        # Volcano tries the narrowest tier first: a gang allowed a block may sit in one rack of it.
+        narrower = [(lv["name"], domains[0][lv["node_label"]]) for lv in levels if lv["node_label"] in domains[0]]
+        if within == [""] and len(domains) == 1 and narrower:
+            parts.append(f"all workers in {narrower[-1][0]} {narrower[-1][1]} (within one {job.topology_level}, "
+                         f"{how})")
+        elif len(within) == 1:
             parts.append(f"all workers in {job.topology_level} {within[0]} ({how})")
         else:
             parts.append(f"workers spread over {job.topology_level}s {', '.join(within)} (no single one had room)")

@@ -3,6 +3,7 @@ job, its pods and why it waits; the desired objects of a job; which jobs are due
 offers (flavors the team holds quota of, its saved templates)."""
 
 import functools
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,7 +23,7 @@ from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
 from . import placement
-from .choices import TERMINAL_STATES, JobState
+from .choices import TERMINAL_STATES, JobState, Placement
 from .claims import RESOURCE_API
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
@@ -276,6 +277,23 @@ def jobs_ahead(*, job: Job) -> QuerySet[Job]:
             .select_related("submitted_by").order_by("-priority_tier__value", "submitted_at"))
 
 
+HYPERNODE_TTL = 60.0  # seconds a cluster's HyperNodes are reused before they are read again
+_hypernodes: dict[int, tuple[float, dict[str, dict]]] = {}
+
+
+def hypernode_labels(*, cluster, name: str) -> dict[str, dict]:
+    """A Volcano cluster's HyperNodes, name → labels: read once a minute at most, or again (after a few seconds)
+    when `name` is one not seen yet. {} where the cluster serves no HyperNodes (Volcano before v1.12)."""
+    read_at, found = _hypernodes.get(cluster.pk, (0.0, {}))
+    age = time.monotonic() - read_at
+    if age < HYPERNODE_TTL and (name in found or age < 5):
+        return found
+    items = kube.client_for_cluster(cluster).list("topology.volcano.sh/v1alpha1", "HyperNode")  # none: no CRD
+    found = {h["metadata"]["name"]: h["metadata"].get("labels") or {} for h in items}
+    _hypernodes[cluster.pk] = (time.monotonic(), found)
+    return found
+
+
 def why_waiting(*, job: Job) -> str:
     """One sentence from the scheduler's own words plus the team's numbers."""
     if job.state not in (JobState.QUEUED, JobState.PENDING):
@@ -293,4 +311,9 @@ def why_waiting(*, job: Job) -> str:
     if 'topology "' in job.state_message:  # Kueue's TAS words: the domain, not the quota, has no room
         sentence = (f"Placement, not quota, is what blocks: no {job.topology_level or 'topology domain'} has room "
                     f"for all {job.workers} workers together ({held}, {in_use} in use)")
+    elif "tasks in gang unschedulable" in job.state_message:  # Volcano's gang words: past enqueue, so not quota
+        within = (f" within one {job.topology_level} (hard network topology)"
+                  if job.topology_level and job.topology_mode == Placement.REQUIRED else "")
+        sentence = (f"Placement, not quota, is what blocks: Volcano let the job into its queue ({held}, {in_use} "
+                    f"in use), but its nodes have no room for all {job.workers} workers together{within}")
     return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."

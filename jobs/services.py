@@ -247,8 +247,13 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     else:
         refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
         observed = status.volcano_job(found, podgroup, refusal)
-    return replace(observed, admitted_at=status.admission_time(found, workload, podgroup),
-                   placement=status.kueue_placement(workload))
+    if job.cluster.scheduler == Scheduler.VOLCANO:
+        hypernode = status.allocated_hypernode(podgroup)
+        placed = status.volcano_placement(podgroup, selectors.hypernode_labels(
+            cluster=job.cluster, name=hypernode) if hypernode else {})
+    else:
+        placed = status.kueue_placement(workload)
+    return replace(observed, admitted_at=status.admission_time(found, workload, podgroup), placement=placed)
 
 
 def _pods_started(client, namespace: str) -> dict[str, str]:

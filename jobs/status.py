@@ -55,6 +55,26 @@ def kueue_placement(workload: dict | None) -> dict:
     return {key: value for key, value in (("flavors", flavors), ("domains", domains)) if value}
 
 
+# volcano v1.15.1 pkg/scheduler/api/well_known_labels.go: the HyperNode a hard network-topology gang was placed in;
+# a HyperNode made by the label discoverer carries its level's node label and value
+# (pkg/controllers/hypernode/discovery/label/label.go), beside its source label.
+ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
+HYPERNODE_SOURCE_LABEL = "volcano.sh/network-topology-source"
+
+
+def allocated_hypernode(podgroup: dict | None) -> str:
+    return (((podgroup or {}).get("metadata") or {}).get("annotations") or {}).get(ALLOCATED_HYPERNODE, "")
+
+
+def volcano_placement(podgroup: dict | None, hypernode_labels: dict[str, dict]) -> dict:
+    """The HyperNode Volcano keeps the gang in and, where its labels say it, the domain ({node label: value})."""
+    name = allocated_hypernode(podgroup)
+    if not name:
+        return {}
+    domain = {k: v for k, v in (hypernode_labels.get(name) or {}).items() if k != HYPERNODE_SOURCE_LABEL}
+    return {"hypernode": name, "domains": [domain]} if domain else {"hypernode": name}
+
+
 def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
     """batch/v1 Job admitted by Kueue: the Workload says queued/admitted/preempted; the Job says the rest."""
     status = job.get("status") or {}

@@ -55,6 +55,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("kueue.x-k8s.io/v1beta2", "Topology"): Kind("topologies", False),
     ("scheduling.volcano.sh/v1beta1", "Queue"): Kind("queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): Kind("podgroups", True),
+    ("topology.volcano.sh/v1alpha1", "HyperNode"): Kind("hypernodes", False),
     ("batch.volcano.sh/v1alpha1", "Job"): Kind("jobs", True),
     ("ray.io/v1", "RayJob"): Kind("rayjobs", True),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): Kind("resourceclaimtemplates", True),

@@ -8,6 +8,7 @@ staging/src/volcano.sh/apis/pkg/apis/topology/v1alpha1/hypernode_types.go).
 
 import re
 
+import yaml
 from django.core.exceptions import ValidationError
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -80,3 +81,23 @@ def level_names(levels) -> list[str]:
 def level_label(levels, name: str) -> str:
     """The node label of the named level; '' when the cluster has no such level."""
     return next((level["node_label"] for level in levels or [] if level["name"] == name), "")
+
+
+# Volcano builds HyperNodes from node labels itself (volcano v1.15.1 pkg/controllers/hypernode/discovery/label/
+# label.go), configured in the controller's ConfigMap (config/loader.go: key volcano-controller.conf; the chart
+# names the ConfigMap <release>-controller-configmap in the release's namespace).
+VOLCANO_CONFIG_NAMESPACE, VOLCANO_CONFIG_NAME = "volcano-system", "volcano-controller-configmap"
+VOLCANO_CONFIG_KEY = "volcano-controller.conf"
+VOLCANO_TOPOLOGY_TYPE = "gpu-portal"  # a network topology type name: at most 20 characters
+
+
+def volcano_discovery_config(levels) -> str:
+    """The controller configuration that makes Volcano's label discoverer build the cluster's HyperNodes from these
+    levels: the labels broadest first, ending with the node itself (the discoverer drops the last label as the
+    node's own, so kubernetes.io/hostname closes the list even when it is not one of the levels)."""
+    labels = [level["node_label"] for level in levels or []]
+    if labels and labels[-1] != HOSTNAME_LABEL:
+        labels.append(HOSTNAME_LABEL)
+    config = {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {
+        "networkTopologyTypes": {VOLCANO_TOPOLOGY_TYPE: [{"nodeLabel": label} for label in labels]}}}]}
+    return yaml.safe_dump(config, sort_keys=False)

@@ -129,3 +129,45 @@ def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reser
     assert big.state == JobState.QUEUED
     assert selectors.why_waiting(job=big).startswith(
         "Placement, not quota, is what blocks: no rack has room for all 3 workers together")
+
+
+@pytest.mark.django_db
+def test_a_rack_bound_volcano_job_lands_in_a_discovered_rack_and_the_next_says_placement_blocks(
+        simulating_sandbox, run_on_commit):
+    """A Volcano cluster whose HyperNodes its label discoverer builds from the configuration the console shows
+    (tenants.topology.volcano_discovery_config): racks r1 (2 nodes) and r2 (1 node), r3 (1 node). A 2-worker job
+    bound to a rack goes into r1 (hard network topology, tier 1); the next cannot fit in any rack though the queue
+    has room, and says so."""
+    from sandbox.simulator.volcano_discovery import CONFIG_KEY, CONFIG_NAME, CONFIG_NAMESPACE
+    from tenants.topology import volcano_discovery_config
+
+    sb = simulating_sandbox
+    world = build_world(sb.url, "volcano", guaranteed=32, burst=0)
+    cluster = world["cluster"]
+    cluster.topology_levels = LEVELS
+    cluster.save()
+    for name, block, rack in (("n1", "b1", "r1"), ("n2", "b1", "r1"), ("n3", "b1", "r2"), ("n4", "b2", "r3")):
+        sb.add_node(name, gpus=8, labels={"example.com/block": block, "example.com/rack": rack,
+                                          "kubernetes.io/hostname": name, **world["flavor"].node_labels})
+    store = sb.store
+    store.create(store.kind("v1", "Namespace"), {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": CONFIG_NAMESPACE}})
+    store.create(store.kind("v1", "ConfigMap"), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG_NAME, "namespace": CONFIG_NAMESPACE},
+        "data": {CONFIG_KEY: volcano_discovery_config(LEVELS)}})
+    step(sb, 0)
+    first = submit(world, run_on_commit, "ring", 2, topology_level="rack")
+    step(sb, 1)
+    services.job_status_sync(cluster=cluster)
+    first = Job.objects.select_related("cluster", "flavor").get(pk=first.pk)
+    assert first.state in (JobState.ADMITTED, JobState.RUNNING)
+    assert first.placement["domains"] == [{"example.com/rack": "r1"}]
+    assert placement.placement_sentence(first, set()) == "Placed; all workers in rack r1 (as required)."
+    second = submit(world, run_on_commit, "ring-2", 2, topology_level="rack")
+    step(sb, 2)
+    services.job_status_sync(cluster=cluster)
+    second = Job.objects.select_related("team", "flavor", "cluster").get(pk=second.pk)
+    assert second.state == JobState.QUEUED
+    assert selectors.why_waiting(job=second).startswith(
+        "Placement, not quota, is what blocks: Volcano let the job into its queue (32 guaranteed + 0 burst, 16 in "
+        "use), but its nodes have no room for all 2 workers together within one rack (hard network topology)")
