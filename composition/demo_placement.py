@@ -1,7 +1,8 @@
 """The demo's placement data on both sandbox clusters: topology levels (block, rack, host) with nodes labelled for
 them, a spot H100 flavor on tainted nodes of its own, fair-sharing weights for the busy teams, and on the Volcano
-cluster the HyperNodes of the same levels, shaped as Volcano's label discoverer makes them (volcano v1.15.1
-pkg/controllers/hypernode/discovery/label/label.go: tier 1 groups nodes, tier 2 groups tier-1 HyperNodes).
+cluster the controller configuration with which Volcano's label discoverer builds HyperNodes of the same levels
+(volcano v1.15.1 pkg/controllers/hypernode/discovery/label/label.go: tier 1 groups nodes, tier 2 groups tier-1
+HyperNodes).
 
 A real cluster has its nodes already; the sandbox is given them over its own API, as a kubelet registers itself.
 """
@@ -13,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from sandbox.nodes import node_manifest, node_status
-from tenants import services
+from tenants import services, topology
 from tenants.models import Cluster, GpuFlavor, Team
 
 BLOCK, RACK, HOST = "topology.gpu-portal.io/block", "topology.gpu-portal.io/rack", "kubernetes.io/hostname"
@@ -50,28 +51,24 @@ def east_nodes() -> list[tuple]:
                      {"nvidia.com/mig-3g.40gb": 16}))
 
 
-# gpu-west's racks: (block, rack). Its HyperNodes select nodes by their rack label, as a HyperNode may (labelMatch),
-# so they hold whatever nodes carry it; the Volcano sandbox counts capacity from Nodes once it has any, and the demo
-# keeps gpu-west's capacity what its queues are promised, so no nodes are registered there.
-WEST_RACKS = [("b1", "r1"), ("b1", "r2"), ("b2", "r3")]
+def west_nodes() -> list[tuple]:
+    """gpu-west's nodes, one kind per flavor and as many as the flavor's capacity: three A100 nodes in racks r1 and
+    r2 of block b1; L40S (4 a node) in racks r3 and r4 of block b2; the time-sliced L40S replicas in rack r5. The
+    DRA H100s come from ResourceSlices, not from a node's allocatable."""
+    a100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    l40s = {"nvidia.com/gpu.product": "NVIDIA-L40S"}
+    shared = {**l40s, "nvidia.com/gpu.sharing-strategy": "time-slicing"}
+    return (_nodes("west-a100", [("b1", "r1", 2), ("b1", "r2", 1)], a100, {"nvidia.com/gpu": 8})
+            + _nodes("west-l40s", [("b2", "r3", 3), ("b2", "r4", 3)], l40s, {"nvidia.com/gpu": 4})
+            + _nodes("west-shared", [("b2", "r5", 2)], shared, {"nvidia.com/gpu.shared": 8}))
 
 
-def hypernodes(racks: list[tuple[str, str]]) -> list[dict]:
-    """Tier 1: one HyperNode per rack, its members the nodes labelled with it; tier 2: one per block holding its
-    racks."""
-    def hypernode(name, tier, tier_name, members):
-        return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
-                "spec": {"tier": tier, "tierName": tier_name, "members": members}}
-
-    blocks: dict[str, list[str]] = {}
-    for block, rack in racks:
-        blocks.setdefault(block, []).append(f"rack-{rack}")
-    return ([hypernode(f"rack-{rack}", 1, "rack", [
-                {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: rack}}}}])
-             for _, rack in racks]
-            + [hypernode(f"block-{block}", 2, "block", [
-                {"type": "HyperNode", "selector": {"exactMatch": {"name": member}}} for member in members])
-               for block, members in sorted(blocks.items())])
+def volcano_discovery(levels) -> dict:
+    """The Volcano controller's ConfigMap with the label discovery the console shows for these levels (a platform
+    admin applies it once; Volcano then builds and keeps the HyperNodes)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": topology.VOLCANO_CONFIG_NAME, "namespace": topology.VOLCANO_CONFIG_NAMESPACE},
+            "data": {topology.VOLCANO_CONFIG_KEY: topology.volcano_discovery_config(levels)}}
 
 
 def _call(url: str, method: str, path: str, body: dict, content_type: str = "application/json") -> None:
@@ -84,13 +81,19 @@ def _call(url: str, method: str, path: str, body: dict, content_type: str = "app
             raise
 
 
-def register_nodes(url: str, nodes: list[tuple], extra: list[dict] = ()) -> None:
+def register_nodes(url: str, nodes: list[tuple]) -> None:
     for name, labels, allocatable in nodes:
         _call(url, "POST", "/api/v1/nodes", node_manifest(name, labels))
         _call(url, "PATCH", f"/api/v1/nodes/{name}/status", node_status(allocatable),
               "application/merge-patch+json")
-    for obj in extra:
-        _call(url, "POST", "/apis/topology.volcano.sh/v1alpha1/hypernodes", obj)
+
+
+def configure_volcano_discovery(url: str, levels) -> None:
+    body = volcano_discovery(levels)
+    namespace = body["metadata"]["namespace"]
+    _call(url, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": namespace}})
+    _call(url, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
 
 
 def seed(admin, servers: dict[str, str]) -> None:
@@ -109,4 +112,5 @@ def seed(admin, servers: dict[str, str]) -> None:
         if team.fair_share_weight != weight:
             services.team_set_fair_share_weight(actor=admin, team=team, weight=weight)
     register_nodes(servers["gpu-east"], east_nodes())
-    register_nodes(servers["gpu-west"], [], hypernodes(WEST_RACKS))
+    register_nodes(servers["gpu-west"], west_nodes())
+    configure_volcano_discovery(servers["gpu-west"], TOPOLOGY)

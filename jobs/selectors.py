@@ -314,6 +314,7 @@ def why_waiting(*, job: Job) -> str:
     elif "tasks in gang unschedulable" in job.state_message:  # Volcano's gang words: past enqueue, so not quota
         within = (f" within one {job.topology_level} (hard network topology)"
                   if job.topology_level and job.topology_mode == Placement.REQUIRED else "")
+        gang = "it" if job.workers == 1 else f"all {job.workers} workers together"
         sentence = (f"Placement, not quota, is what blocks: Volcano let the job into its queue ({held}, {in_use} "
-                    f"in use), but its nodes have no room for all {job.workers} workers together{within}")
+                    f"in use), but its nodes have no room for {gang}{within}")
     return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."

@@ -14,9 +14,10 @@ from portal.desired import cluster_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
 from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
+from portal.kube import KubeError
 
-from . import objects, selectors, services
-from .choices import TeamState
+from . import objects, selectors, services, topology
+from .choices import Scheduler, TeamState
 from .desired import tier_specs
 from .filters import AuditEventFilter
 from .forms import ClusterForm, NamespaceDeletionForm, TeamCreateForm, TeamStateForm
@@ -70,11 +71,31 @@ def console_cluster_detail(request, name):
         return reverse("tenants:cluster-object-detail", args=[cluster.name, group, version, status["kind"],
                                                               status["name"]])
 
+    volcano = cluster.scheduler == Scheduler.VOLCANO and cluster.topology_levels
     return render(request, "tenants/console/cluster_detail.html", {
         "cluster": cluster,
         "flavors": selectors.flavor_list(cluster=cluster).order_by("name"),
         "objects": objects.object_rows(statuses, url_for),
+        "volcano_discovery": topology.volcano_discovery_config(cluster.topology_levels) if volcano else "",
+        "volcano_config": (topology.VOLCANO_CONFIG_NAMESPACE, topology.VOLCANO_CONFIG_NAME,
+                           topology.VOLCANO_CONFIG_KEY),
     })
+
+
+@platform_admin_required
+@require_GET
+def console_cluster_hypernodes(request, name):
+    """The HyperNodes Volcano's discoverer built from the cluster's nodes, read live (a fragment for the cluster
+    page): per tier, each with its level's value and member count."""
+    cluster = selectors.cluster_get(name=name)
+    try:
+        rows, error = selectors.discovered_hypernodes(cluster=cluster), ""
+    except KubeError as exc:
+        rows, error = [], str(exc)
+    levels = {level["node_label"]: level["name"] for level in cluster.topology_levels or []}
+    for row in rows:
+        row["level"] = levels.get(row["label"], "")
+    return render(request, "tenants/console/_hypernodes.html", {"cluster": cluster, "rows": rows, "error": error})
 
 
 @platform_admin_required

@@ -190,6 +190,21 @@ def live_object(*, cluster: Cluster, api_version: str, kind: str, name: str, nam
     return kube.client_for_cluster(cluster).get(api_version, kind, name, namespace)
 
 
+def discovered_hypernodes(*, cluster) -> list[dict]:
+    """The HyperNodes Volcano's label discoverer made on the cluster, narrowest tier first: name, tier, the level's
+    node label and value, and how many members each has (raises KubeError when the cluster cannot be read)."""
+    found = kube.client_for_cluster(cluster).list("topology.volcano.sh/v1alpha1", "HyperNode",
+                                                  label_selector="volcano.sh/network-topology-source=label")
+    rows = []
+    for hypernode in found:
+        spec = hypernode.get("spec") or {}
+        label = spec.get("tierName", "")
+        rows.append({"name": hypernode["metadata"]["name"], "tier": spec.get("tier", 0), "label": label,
+                     "value": (hypernode["metadata"].get("labels") or {}).get(label, ""),
+                     "members": len(spec.get("members") or [])})
+    return sorted(rows, key=lambda row: (row["tier"], row["value"], row["name"]))
+
+
 # --- personal access tokens -------------------------------------------------------------------------------------
 
 

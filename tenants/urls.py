@@ -23,6 +23,8 @@ urlpatterns = [
     path("console/clusters/new/", console_views.console_cluster_create, name="cluster-create"),
     path("console/clusters/<str:name>/", console_views.console_cluster_detail, name="cluster-detail"),
     path("console/clusters/<str:name>/retry/", console_views.console_cluster_retry, name="cluster-retry"),
+    path("console/clusters/<str:name>/hypernodes/", console_views.console_cluster_hypernodes,
+         name="cluster-hypernodes"),
     path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT, console_views.console_cluster_object_detail,
          name="cluster-object-detail"),
     path("console/clusters/<str:name>/objects/" + CLUSTER_OBJECT + "live/", console_views.console_cluster_object_live,

@@ -192,6 +192,7 @@ MATRIX = {
                                                            "overcommit": "1.00", "test": "1"}}),
     "tenants:cluster-detail": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "tenants:cluster-retry": Row(lambda w: {"name": "east"}, {"post": PLATFORM}),
+    "tenants:cluster-hypernodes": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "tenants:cluster-object-detail": Row(_cluster_object, {"get": PLATFORM}),
     "tenants:cluster-object-live": Row(_cluster_object, {"get": PLATFORM}),
     "tenants:team-list": Row(none, {"get": PLATFORM, "post": PLATFORM}),

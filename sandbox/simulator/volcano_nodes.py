@@ -118,7 +118,9 @@ def _fits(pod, node: dict, free: dict) -> bool:
     if any(t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(tol, t) for tol in tolerations)
            for t in node["taints"]):
         return False
-    return all(v <= free.get(k, Decimal(0)) for k, v in pod.requests.items() if v)
+    # DRA devices (`deviceclass/<class>`, as the sandbox counts a claim for Volcano) are allocated from
+    # ResourceSlices by the DRA plugin, not from a node's allocatable.
+    return all(v <= free.get(k, Decimal(0)) for k, v in pod.requests.items() if v and not k.startswith("deviceclass/"))
 
 
 def _free(cluster: dict, used: dict, name: str) -> dict:
@@ -149,7 +151,7 @@ def _idle_enough(cluster: dict, used: dict, members, pods) -> bool:
     need: dict[str, Decimal] = defaultdict(Decimal)
     for pod in pods:
         for k, v in pod.requests.items():
-            need[k] += v
+            need[k] += 0 if k.startswith("deviceclass/") else v
     idle: dict[str, Decimal] = defaultdict(Decimal)
     for name in members:
         for k, v in _free(cluster, used, name).items():

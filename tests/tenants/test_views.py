@@ -475,6 +475,41 @@ def test_cluster_detail_shows_flavors_and_desired_objects(client, cluster, staff
     assert "The cluster could not be read" in live
 
 
+def test_a_volcano_clusters_page_shows_the_discovery_config_and_what_volcano_built(client, staff):
+    """The label discovery configuration for the cluster's levels (volcano v1.15.1 pkg/controllers/hypernode), and,
+    read live, the HyperNodes Volcano's discoverer built from it (the sandbox plays the discoverer)."""
+    import yaml
+
+    from sandbox import Sandbox
+    from tenants.topology import volcano_discovery_config
+
+    levels = [{"name": "rack", "node_label": "example.com/rack"},
+              {"name": "host", "node_label": "kubernetes.io/hostname"}]
+    with Sandbox(simulate=True, tick=None) as sb:
+        ClusterFactory(name="west", scheduler="volcano", server=sb.url, topology_levels=levels)
+        page = text(login(client, staff).get(reverse("tenants:cluster-detail", args=["west"])))
+        config = yaml.safe_load(volcano_discovery_config(levels))
+        assert config["networkTopologyDiscovery"][0]["config"]["networkTopologyTypes"] == {"gpu-portal": [
+            {"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}
+        assert "volcano-controller-configmap" in page and "nodeLabel: example.com/rack" in page
+        fragment_url = reverse("tenants:cluster-hypernodes", args=["west"])
+        assert fragment_url in page
+        assert "Volcano has built no HyperNodes on west" in text(client.get(fragment_url))
+        for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2")):
+            sb.add_node(name, gpus=8, labels={"example.com/rack": rack, "kubernetes.io/hostname": name})
+        rt = sb.store.kind("v1", "Namespace")
+        sb.store.create(rt, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}})
+        sb.store.create(sb.store.kind("v1", "ConfigMap"), {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "volcano-controller-configmap", "namespace": "volcano-system"},
+            "data": {"volcano-controller.conf": volcano_discovery_config(levels)}})
+        sb.simulator.step()
+        fragment = text(client.get(fragment_url))
+        assert fragment.count("<tr>") == 3 and "rack" in fragment and "<code>r1</code>" in fragment
+        assert '<td class="num">2</td>' in fragment  # rack r1's two nodes
+    assert "could not be read" in text(client.get(fragment_url))  # the cluster is gone
+
+
 def test_cluster_detail_404(client, staff):
     assert login(client, staff).get(reverse("tenants:cluster-detail", args=["nowhere"])).status_code == 404
 

@@ -81,7 +81,7 @@ FLAVORS = {
         demo_placement.SPOT_FLAVOR,
     ],
     "gpu-west": [
-        dict(name="a100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA A100-SXM4-80GB", capacity=32,
+        dict(name="a100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA A100-SXM4-80GB", capacity=24,
              gpus_per_node=8, memory_gb=80, node_labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
         dict(name="l40s", resource_name="nvidia.com/gpu", gpu_model="NVIDIA L40S", capacity=24, gpus_per_node=4,
              memory_gb=48, node_labels={"nvidia.com/gpu.product": "NVIDIA-L40S"}),
@@ -136,7 +136,7 @@ GRANTS = [
     ("recsys", "gpu-east", "a100-mig-1g", 21, 0, 42, 168),
     ("ml-research", "gpu-west", "a100", 8, 8, 64, 512),
     ("vision", "gpu-west", "l40s", 12, 4, 48, 384),
-    ("recsys", "gpu-west", "a100", 8, 0, 64, 512),
+    ("recsys", "gpu-west", "a100", 16, 0, 128, 1024),
     ("ml-research", "gpu-east", "h100-dra", 4, 4, 32, 256),
     ("nlp", "gpu-east", "h100-mps", 8, 4, 16, 128),
     ("vision", "gpu-west", "h100-dra", 4, 0, 32, 256),

@@ -47,13 +47,15 @@ JOBS = [
     ("gpu-west", "ml-research", "alice", "diffusion-train", "pytorch", "a100", 2, 4, "standard", LONG, "running"),
     ("gpu-west", "vision", "frank", "seg-sweep", "ray", "l40s", 1, 2, "standard", STARTING, "admitted"),
     ("gpu-west", "recsys", "ivan", "embeddings-a", "batch", "a100", 1, 8, "standard", LONG, "running"),
-    ("gpu-west", "recsys", "ivan", "embeddings-b", "batch", "a100", 1, 8, "standard", LONG, "queued"),
     ("gpu-west", "ml-research", "bob", "scratch", "batch", "a100", 1, 1, "standard", LONG, "cancel"),
     ("gpu-west", "ml-research", "bob", "hparam-search", "batch", "a100", 1, 8, "preemptible", LONG, "running"),
     # Volcano: the cluster is full and ml-research is above its deserved share; vision, within its own, reclaims.
     ("gpu-west", "vision", "frank", "detector-retrain", "batch", "l40s", 1, 4, "standard", LONG, "running"),
     # Volcano: ml-research is at its deserved share, so it may not reclaim, and its gang cannot be placed.
     ("gpu-west", "ml-research", "alice", "eval-urgent", "batch", "a100", 1, 8, "urgent", LONG, "queued"),
+    # The A100 nodes are full and ml-research runs above its deserved share: Volcano's reclaim action evicts its
+    # preemptible hparam-search so recsys gets the node its share promises (actions/reclaim, capacity plugin).
+    ("gpu-west", "recsys", "ivan", "embeddings-b", "batch", "a100", 1, 8, "standard", LONG, "running"),
     ("gpu-west", "vision", "frank", "yolo-export", "batch", "l40s", 1, 1, "standard", LONG, "pending"),
     ("gpu-west", "recsys", "heidi", "ranker-untrusted", "batch", "a100", 1, 1, "standard", LONG, "rejected"),
     # Shared GPUs and DRA devices, one running job on each (skipped on a sandbox whose DRA driver publishes nothing).
