@@ -101,7 +101,8 @@ class Kueue:
             quotas = {(flavor["name"], resource["name"]): _quota(resource)
                       for group in spec.get("resourceGroups") or [] for flavor in group.get("flavors") or []
                       for resource in flavor.get("resources") or []}
-            cohorts[cohort["metadata"]["name"]] = {"parent": spec.get("parentName", ""), "quotas": quotas}
+            cohorts[cohort["metadata"]["name"]] = {"parent": spec.get("parentName", ""), "quotas": quotas,
+                                                   "weight": fair.weight(spec)}
         nodes = quota_tree.build(specs, cohorts)
         for name, usage in self.usage.items():
             if name in nodes:
@@ -113,6 +114,7 @@ class Kueue:
         flavors = {rf["metadata"]["name"]: (rf.get("spec") or {}).get("nodeLabels") or {}
                    for rf in self.objects.list(KUEUE, "ResourceFlavor")}
         return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared),
+                "cohort_weights": {name: cohort["weight"] for name, cohort in cohorts.items()},
                 "tas": kueue_tas.snapshot(self.objects)}
 
     # Scheduling ------------------------------------------------------------------------------------------------
@@ -136,23 +138,22 @@ class Kueue:
         return self._fair_order(jobs, config) if config["fair"] else sorted(jobs, key=key)
 
     def _fair_order(self, jobs: list[Tracked], config: dict):
-        """With fair sharing, each next workload is the one whose ClusterQueue's share stays lowest once it is
-        admitted (kueue_fair_sharing); shares move as each is admitted, so the order is decided one at a time."""
+        """With fair sharing, the next workload is decided one at a time (shares move as each is admitted) by the
+        tournament of kueue_fair_sharing; workloads that cannot get quota now follow, in order."""
         remaining = list(jobs)  # by priority, then first come: the tie-breaks
-
-        def key(index: int):
-            job = remaining[index]
-            if self._blocker(job, config):
-                return (1, index)
-            cq_name = config["lq"][(job.namespace, job.queue)]["clusterQueue"]
-            flavors, _, _ = self.assign(job, config["cq"][cq_name], config["nodes"][cq_name], config)
-            if flavors is None:
-                return (1, index)
-            return (0, *fair.order_key(config["nodes"][cq_name], config["cq"][cq_name]["weight"],
-                                       self._requests(job, flavors)), index)
-
         while remaining:
-            yield remaining.pop(min(range(len(remaining)), key=key))
+            entries = {}
+            for index, job in enumerate(remaining):
+                if self._blocker(job, config):
+                    continue
+                cq_name = config["lq"][(job.namespace, job.queue)]["clusterQueue"]
+                flavors, _, _ = self.assign(job, config["cq"][cq_name], config["nodes"][cq_name], config)
+                if flavors is not None:
+                    entries[index] = (cq_name, self._requests(job, flavors))
+            if not entries:
+                yield from remaining
+                return
+            yield remaining.pop(fair.next_entry(entries, config))
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         blocked = ("Inadmissible", job.refusal) if job.refusal else self._blocker(job, config)

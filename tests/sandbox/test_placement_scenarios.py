@@ -112,6 +112,33 @@ def assignment(sb, name):
     return workload_of(sb, "team-a", name)["status"]["admission"]["podSetAssignments"][0]
 
 
+@pytest.mark.parametrize(("dept_weights", "expected"), [
+    ((1, 1), (6, 6)),  # dept-a's two teams together get what dept-b's one team gets: the split is per department
+    ((2, 1), (8, 4)),  # weight 2 to 1 on the Cohorts: dept-a gets two thirds
+])
+def test_fair_sharing_splits_between_cohorts_first_then_within_them(sb, dept_weights, expected):
+    """kueue v0.19.2 pkg/scheduler/fair_sharing_iterator.go (runTournament, computeDRS): at the root cohort the
+    heads are compared by the share of the department Cohort they come through (its usage above its quota over
+    what the root can lend, divided by the Cohort's fairSharing.weight), and only within a department by their
+    ClusterQueues' shares. The root lends 12 GPUs; teams a1 and a2 (department dept-a) and b1 (dept-b) each queue
+    six 2-GPU jobs. Compared flat, ClusterQueue by ClusterQueue, b1 would get only 4 of the 12."""
+    flavors(sb, "h100")
+    create(sb, KUEUE, "Cohort", {"metadata": {"name": "org"}, "spec": {"resourceGroups": [gpu_group(12)]}})
+    for name, weight in zip(("dept-a", "dept-b"), dept_weights, strict=True):
+        create(sb, KUEUE, "Cohort", {"metadata": {"name": name}, "spec": {
+            "parentName": "org", "fairSharing": {"weight": str(weight)}}})
+    for cq, namespace, cohort in (("a1", "team-a", "dept-a"), ("a2", "team-b", "dept-a"), ("b1", "team-c", "dept-b")):
+        cluster_queue(sb, cq, namespace, [gpu_group(0)], cohort=cohort)
+        for i in range(6):
+            gpu_job(sb, namespace, f"{cq}-{i}", 2)
+    step(sb, 0)
+    step(sb, 1)
+    names = {ns: [f"{cq}-{i}" for i in range(6)] for cq, ns in (("a1", "team-a"), ("a2", "team-b"), ("b1", "team-c"))}
+    dept_a = admitted_gpus(sb, "team-a", names["team-a"]) + admitted_gpus(sb, "team-b", names["team-b"])
+    assert (dept_a, admitted_gpus(sb, "team-c", names["team-c"])) == expected
+    assert abs(admitted_gpus(sb, "team-a", names["team-a"]) - admitted_gpus(sb, "team-b", names["team-b"])) <= 2
+
+
 def test_required_topology_waits_for_one_domain_where_quota_would_do(sb):
     """apis/kueue/v1beta1/topology_types.go podset-required-topology, tas_flavor_snapshot.go notFitMessage: three
     8-GPU workers kept within one rack fit no rack (the largest holds two), though quota has room for four."""
