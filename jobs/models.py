@@ -6,7 +6,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from tenants.models import Cluster, GpuFlavor, PriorityTier, Reconciled, Team, dns_label
+from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, dns_label
+from tenants.reconciled import Reconciled
 
 from .choices import TERMINAL_STATES, JobKind, JobState, Placement
 from .manifests import job_object_name

@@ -6,7 +6,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.utils import timezone
 
 from .choices import (
     Connection,
@@ -17,11 +16,19 @@ from .choices import (
     Scheduler,
     ScrapeShape,
     Sharing,
-    SyncState,
     TeamState,
 )
+from .reconciled import Reconciled
+from .records import AccessToken, AuditEvent  # noqa: F401 - models of this app: registered by being imported here
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
-from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels
+from .topology import (
+    KUEUE_TAS_FLAVOR_FIXED,
+    is_label_key,
+    is_label_value,
+    kueue_levels_change_problem,
+    toleration_problem,
+    validate_topology_levels,
+)
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 dns_label = RegexValidator(
@@ -51,50 +58,6 @@ def validate_team_slug(slug: str) -> None:
         )
     if name in RESERVED_NAMESPACES or name.startswith("kube-") or name.startswith("openshift-"):
         raise ValidationError(f"'{name}' is reserved for the cluster itself.")
-
-
-class Reconciled(models.Model):
-    """Status of a row whose objects are reconciled into a cluster.
-
-    `generation` is bumped by every service that changes what the cluster should hold; reconcile records the
-    generation it applied in `observed_generation`. Backoff state lives on the row so it survives restarts.
-    """
-
-    generation = models.PositiveBigIntegerField(default=1)
-    observed_generation = models.PositiveBigIntegerField(default=0)
-    conditions = models.JSONField(default=list, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    synced_at = models.DateTimeField(null=True, blank=True)
-    objects_status = models.JSONField(default=list, blank=True)
-
-    class Meta:
-        abstract = True
-
-    @property
-    def ready_condition(self) -> dict:
-        return next((c for c in self.conditions if c.get("type") == "Ready"), {})
-
-    @property
-    def sync_state(self) -> str:
-        ready = self.ready_condition
-        if ready.get("reason") == "Rejected" and self.observed_generation < self.generation:
-            return SyncState.REJECTED
-        if ready.get("reason") == "Retrying":
-            return SyncState.RETRYING
-        if self.observed_generation >= self.generation and ready.get("status") == "True":
-            return SyncState.APPLIED
-        return SyncState.PENDING
-
-    @property
-    def sync_message(self) -> str:
-        return self.ready_condition.get("message", "")
-
-    @property
-    def retry_in_seconds(self) -> int | None:
-        if self.next_attempt_at is None:
-            return None
-        return max(0, int((self.next_attempt_at - timezone.now()).total_seconds()))
 
 
 class Cluster(Reconciled):
@@ -150,6 +113,12 @@ class Cluster(Reconciled):
             raise ValidationError({"server": "A sandbox cluster needs its API server URL."})
         if self.connection == Connection.KUBECONFIG and not self.context:
             raise ValidationError({"context": "Name the kubeconfig context to use."})
+        if self.pk and self.scheduler == Scheduler.KUEUE:
+            applied = Cluster.objects.filter(pk=self.pk, observed_generation__gt=0).values_list(
+                "topology_levels", flat=True).first()
+            problem = kueue_levels_change_problem(applied, self.topology_levels)
+            if problem:
+                raise ValidationError({"topology_levels": problem})
 
 
 class GpuFlavor(models.Model):
@@ -236,8 +205,20 @@ class GpuFlavor(models.Model):
             if problems:
                 raise ValidationError({field: "; ".join(problems)})
         validate_sharing(self)
+        self._clean_topology_flavor()
         if self.sharing in SHARED and self.replicas:
             self.gpu_fraction = self.fraction_decimal  # a share is 1/replicas of its GPU
+
+    def _clean_topology_flavor(self):
+        """A Kueue ResourceFlavor with a topologyName (whole devices with node labels, on a cluster with levels) keeps
+        its nodeLabels and tolerations (tenants.topology.KUEUE_TAS_FLAVOR_FIXED)."""
+        if not self.pk or self.cluster.scheduler != Scheduler.KUEUE or not self.cluster.topology_levels \
+                or not self.cluster.observed_generation:
+            return
+        old = GpuFlavor.objects.filter(pk=self.pk).values("node_labels", "tolerations", "sharing").first()
+        if old and old["node_labels"] and old["sharing"] in (Sharing.EXCLUSIVE, Sharing.MIG) and (
+                old["node_labels"] != self.node_labels or old["tolerations"] != self.tolerations):
+            raise ValidationError({"node_labels": KUEUE_TAS_FLAVOR_FIXED})
 
     # A MIG flavor is its GPU model and profile; its resource name is kept in the `mixed` spelling, and the cluster's
     # strategy decides what pods and quotas ask for.
@@ -381,53 +362,3 @@ class TeamNamespace(Reconciled):
 
     def __str__(self):
         return f"{self.team.namespace}@{self.cluster.name}"
-
-
-class AuditEvent(models.Model):
-    """Who did what to which object, before and after, when and from where."""
-
-    at = models.DateTimeField(default=timezone.now, db_index=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    action = models.CharField(max_length=60)
-    object_type = models.CharField(max_length=60)
-    object_id = models.CharField(max_length=64)
-    object_repr = models.CharField(max_length=200)
-    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    source_ip = models.GenericIPAddressField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def __str__(self):
-        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_repr}"
-
-
-class AccessToken(models.Model):
-    """A personal access token for scripts and notebooks, acting as its user.
-
-    Only the SHA-256 digest of the secret is stored; the short prefix, which is not secret, finds the row so the
-    digest comparison is one constant-time compare, never a search by secret.
-    """
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens")
-    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'training notebook'.")
-    prefix = models.CharField(max_length=16, unique=True)
-    digest = models.CharField(max_length=64)
-    created_at = models.DateTimeField(default=timezone.now)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self):
-        return f"{self.name} ({self.prefix}…)"
-
-    def is_active(self, now=None) -> bool:
-        now = now or timezone.now()
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -1,0 +1,56 @@
+"""What the portal keeps of people's actions: the audit log and personal access tokens. Models of the tenants app
+(tenants.models imports them, which registers them)."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class AuditEvent(models.Model):
+    """Who did what to which object, before and after, when and from where."""
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=60)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=64)
+    object_repr = models.CharField(max_length=200)
+    team = models.ForeignKey("tenants.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    source_ip = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_repr}"
+
+
+class AccessToken(models.Model):
+    """A personal access token for scripts and notebooks, acting as its user.
+
+    Only the SHA-256 digest of the secret is stored; the short prefix, which is not secret, finds the row so the
+    digest comparison is one constant-time compare, never a search by secret.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens")
+    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'training notebook'.")
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
