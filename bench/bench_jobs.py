@@ -114,7 +114,7 @@ def _list_queries(user) -> int:
 
 def run() -> str:
     django_setup()
-    from jobs import services
+    from jobs import sync as job_sync
     from jobs.models import Job
 
     with test_database(), standalone_sandbox() as url:
@@ -127,13 +127,13 @@ def run() -> str:
 
         sandbox_reset_stats(url)
         started = time.perf_counter()
-        first_counts = services.job_status_sync(cluster=cluster)
+        first_counts = job_sync.job_status_sync(cluster=cluster)
         first = time.perf_counter() - started
         first_stats = sandbox_stats(url)
 
         sandbox_reset_stats(url)
         started = time.perf_counter()
-        steady_counts = services.job_status_sync(cluster=cluster)
+        steady_counts = job_sync.job_status_sync(cluster=cluster)
         steady = time.perf_counter() - started
         steady_stats = sandbox_stats(url)
         floor = _floor(url, _sync_paths(cluster, namespaces))

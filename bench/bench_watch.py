@@ -77,11 +77,11 @@ def _delays(client, jobs, spread: float) -> list[float]:
 def _poll_loop(cluster, stop, period: float, durations: list[float]) -> None:
     from django.db import connection
 
-    from jobs import services
+    from jobs import sync as job_sync
 
     while not stop.is_set():
         started = time.monotonic()
-        services.job_status_sync(cluster=cluster)
+        job_sync.job_status_sync(cluster=cluster)
         durations.append(time.monotonic() - started)
         stop.wait(max(0.0, period - (time.monotonic() - started)))
     connection.close()
@@ -92,7 +92,7 @@ def run() -> str:
     from django.conf import settings
     from django.test.utils import override_settings
 
-    from jobs import services
+    from jobs import sync as job_sync
     from jobs.models import Job
     from jobs.watch import ClusterWatcher
     from portal import kube
@@ -102,7 +102,7 @@ def run() -> str:
         created = _jobs(cluster, flavor, tier, teams, user, JOBS, "queued")
         jobs = list(Job.objects.filter(pk__in=[j.pk for j in created]).select_related("team", "cluster"))
         _seed_cluster(url, jobs)
-        services.job_status_sync(cluster=cluster)  # half the jobs now run: the rest are queued
+        job_sync.job_status_sync(cluster=cluster)  # half the jobs now run: the rest are queued
         queued = list(Job.objects.filter(state="queued").select_related("team", "cluster"))
         random.seed(18)
         random.shuffle(queued)
@@ -111,7 +111,7 @@ def run() -> str:
         # Polling, as beat runs it.
         period = settings.JOB_SYNC_SECONDS
         sandbox_reset_stats(url)
-        services.job_status_sync(cluster=cluster)
+        job_sync.job_status_sync(cluster=cluster)
         poll_requests = sandbox_stats(url)["requests"]
         stop, durations = threading.Event(), []
         poller = threading.Thread(target=_poll_loop, args=(cluster, stop, period, durations))

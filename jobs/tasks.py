@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from . import services
+from . import services, sync
 
 
 @shared_task(ignore_result=True)
@@ -16,4 +16,4 @@ def job_reconcile_due_task() -> None:
 
 @shared_task(ignore_result=True)
 def job_status_sync_task() -> dict:
-    return services.job_status_sync_all()
+    return sync.job_status_sync_all()

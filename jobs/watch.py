@@ -4,7 +4,7 @@ Per cluster, one process at a time (a lease) keeps an informer per kind the port
 KubeRay's controllers do (client-go tools/cache/reflector.go): list once, then watch from the list's
 resourceVersion with bookmarks, resume from the last version seen after a disconnect (with backoff), relist when
 the server says the version is gone (410 Expired) or newer than it knows (a restarted API server). The cache it
-keeps feeds the same status derivation as the polling sync (`services.job_changes`), for the jobs whose objects
+keeps feeds the same status derivation as the polling sync (`sync.job_changes`), for the jobs whose objects
 moved, at the time the event arrived; only real changes are written. A change to an object reconcile owns that
 is not a status update (an edit or a deletion by hand) nudges reconcile at once.
 """
@@ -29,7 +29,7 @@ from tenants.models import Cluster, TeamNamespace
 from tenants.nudges import clusters_touch, team_namespaces_touch
 from tenants.selectors import active_clusters
 
-from . import services
+from . import sync
 from .watch_cache import ClusterCache, watched_kinds
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ class ClusterWatcher:
 
     def write(self, changed) -> None:
         if changed and self.lease.held():  # fenced: a watcher that may have lost its lease writes nothing
-            services.job_changes_write(changed)
+            sync.job_changes_write(changed)
 
     def record_usage(self, usage: dict[str, list[dict]]) -> None:
         """Refresh the recorded in-use of the teams whose quota objects' status changed (only real changes)."""

@@ -19,7 +19,7 @@ from portal.naming import CLUSTER_SCOPE, SCOPE_LABEL, TEAM_LABEL, managed_select
 from quotas.usage import USAGE_KINDS
 from tenants.choices import Scheduler
 
-from . import selectors, services, status
+from . import selectors, status, sync
 from .choices import JobKind
 from .manifests import JOB_LABEL
 
@@ -187,7 +187,7 @@ class ClusterCache:
             self.objects[ns].pop(key, None) if gone else self.objects[ns].__setitem__(key, obj)
             self._dirty[ns].add(_name(obj))
         elif role == "record":
-            owner = services.owner_name(obj)
+            owner = sync.owner_name(obj)
             self.records[ns].pop(owner, None) if gone else self.records[ns].__setitem__(owner, obj)
             self._dirty[ns].add(owner)
         elif role == "pod":
@@ -255,7 +255,7 @@ class ClusterCache:
             members = [job for job in members if self._present_or_overdue(job, objects)]
             workloads = records if self.watcher.scheduler == Scheduler.KUEUE else {}
             podgroups = records if self.watcher.scheduler == Scheduler.VOLCANO else {}
-            changed += services.job_changes(members, objects, workloads, podgroups, refusals,
+            changed += sync.job_changes(members, objects, workloads, podgroups, refusals,
                                             lambda ns=ns: self._pods_started(ns), now)
         self.watcher.write(changed)
 

@@ -21,8 +21,9 @@ from fractions import Fraction
 from tenants.choices import Scheduler, TeamState
 from tenants.models import Cluster, TeamNamespace
 
+from .desired import parent_name
 from .models import Quota
-from .selectors import _parent_name, in_use
+from .selectors import in_use
 
 
 @dataclass
@@ -84,7 +85,7 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
         team = namespaces[quota.team_id].team
         used = in_use(flavor=quota.flavor, scheduler=cluster.scheduler,
                       quota_status=namespaces[quota.team_id].quota_status)
-        row = rows.setdefault(team.pk, FairShare(team=team, cohort=_parent_name(team, cluster),
+        row = rows.setdefault(team.pk, FairShare(team=team, cohort=parent_name(team, cluster),
                                                  weight=team.fair_share_weight, guaranteed=0, limit=0, in_use=0))
         row.guaranteed += quota.guaranteed
         row.limit += quota.guaranteed + quota.burst

@@ -1,5 +1,5 @@
-"""Reads for quotas: what each team holds, what the cluster objects should say, and the facts an approver
-needs (capacity, guarantees before and after, headroom, whose borrowing shrinks)."""
+"""Reads for quotas: what each team holds and asks for, and the facts an approver needs (capacity, guarantees
+before and after, headroom, whose borrowing shrinks). What the cluster objects should say is `desired`."""
 
 from __future__ import annotations
 
@@ -10,123 +10,13 @@ from math import floor
 from django.db.models import Q, QuerySet, Sum
 from django.http import Http404
 
-from tenants.choices import Scheduler, Sharing, SyncState, TeamState
-from tenants.manifests import priority_class_name
+from tenants.choices import Scheduler, SyncState, TeamState
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_list
 from tenants.sharing import quota_resource, volcano_resource
 
-from . import manifests as m
 from .choices import RequestState
 from .models import Quota, QuotaRequest
-
-ROOT_QUEUE = "root"
-TAS_SHARING = (Sharing.EXCLUSIVE, Sharing.MIG)  # whole devices a node has so many of: what Kueue's TAS places
-
-
-# --- desired cluster objects ---------------------------------------------------------------------------------
-
-
-def flavor_spec(flavor: GpuFlavor, strategy: str, topology: str = "") -> m.FlavorSpec:
-    """The flavor as the cluster's MIG strategy schedules it (a MIG slice is nvidia.com/gpu under `single`)."""
-    return m.FlavorSpec(
-        spot=flavor.spot,
-        topology=topology,
-        name=flavor.name,
-        resource_name=flavor.scheduled_resource(strategy),
-        gpus_per_node=flavor.gpus_per_node,
-        node_labels=flavor.scheduled_node_labels(strategy),
-        node_taints=flavor.node_taints,
-        tolerations=flavor.tolerations,
-        device_class=flavor.device_class if flavor.sharing == Sharing.DRA else "",
-    )
-
-
-def _parent_name(team: Team, cluster: Cluster) -> str:
-    """Kueue cohort / Volcano parent queue a team's queue joins: its department's, else the cluster's."""
-    if team.parent_id:
-        return team.parent.slug if cluster.scheduler == Scheduler.KUEUE else m.department_queue_name(team.parent.slug)
-    if cluster.scheduler == Scheduler.VOLCANO and cluster.cohort == ROOT_QUEUE:
-        return ""
-    return cluster.cohort
-
-
-def team_quota_spec(*, team: Team, cluster: Cluster, quotas, flavors) -> m.TeamQuotaSpec:
-    return m.TeamQuotaSpec(
-        slug=team.slug,
-        namespace=team.namespace,
-        quotas=tuple(
-            m.QuotaSpec(flavor=flavor_spec(q.flavor, cluster.mig_strategy), guaranteed=q.guaranteed, burst=q.burst,
-                        cpu_cores=q.cpu_cores,
-                        memory_gib=q.memory_gib, storage_gib=q.storage_gib)
-            for q in sorted(quotas, key=lambda q: q.flavor.name)
-            if q.flavor.cluster_id == cluster.pk and (q.guaranteed or q.burst)
-        ),
-        cluster_flavors=tuple(flavor_spec(f, cluster.mig_strategy) for f in flavors),
-        cohort=_parent_name(team, cluster),
-        held=team.state != TeamState.ACTIVE,
-        weight=team.fair_share_weight,
-    )
-
-
-def team_quota_objects(*, team: Team, cluster: Cluster, quotas, flavors) -> list[dict]:
-    """The quota objects of one team in one cluster; queues only while the team holds something there."""
-    spec = team_quota_spec(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
-    objects = [m.resource_quota_manifest(spec), m.limit_range_manifest(spec)]
-    if not spec.quotas:
-        return objects
-    if cluster.scheduler == Scheduler.KUEUE:
-        objects += [m.cluster_queue_manifest(spec), m.local_queue_manifest(spec)]
-    else:
-        objects.append(m.volcano_queue_manifest(spec, parent=spec.cohort))
-    return objects
-
-
-def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
-    """Cluster-wide scheduler objects: Kueue flavors, priority classes and department cohorts, or Volcano
-    department queues."""
-    flavors = list(cluster.flavors.order_by("name"))
-    departments = list(
-        Team.objects.filter(children__isnull=False).exclude(state=TeamState.ARCHIVED).distinct().order_by("slug")
-    )
-    if cluster.scheduler == Scheduler.KUEUE:
-        topology = m.TOPOLOGY if cluster.topology_levels else ""
-        objects = [m.cpu_resource_flavor_manifest()] + [
-            m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy,
-                                                   topology if f.sharing in TAS_SHARING else "")) for f in flavors]
-        if topology:
-            objects.append(m.topology_manifest([level["node_label"] for level in cluster.topology_levels]))
-        objects += [
-            m.workload_priority_class_manifest(name=priority_class_name(t.name), value=t.value,
-                                               description=t.description or f"GPU portal priority tier {t.name}")
-            for t in tiers
-        ]
-        objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort, weight=d.fair_share_weight)
-                    for d in departments]
-        return objects
-    objects = []
-    specs = _team_specs(cluster, flavors)
-    parent = "" if cluster.cohort in ("", ROOT_QUEUE) else cluster.cohort
-    if parent:
-        # Volcano has no implicit parents (as Kueue has cohorts): the cluster's parent queue is the portal's to
-        # create and size, above every team queue and department queue of the cluster.
-        objects.append(m.volcano_parent_queue_manifest(name=parent, teams=[spec for _, spec in specs]))
-    for department in departments:
-        children = [spec for parent_id, spec in specs if parent_id == department.pk]
-        objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children, parent=parent,
-                                                           weight=department.fair_share_weight))
-    return objects
-
-
-def _team_specs(cluster: Cluster, flavors) -> list[tuple[int | None, m.TeamQuotaSpec]]:
-    """Each team holding quota in the cluster, with its department's id."""
-    teams = (Team.objects.filter(quotas__flavor__cluster=cluster).exclude(state=TeamState.ARCHIVED).distinct()
-             .order_by("slug").prefetch_related("quotas__flavor"))
-    return [(team.parent_id, team_quota_spec(team=team, cluster=cluster, quotas=team.quotas.all(), flavors=flavors))
-            for team in teams]
-
-
-# --- pages ---------------------------------------------------------------------------------------------------
 
 
 def team_quotas(*, team: Team) -> QuerySet[Quota]:

@@ -22,106 +22,11 @@ from pathlib import Path
 
 import jsonschema
 
-from .admission.fields import is_dns1035_label
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
-from .quantity import parse_quantity
+from .object_rules import cause, name_causes, quantity_causes, render
 from .structural import apply_defaults, cel_causes, has_keyword, re2_search
 
-_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
-_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-
-
-def _cause(field: str, message: str, reason: str = "FieldValueInvalid") -> dict:
-    return {"reason": reason, "message": message, "field": field}
-
-
-def _render(value) -> str:
-    return json.dumps(value) if not isinstance(value, dict | list) else "object" if isinstance(value, dict) else "array"
-
-
-def name_causes(name: str | None, rule: str, field: str = "metadata.name") -> list[dict]:
-    if not name:
-        return [_cause(field, "Required value: name or generateName is required", "FieldValueRequired")]
-    if rule == "dns1035":  # ValidateServiceName (pkg/apis/core/validation/validation.go)
-        return [_cause(field, f'Invalid value: "{name}": {m}') for m in is_dns1035_label(name)]
-    if rule == "path":
-        if name in (".", "..") or "/" in name or "%" in name:
-            return [_cause(field, f'Invalid value: "{name}": may not contain \'/\' or \'%\', or be \'.\' or \'..\'')]
-        return []
-    limit, regex, message = (63, _LABEL_RE, _LABEL_MSG) if rule == "label" else (253, _SUBDOMAIN_RE, _SUBDOMAIN_MSG)
-    causes = []
-    if len(name) > limit:
-        causes.append(_cause(field, f'Invalid value: "{name}": must be no more than {limit} characters'))
-    if not regex.match(name):
-        causes.append(_cause(field, f'Invalid value: "{name}": {message}'))
-    return causes
-
-
-# Quantities ----------------------------------------------------------------------------------------------------
-
-def _is_extended_resource(name: str) -> bool:
-    """Mirrors IsExtendedResourceName: a prefixed name outside kubernetes.io, not a quota "requests." name."""
-    if "/" not in name or name.startswith("requests."):
-        return False
-    prefix = name.split("/", 1)[0]
-    return not (prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"))
-
-
-def _quantity_map_causes(values, field: str, *, non_negative: bool = True) -> list[dict]:
-    if not isinstance(values, dict):
-        return []
-    causes = []
-    for resource, value in values.items():
-        path = f"{field}[{resource}]"
-        try:
-            amount = parse_quantity(value)
-        except ValueError as exc:
-            causes.append(_cause(path, f"Invalid value: {_render(value)}: {exc}"))
-            continue
-        if non_negative and amount < 0:
-            causes.append(_cause(path, f"Invalid value: {_render(value)}: must be greater than or equal to 0"))
-        if _is_extended_resource(resource) and amount != amount.to_integral_value():
-            causes.append(_cause(path, f"Invalid value: {_render(value)}: must be an integer"))
-    return causes
-
-
-def quantity_causes(obj: dict) -> list[dict]:
-    """`resources.requests/limits` anywhere (pod templates nest in many kinds), quota `hard`, LimitRange limits."""
-    causes: list[dict] = []
-
-    def walk(node, path: str):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                child = f"{path}.{key}" if path else key
-                if key == "resources" and isinstance(value, dict):
-                    for part in ("requests", "limits"):
-                        causes.extend(_quantity_map_causes(value.get(part), f"{child}.{part}"))
-                walk(value, child)
-        elif isinstance(node, list):
-            for i, item in enumerate(node):
-                walk(item, f"{path}[{i}]")
-
-    walk(obj.get("spec"), "spec")
-    kind = obj.get("kind")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    if kind == "ResourceQuota":
-        causes.extend(_quantity_map_causes(spec.get("hard"), "spec.hard"))
-    elif kind == "LimitRange":
-        for i, limit in enumerate(spec.get("limits") or []):
-            if isinstance(limit, dict):
-                for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-                    causes.extend(_quantity_map_causes(limit.get(part), f"spec.limits[{i}].{part}"))
-    return causes
-
-
-# Schema validators ---------------------------------------------------------------------------------------------
 
 def _list_map_keys(validator, keys, instance, schema):
     if not isinstance(instance, list):
@@ -303,34 +208,34 @@ def _error_cause(error) -> dict:
     if kind == "required":
         missing = re.match(r"'(.*)' is a required property", error.message)
         name = missing.group(1) if missing else "?"
-        return _cause(f"{field}.{name}" if field else name, "Required value", "FieldValueRequired")
+        return cause(f"{field}.{name}" if field else name, "Required value", "FieldValueRequired")
     if kind == "type":
         wanted = error.validator_value
         wanted = [t for t in wanted if t != "null"] if isinstance(wanted, list) else [wanted]
         got = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
             type(value), "integer" if isinstance(value, int) else "number")
-        return _cause(field, f'Invalid value: "{got}": {field} in body must be of type {" or ".join(wanted)}: '
+        return cause(field, f'Invalid value: "{got}": {field} in body must be of type {" or ".join(wanted)}: '
                              f'"{got}"', "FieldValueTypeInvalid")
     if kind in ("enum", "const"):
         options = error.validator_value if kind == "enum" else [error.validator_value]
         supported = ", ".join(json.dumps(o) for o in options)
-        return _cause(field, f"Unsupported value: {_render(value)}: supported values: {supported}",
+        return cause(field, f"Unsupported value: {render(value)}: supported values: {supported}",
                       "FieldValueNotSupported")
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         words = {"minimum": "greater than or equal to", "exclusiveMinimum": "greater than",
                  "maximum": "less than or equal to", "exclusiveMaximum": "less than"}[kind]
-        return _cause(field, f"Invalid value: {_render(value)}: {field} in body should be {words} "
+        return cause(field, f"Invalid value: {render(value)}: {field} in body should be {words} "
                              f"{error.validator_value}")
     if kind == "pattern":
-        return _cause(field, f"Invalid value: {_render(value)}: {field} in body should match "
+        return cause(field, f"Invalid value: {render(value)}: {field} in body should match "
                              f"'{error.validator_value}'")
     if kind in ("maxLength", "maxItems", "maxProperties"):
-        return _cause(field, f"Too long: may not have more than {error.validator_value} "
+        return cause(field, f"Too long: may not have more than {error.validator_value} "
                              f"{'bytes' if kind == 'maxLength' else 'items'}", "FieldValueTooLong")
     if kind in ("uniqueItems", "duplicate"):
-        return _cause(field, "Duplicate value: " + (_render(value) if kind == "uniqueItems" else error.message[17:]),
+        return cause(field, "Duplicate value: " + (render(value) if kind == "uniqueItems" else error.message[17:]),
                       "FieldValueDuplicate")
-    return _cause(field, f"Invalid value: {_render(value)}: {error.message}")
+    return cause(field, f"Invalid value: {render(value)}: {error.message}")
 
 
 def _prune(obj: dict, error) -> None:

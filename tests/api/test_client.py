@@ -17,7 +17,7 @@ from gpu_portal_client import (
     ValidationError,
 )
 
-from jobs import services as job_services
+from jobs import sync as job_sync
 from tenants.choices import Role
 from tests.api.world import token_for
 from tests.factories import MembershipFactory, TeamFactory
@@ -47,7 +47,7 @@ class ClockedSession(requests.Session):
     def request(self, method, url, *args, **kwargs):
         if method == "GET" and "/api/v1/jobs/" in url:
             sandbox_step(self.sandbox, self.clock)
-            job_services.job_status_sync(cluster=self.cluster)
+            job_sync.job_status_sync(cluster=self.cluster)
             self.clock += 20
         return super().request(method, url, *args, **kwargs)
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobs import services
+from jobs import sync as job_sync
 from jobs.models import Job
 from portal import kube
 from quotas import services as quota_services
@@ -79,7 +79,7 @@ def test_admin_defines_a_dra_flavor_and_an_engineer_runs_a_job_on_it(browser, li
     claims = []
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
-        services.job_status_sync(cluster=world["cluster"])
+        job_sync.job_status_sync(cluster=world["cluster"])
         state, _ = page.wait_for_function(READ_STATUS).json_value()
         if state == "Running":
             rt = dra_sandbox.store.kind("resource.k8s.io/v1", "ResourceClaim")

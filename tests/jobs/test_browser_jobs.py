@@ -6,6 +6,7 @@ import time
 import pytest
 
 from jobs import services
+from jobs import sync as job_sync
 from jobs.models import Job
 from portal import kube
 from tests.jobs.conftest import build_world
@@ -59,7 +60,7 @@ def test_submit_a_pytorch_job_and_watch_it_run(browser, live_server, ticking_san
     seen, why = [], ""
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
-        services.job_status_sync(cluster=world["cluster"])  # what the beat schedule does every few seconds
+        job_sync.job_status_sync(cluster=world["cluster"])  # what the beat schedule does every few seconds
         # One read of both in the page's own turn: the status block swaps itself every 2 s, so counting an element
         # and then reading it could straddle a swap.
         state, waiting = page.wait_for_function(READ_STATUS).json_value()

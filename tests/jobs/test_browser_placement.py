@@ -6,6 +6,7 @@ import time
 import pytest
 
 from jobs import services
+from jobs import sync as job_sync
 from jobs.models import Job
 from portal import kube
 from tests.jobs.test_placement import placement_setup
@@ -52,7 +53,7 @@ def test_a_rack_bound_spot_allowed_job_shows_where_and_why(browser, live_server,
     placed = ""
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline and not placed:
-        services.job_status_sync(cluster=world["cluster"])  # what the beat schedule does every few seconds
+        job_sync.job_status_sync(cluster=world["cluster"])  # what the beat schedule does every few seconds
         page.wait_for_timeout(500)
         found = page.locator("#job-placement")
         placed = found.inner_text() if found.count() else ""

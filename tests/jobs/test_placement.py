@@ -5,6 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from jobs import outcome, placement, selectors, services
+from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.manifests import job_manifests
 from jobs.models import Job
@@ -114,7 +115,7 @@ def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reser
     spec_ = selectors.job_spec(Job.objects.get(pk=pair.pk))
     assert spec_.node_labels == {} and spec_.tolerations[-1]["key"] == "example.com/spot"
     step(sb, 1)
-    services.job_status_sync(cluster=world["cluster"])
+    job_sync.job_status_sync(cluster=world["cluster"])
     pair = Job.objects.select_related("cluster", "flavor").get(pk=pair.pk)
     assert pair.state == JobState.ADMITTED
     assert pair.placement["flavors"] == ["h100-spot"]
@@ -124,7 +125,7 @@ def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reser
         "all workers in rack s1 (as required).")
     big = submit(world, run_on_commit, "wide", 3, spot_allowed=True, topology_level="rack")
     step(sb, 2)
-    services.job_status_sync(cluster=world["cluster"])
+    job_sync.job_status_sync(cluster=world["cluster"])
     big = Job.objects.select_related("team", "flavor", "cluster").get(pk=big.pk)
     assert big.state == JobState.QUEUED
     assert selectors.why_waiting(job=big).startswith(
@@ -158,14 +159,14 @@ def test_a_rack_bound_volcano_job_lands_in_a_discovered_rack_and_the_next_says_p
     step(sb, 0)
     first = submit(world, run_on_commit, "ring", 2, topology_level="rack")
     step(sb, 1)
-    services.job_status_sync(cluster=cluster)
+    job_sync.job_status_sync(cluster=cluster)
     first = Job.objects.select_related("cluster", "flavor").get(pk=first.pk)
     assert first.state in (JobState.ADMITTED, JobState.RUNNING)
     assert first.placement["domains"] == [{"example.com/rack": "r1"}]
     assert placement.placement_sentence(first, set()) == "Placed; all workers in rack r1 (as required)."
     second = submit(world, run_on_commit, "ring-2", 2, topology_level="rack")
     step(sb, 2)
-    services.job_status_sync(cluster=cluster)
+    job_sync.job_status_sync(cluster=cluster)
     second = Job.objects.select_related("team", "flavor", "cluster").get(pk=second.pk)
     assert second.state == JobState.QUEUED
     assert selectors.why_waiting(job=second).startswith(

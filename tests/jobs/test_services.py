@@ -2,6 +2,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from jobs import selectors, services
+from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
@@ -131,7 +132,7 @@ def test_status_sync_follows_the_job_with_one_list_per_kind_per_namespace(sandbo
               content_type="application/merge-patch+json")
     api.delete("batch/v1", "Job", jobs[2].object_name, "nlp")
     sandbox.reset_stats()
-    counts = services.job_status_sync(cluster=world["cluster"])
+    counts = job_sync.job_status_sync(cluster=world["cluster"])
     # Service, Job, RayJob, Workload in the one namespace, and its pods: two jobs are seen started for the first time
     assert counts["lists"] == 5
     assert sandbox.stats()["requests"] == 5
@@ -141,7 +142,7 @@ def test_status_sync_follows_the_job_with_one_list_per_kind_per_namespace(sandbo
     # No Workload says when it was admitted: then it is when it started (never after), by the cluster's clock.
     assert finished.run_seconds == 3600 and finished.admitted_at == finished.started_at
     sandbox.reset_stats()
-    assert services.job_status_sync(cluster=world["cluster"])["lists"] == 4  # starts known: no pods read
+    assert job_sync.job_status_sync(cluster=world["cluster"])["lists"] == 4  # starts known: no pods read
     assert "disappeared" in Job.objects.get(pk=jobs[2].pk).state_message
 
 

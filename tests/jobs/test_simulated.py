@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs import selectors, services
+from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
@@ -25,7 +26,7 @@ def submit(world, run_on_commit, **overrides):
 
 
 def sync(world) -> dict[int, Job]:
-    services.job_status_sync(cluster=world["cluster"])
+    job_sync.job_status_sync(cluster=world["cluster"])
     return {job.pk: job for job in Job.objects.all()}
 
 
@@ -164,10 +165,10 @@ def test_a_sync_writes_alike_changes_at_once_and_nothing_when_nothing_is_new(sim
     step(simulating_sandbox, 0)
     step(simulating_sandbox, 5)
     with django_assert_max_num_queries(4):  # read, one UPDATE for the six jobs that moved alike, its savepoint
-        assert services.job_status_sync(cluster=world["cluster"])["changed"] == 6
+        assert job_sync.job_status_sync(cluster=world["cluster"])["changed"] == 6
     assert set(Job.objects.values_list("state", flat=True)) == {JobState.RUNNING}
     with django_assert_max_num_queries(1):
-        counts = services.job_status_sync(cluster=world["cluster"])
+        counts = job_sync.job_status_sync(cluster=world["cluster"])
     assert (counts["jobs"], counts["changed"], counts["lists"]) == (6, 0, 4)
 
 

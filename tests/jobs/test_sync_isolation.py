@@ -8,6 +8,7 @@ from celery.utils.serialization import get_pickleable_exception
 
 from composition import reconcile
 from jobs import services
+from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
@@ -72,7 +73,7 @@ def test_one_dead_cluster_of_three_the_others_are_synced_and_it_is_reported(thre
             body = {"status": {"state": {"phase": "Completed", "lastTransitionTime": "2026-11-22T11:00:00Z"}}}
         api._call("PATCH", path, body=body, content_type="application/merge-patch+json")
 
-    report = services.job_status_sync_all()
+    report = job_sync.job_status_sync_all()
 
     assert set(report["synced"]) == {"kueue", "volcano"}
     assert list(report["failed"]) == ["dead"] and "Unreachable" in report["failed"]["dead"]

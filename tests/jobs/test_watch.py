@@ -173,9 +173,9 @@ def test_a_status_change_reaches_the_database_within_a_second(standalone, watche
     assert row.started_at is not None and row.admitted_at is not None
     assert time.monotonic() - changed < 5
     # The polling sync leaves a watched cluster alone.
-    from jobs import services
+    from jobs import sync as job_sync
 
-    assert services.job_status_sync_all()["watched"] == [world["cluster"].name]
+    assert job_sync.job_status_sync_all()["watched"] == [world["cluster"].name]
 
 
 def test_killed_and_restarted_watcher_loses_nothing(standalone, watchers, run_on_commit):

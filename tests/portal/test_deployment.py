@@ -16,6 +16,7 @@ import yaml
 from composition import reconcile
 from jobs import selectors as job_selectors
 from jobs import services as job_services
+from jobs import sync as job_sync
 from jobs import watch_cache as job_watch_cache
 from portal import kube
 from portal.desired import team_namespace_desired
@@ -225,7 +226,7 @@ def test_a_full_run_against_a_cluster_needs_nothing_the_role_does_not_grant(obje
                     cpu_per_worker=2, memory_gib_per_worker=8))
         for clock in (0, 5):
             step(sb, clock)
-            job_services.job_status_sync(cluster=world["cluster"])
+            job_sync.job_status_sync(cluster=world["cluster"])
         job_selectors.job_pods(job=jobs[0])
         for obj in team_namespace_desired(
                 team_namespace=TeamNamespace.objects.get(team=world["team"])):

@@ -13,8 +13,8 @@ from django.core.exceptions import ValidationError
 
 from jobs.models import Job
 from jobs.selectors import job_desired
+from quotas.desired import cluster_quota_objects, team_quota_objects
 from quotas.models import Quota
-from quotas.selectors import cluster_quota_objects, team_quota_objects
 from tenants.choices import Sharing
 from tests.factories import (
     ClusterFactory,

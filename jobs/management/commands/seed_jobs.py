@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import services
+from jobs import sync as job_sync
 from jobs.models import Job
 from tenants.choices import Sharing
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Team
@@ -181,7 +182,7 @@ class Command(BaseCommand):
                 return
             if time.monotonic() > deadline:
                 raise CommandError(f"{cluster.name} {job}: not rejected after {timeout:g} s ({job.sync_message})")
-            services.job_status_sync(cluster=cluster)
+            job_sync.job_status_sync(cluster=cluster)
             yield True
 
     def _enable_reclaim(self, cluster) -> None:
@@ -211,7 +212,7 @@ class Command(BaseCommand):
         yielding between looks."""
         deadline = time.monotonic() + timeout
         while True:
-            services.job_status_sync(cluster=cluster)
+            job_sync.job_status_sync(cluster=cluster)
             job.refresh_from_db()
             if job.state in states:
                 return
