@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from decimal import Decimal
 
-from ..quantity import parse_quantity
 from . import kueue_fair_sharing as fair
-from . import kueue_tas, quota_tree
-from .kueue_preemption import REASON_WORDS, find_targets
+from . import kueue_status, kueue_tas, quota_tree
+from .kueue_preemption import find_targets, preempted_message
 from .model import KUEUE, Tracked, condition, fmt, kueue_workload_name, owner, set_conditions
 from .quota_tree import Quota
 
@@ -87,7 +86,7 @@ class Kueue:
                 flavors = [flavor["name"] for flavor in group.get("flavors") or []]
                 for flavor in group.get("flavors") or []:
                     for resource in flavor.get("resources") or []:
-                        quotas[(flavor["name"], resource["name"])] = _quota(resource)
+                        quotas[(flavor["name"], resource["name"])] = quota_tree.quota_from(resource)
                 groups.append((list(group.get("coveredResources") or []), flavors))
             name = cq["metadata"]["name"]
             specs[name] = {"cohort": spec.get("cohortName", ""), "quotas": quotas}
@@ -98,7 +97,7 @@ class Kueue:
         for cohort in self.objects.list(KUEUE, "Cohort"):
             declared.append(cohort.get("spec") or {})
             spec = cohort.get("spec") or {}
-            quotas = {(flavor["name"], resource["name"]): _quota(resource)
+            quotas = {(flavor["name"], resource["name"]): quota_tree.quota_from(resource)
                       for group in spec.get("resourceGroups") or [] for flavor in group.get("flavors") or []
                       for resource in flavor.get("resources") or []}
             cohorts[cohort["metadata"]["name"]] = {"parent": spec.get("parentName", ""), "quotas": quotas,
@@ -172,7 +171,7 @@ class Kueue:
                 return self.pending(job, "Pending", message, now)
             for victim, reason in targets:
                 path = config["nodes"][victim.cluster_queue].path()
-                self.sim.evict(victim, now, self._preempted_message(job, reason, node.path(), path),
+                self.sim.evict(victim, now, preempted_message(job, reason, node.path(), path),
                                reason=reason)
             # The preemptor waits for its victims to go and is admitted in a later cycle; what they free is held
             # for it meanwhile (scheduler.go: cq.AddUsage then issuePreemptions, markPreemptionOutcome's words).
@@ -329,12 +328,6 @@ class Kueue:
                     total[(flavors[pod_set.name][resource], resource)] += value * pod_set.count
         return dict(total)
 
-    def _preempted_message(self, preemptor: Tracked, reason: str, preemptor_path: str, preemptee_path: str) -> str:
-        """preemptionMessage in pkg/scheduler/preemption/preemption.go."""
-        return (f"Preempted to accommodate a workload (UID: {preemptor.scheduler_uid or 'UNKNOWN'}, JobUID: "
-                f"{preemptor.uid or 'UNKNOWN'}) due to {REASON_WORDS[reason]}; preemptor path: {preemptor_path}; "
-                f"preemptee path: {preemptee_path}")
-
     # Usage -----------------------------------------------------------------------------------------------------
 
     def charge(self, job: Tracked, sign: int, config: dict | None = None) -> None:
@@ -363,21 +356,8 @@ class Kueue:
 
     def admitted_status(self, job: Tracked, now: float) -> None:
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
-        updates = [condition("QuotaReserved", True, "QuotaReserved",
-                             f"Quota reserved in ClusterQueue {job.cluster_queue}", now),
-                   condition("Admitted", True, "Admitted", "The workload is admitted", now)]
-        if any(c["type"] == "Evicted" for c in conditions):
-            updates.append(condition("Evicted", False, "QuotaReserved", "Previously: evicted", now))
-            updates.append(condition("Requeued", True, "QuotaReserved", "The workload was requeued", now))
-        assignments = [{"name": p.name, "count": p.count,
-                        "flavors": dict(sorted(job.flavors.get(p.name, {}).items())),
-                        "resourceUsage": {r: fmt(v * p.count) for r, v in sorted(p.requests.items())},
-                        **({"topologyAssignment": kueue_tas.assignment_status(job.topology[p.name])}
-                           if job.topology.get(p.name) else {})}
-                       for p in job.pod_sets]
-        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object, {
-            "conditions": set_conditions(conditions, *updates),
-            "admission": {"clusterQueue": job.cluster_queue, "podSetAssignments": assignments}})
+        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                                  kueue_status.admitted(job, conditions, now))
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": False}})
 
     def running_status(self, job: Tracked, now: float) -> None:
@@ -391,17 +371,10 @@ class Kueue:
                 "Job finished successfully" if succeeded else message, now))})
 
     def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None:
-        """Evicted/Preempted/Requeued as workload.SetEvictedCondition and SetPreemptedCondition write them; the job
-        is suspended again (jobframework's stopJob)."""
+        """Evicted and suspended again (jobframework's stopJob)."""
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
-        lost = reason == kueue_tas.NODE_FAILURES
-        updates = [condition("Evicted", True, reason if lost else "Preempted", message, now),
-                   *([] if lost else [condition("Preempted", True, reason, message, now)]),
-                   condition("QuotaReserved", False, "Preempted", message, now),
-                   condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
-                   condition("Requeued", True, reason if lost else "Preempted", message, now)]
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
-                                  {"conditions": set_conditions(conditions, *updates), "admission": None})
+                                  kueue_status.evicted(conditions, message, reason, now))
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": True}})
 
     def evict_lost_nodes(self, now: float) -> None:
@@ -420,10 +393,3 @@ class Kueue:
         for assignment in admission.get("podSetAssignments") or []:
             job.flavors[assignment.get("name", "")] = dict(assignment.get("flavors") or {})
 
-
-def _quota(resource: dict) -> Quota:
-    def amount(name):
-        value = resource.get(name)
-        return None if value is None else parse_quantity(value)
-
-    return Quota(amount("nominalQuota") or Decimal(0), amount("borrowingLimit"), amount("lendingLimit"))

@@ -178,3 +178,10 @@ def _remove(candidate, nodes) -> None:
 def _add(candidate, nodes) -> None:
     for fr, value in _usage(candidate).items():
         quota_tree.add_usage(nodes[candidate.cluster_queue], fr, value)
+
+
+def preempted_message(preemptor, reason: str, preemptor_path: str, preemptee_path: str) -> str:
+    """preemptionMessage in pkg/scheduler/preemption/preemption.go."""
+    return (f"Preempted to accommodate a workload (UID: {preemptor.scheduler_uid or 'UNKNOWN'}, JobUID: "
+            f"{preemptor.uid or 'UNKNOWN'}) due to {REASON_WORDS[reason]}; preemptor path: {preemptor_path}; "
+            f"preemptee path: {preemptee_path}")

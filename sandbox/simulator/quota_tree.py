@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from ..quantity import parse_quantity
+
 ZERO = Decimal(0)
 
 
@@ -20,6 +22,15 @@ class Quota:
     nominal: Decimal = ZERO
     borrowing_limit: Decimal | None = None
     lending_limit: Decimal | None = None
+
+
+def quota_from(resource: dict) -> Quota:
+    """A ClusterQueue's or Cohort's resource entry: nominalQuota, borrowingLimit, lendingLimit."""
+    def amount(name):
+        value = resource.get(name)
+        return None if value is None else parse_quantity(value)
+
+    return Quota(amount("nominalQuota") or ZERO, amount("borrowingLimit"), amount("lendingLimit"))
 
 
 @dataclass(eq=False)
