@@ -15,6 +15,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from billing import sources
 from jobs.models import Job
 from tenants.choices import Role, ScrapeShape, Sharing
 from tenants.models import Cluster, GpuFlavor, Membership, Team, TeamNamespace
@@ -269,7 +270,7 @@ def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metr
             raise ValidationError(f"The hour {hour:%Y-%m-%d %H:00} UTC is not over yet.")
     outcomes: list[tuple[datetime, str, str, metrics.HourUsage | None]] = []
     try:
-        source = source or metrics.source_for(cluster)
+        source = source or sources.source_for(cluster)
     except metrics.MetricsError as exc:
         source, outcomes = None, [(hour, HourState.FAILED, str(exc), None)
                                   for hour in (hours[:1] if stop_on_failure else hours)]

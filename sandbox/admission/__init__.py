@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from .. import errors
-from . import core, kuberay, kueue, volcano, volcano_podgroups
+from . import core, kuberay, kueue, volcano, volcano_podgroups, volcano_queues
 from .quota import CLAIM_KEY, POD_KEY, QuotaController
 
 _KUEUE_MARKER = (kueue.GROUP, "ClusterQueue")
@@ -31,12 +31,12 @@ class Admission:
     def __init__(self, store):
         self.store = store
         self.quota = QuotaController(store)
-        self._mutators = _merge(volcano.MUTATORS, kueue.MUTATORS,
+        self._mutators = _merge(volcano.MUTATORS, volcano_queues.MUTATORS, kueue.MUTATORS,
                                 {key: partial(fn, store=store) for key, fn in volcano_podgroups.STORE_MUTATORS.items()})
         self._validators = _merge(kuberay.VALIDATORS, kueue.VALIDATORS, volcano.VALIDATORS,
-                                  volcano_podgroups.VALIDATORS)
-        self._delete_validators = _merge(volcano.DELETE_VALIDATORS)
-        self._controllers = _merge(volcano.CONTROLLERS, kueue.CONTROLLERS)
+                                  volcano_queues.VALIDATORS, volcano_podgroups.VALIDATORS)
+        self._delete_validators = _merge(volcano_queues.DELETE_VALIDATORS)
+        self._controllers = _merge(volcano_queues.CONTROLLERS, kueue.CONTROLLERS)
 
     def _applies(self, rt, fn) -> bool:
         if rt.key in _KUEUE_JOB_KINDS and fn.__module__ == kueue.__name__:
@@ -81,4 +81,4 @@ class Admission:
 
     def install_defaults(self) -> None:
         """What the controllers create when they start: Volcano's `root` and `default` queues."""
-        volcano.install_queues(self.store)
+        volcano_queues.install_queues(self.store)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from . import fields as f
-from .volcano import GROUP, queue_named
+from .volcano_queues import GROUP, queue_named
 
 PODGROUP_KEY = (GROUP, "PodGroup")
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # volcano.sh/apis scheduling/v1beta1 labels.go

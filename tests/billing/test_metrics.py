@@ -2,8 +2,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from billing import metrics
-from billing.metrics import MetricsError, PrometheusSource, SandboxSource
+from billing import metrics, sandbox_usage, sources
+from billing.metrics import MetricsError, PrometheusSource
+from billing.sandbox_usage import SandboxSource
 from tenants.choices import ScrapeShape
 from tests import prometheus
 from tests.billing.conftest import (
@@ -179,7 +180,7 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
     done["status"] = {"phase": "Failed", "startTime": "2026-03-02T10:00:00Z", "conditions": [
         {"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-02T10:40:00Z"}]}
     pods.append(done)
-    runs = metrics.pod_runs(pods, models={("nvidia.com/gpu", "pool=h100"): ("H100", 80.0)})
+    runs = sandbox_usage.pod_runs(pods, models={("nvidia.com/gpu", "pool=h100"): ("H100", 80.0)})
     assert [(r.name, r.resource, r.gpus, r.gpu_model, r.job, r.finished_at) for r in runs] == [
         ("a", "nvidia_com_gpu", 2, "H100", "12", None),
         ("b", "nvidia_com_mig_1g_10gb", 3, "", "", H + timedelta(minutes=20)),
@@ -189,7 +190,7 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
 
 def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_its_profile():
     product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
-    runs = metrics.pod_runs([_pod("s", selector=product)], models={
+    runs = sandbox_usage.pod_runs([_pod("s", selector=product)], models={
         ("nvidia.com/gpu", "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"):
             ("NVIDIA A100-SXM4-80GB", 10.0, "nvidia.com/mig-1g.10gb")})
     assert [(r.resource, r.gpu_model, r.memory_gib) for r in runs] == [
@@ -198,7 +199,7 @@ def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_i
 
 def test_a_sandbox_source_reports_the_declared_units_as_capacity_and_its_pods_as_held():
     pods = [_pod("a", gpus=3), _pod("b", gpus=2, start=H + timedelta(minutes=30))]
-    usage = SandboxSource(lambda: metrics.pod_runs(pods), capacity={("nvidia_com_gpu", ""): 8}).hour_usage(H)
+    usage = SandboxSource(lambda: sandbox_usage.pod_runs(pods), capacity={("nvidia_com_gpu", ""): 8}).hour_usage(H)
     seen = usage.capacity[("nvidia_com_gpu", "")]
     assert (seen.capacity, seen.held) == (8.0, pytest.approx(4.0))
 
@@ -207,13 +208,13 @@ def test_sandbox_source_allocates_by_run_time_and_is_deterministic():
     pods = [_pod("train", start=H - timedelta(hours=3), job="5"),
             _pod("short", start=H + timedelta(minutes=15), end=H + timedelta(minutes=45)),
             _pod("later", start=H + timedelta(hours=2))]
-    source = SandboxSource(lambda: metrics.pod_runs(pods))
+    source = SandboxSource(lambda: sandbox_usage.pod_runs(pods))
 
-    first, again = source.hour_usage(H), SandboxSource(lambda: metrics.pod_runs(pods)).hour_usage(H)
+    first, again = source.hour_usage(H), SandboxSource(lambda: sandbox_usage.pod_runs(pods)).hour_usage(H)
     assert first == again
     row = first.namespaces[("alpha", "nvidia_com_gpu", "")]
     assert row.allocated_gpu_hours == pytest.approx(2 + 2 * 0.5)
-    expected_used = 2 * metrics.pod_utilisation("train", H) + 1 * metrics.pod_utilisation("short", H)
+    expected_used = 2 * sandbox_usage.pod_utilisation("train", H) + 1 * sandbox_usage.pod_utilisation("short", H)
     assert row.used_gpu_hours == pytest.approx(expected_used)
     assert 0 < row.used_gpu_hours <= row.allocated_gpu_hours
     assert first.jobs[("alpha", "5")].allocated_gpu_hours == pytest.approx(2)
@@ -222,8 +223,8 @@ def test_sandbox_source_allocates_by_run_time_and_is_deterministic():
 
 
 def test_sandbox_utilisation_depends_only_on_pod_and_hour():
-    values = [metrics.pod_utilisation(f"pod-{i}", H + timedelta(hours=h)) for i in range(40) for h in range(24)]
-    assert values == [metrics.pod_utilisation(f"pod-{i}", H + timedelta(hours=h)) for i in range(40)
+    values = [sandbox_usage.pod_utilisation(f"pod-{i}", H + timedelta(hours=h)) for i in range(40) for h in range(24)]
+    assert values == [sandbox_usage.pod_utilisation(f"pod-{i}", H + timedelta(hours=h)) for i in range(40)
                       for h in range(24)]
     assert all(0 <= v <= 0.95 for v in values)
     idle = sum(v < 0.05 for v in values) / len(values)
@@ -267,7 +268,7 @@ def test_sandbox_source_reports_an_unreachable_cluster():
 def test_source_for_picks_prometheus_when_a_url_is_set():
     from tests.factories import ClusterFactory
 
-    assert isinstance(metrics.source_for(ClusterFactory(prometheus_url="http://prom:9090")), PrometheusSource)
-    assert isinstance(metrics.source_for(ClusterFactory()), SandboxSource)
+    assert isinstance(sources.source_for(ClusterFactory(prometheus_url="http://prom:9090")), PrometheusSource)
+    assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)
     with pytest.raises(MetricsError, match="no Prometheus URL"):
-        metrics.source_for(ClusterFactory(connection="in_cluster", server=""))
+        sources.source_for(ClusterFactory(connection="in_cluster", server=""))

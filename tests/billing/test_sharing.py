@@ -102,7 +102,7 @@ def test_the_demo_source_counts_the_devices_of_a_pods_claims_and_leaves_other_po
     """A DRA pod names its generated claim in status.resourceClaimStatuses; the claim's allocation results (one per
     device, each naming its request, whose ExactDeviceRequest names the class) are the devices it holds (kubernetes
     v1.34 staging/src/k8s.io/api/resource/v1/types.go)."""
-    from billing import devices, metrics
+    from billing import devices, metrics, sandbox_usage
 
     def pod(name, **status):
         return {"metadata": {"namespace": "team-a", "name": name, "labels": {metrics.JOB_LABEL: "train"}},
@@ -121,9 +121,9 @@ def test_the_demo_source_counts_the_devices_of_a_pods_claims_and_leaves_other_po
     held = devices.claim_devices([claim], {"gpu.nvidia.com": (unit, H100, 80.0)})
     pods = [pod("train-0", resourceClaimStatuses=[{"name": "gpus", "resourceClaimName": "train-0-gpus-abcde"}]),
             pod("plain"), pod("unallocated", resourceClaimStatuses=[{"name": "gpus", "resourceClaimName": "none"}])]
-    runs = metrics.pod_runs(pods, models={("nvidia.com/gpu", ""): (H100, 80.0)}, claims=held)
+    runs = sandbox_usage.pod_runs(pods, models={("nvidia.com/gpu", ""): (H100, 80.0)}, claims=held)
     assert [(r.name, r.resource, r.gpus, r.gpu_model) for r in runs] == [
         ("train-0", unit, 2, H100), ("plain", "nvidia_com_gpu", 1, H100)]
-    assert metrics.pod_runs(pods[1:2], models={("nvidia.com/gpu", ""): (H100, 80.0)}) == runs[1:]
-    hour = metrics.SandboxSource(lambda: runs).hour_usage(runs[0].started_at)
+    assert sandbox_usage.pod_runs(pods[1:2], models={("nvidia.com/gpu", ""): (H100, 80.0)}) == runs[1:]
+    hour = sandbox_usage.SandboxSource(lambda: runs).hour_usage(runs[0].started_at)
     assert hour.namespaces[("team-a", unit, H100)].allocated_gpu_hours == 2

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from billing import devices, metrics
+from billing import devices, metrics, sandbox_usage
 from billing.models import BudgetAlert
 from billing.selectors import idle_jobs
 from jobs.choices import JobState
@@ -56,10 +56,11 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
             flavor = GpuFlavor.objects.get(cluster__name=cluster, sharing=Sharing.DRA)
             claims = sandbox.store.list(sandbox.store.kind("resource.k8s.io/v1", "ResourceClaim"), None)["items"]
             allocated = sum(len(c["status"]["allocation"]["devices"]["results"]) for c in claims)
-            runs = [r for r in metrics.cluster_pod_runs(flavor.cluster) if r.resource == devices.flavor_unit(flavor)]
+            runs = [r for r in sandbox_usage.cluster_pod_runs(flavor.cluster)
+                    if r.resource == devices.flavor_unit(flavor)]
             assert runs and {r.gpu_model for r in runs} == {flavor.gpu_model}, runs
             assert sum(r.gpus for r in runs) == allocated, runs
-            usage = metrics.SandboxSource(lambda runs=runs: runs).hour_usage(metrics.check_hour(
+            usage = sandbox_usage.SandboxSource(lambda runs=runs: runs).hour_usage(metrics.check_hour(
                 runs[0].started_at.replace(minute=0, second=0, microsecond=0)))
             assert usage.namespaces[(runs[0].namespace, devices.flavor_unit(flavor), flavor.gpu_model)
                                     ].allocated_gpu_hours > 0

@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from billing import metrics, services
+from billing import metrics, sandbox_usage, services
 from billing.choices import HourState
 from billing.models import CollectedHour
 from quotas.models import Quota
@@ -24,7 +24,7 @@ def _max_power(gpu_model: str) -> float:
     return next((watts for name, watts in POWER_WATTS.items() if name in gpu_model), 500.0)
 
 
-def history(cluster: Cluster, *, start, days: int) -> list[metrics.PodRun]:
+def history(cluster: Cluster, *, start, days: int) -> list[sandbox_usage.PodRun]:
     """Runs per (team, flavor) with quota: one to three a day, 2–12 hours long, a quarter to three quarters of the
     team's guaranteed units; weekends are quieter."""
     runs = []
@@ -33,14 +33,15 @@ def history(cluster: Cluster, *, start, days: int) -> list[metrics.PodRun]:
         team, flavor = quota.team, quota.flavor
         for day in range(days):
             midnight = start + timedelta(days=day)
-            per_day = 1 + int(3 * metrics.unit(team.slug, flavor.name, midnight.date(), "runs"))
+            per_day = 1 + int(3 * sandbox_usage.unit(team.slug, flavor.name, midnight.date(), "runs"))
             if midnight.weekday() >= 5:
                 per_day = max(0, per_day - 2)
             for index in range(per_day):
-                start_at, minute, size, length = (metrics.unit(team.slug, flavor.name, midnight.date(), index, what)
-                                                  for what in ("start", "minute", "gpus", "hours"))
+                start_at, minute, size, length = (
+                    sandbox_usage.unit(team.slug, flavor.name, midnight.date(), index, what)
+                    for what in ("start", "minute", "gpus", "hours"))
                 begins = midnight + timedelta(hours=int(20 * start_at), minutes=int(60 * minute))
-                runs.append(metrics.PodRun(
+                runs.append(sandbox_usage.PodRun(
                     namespace=team.namespace, name=f"{team.slug}-{flavor.name}-{midnight:%m%d}-{index}",
                     resource=metrics.ksm_resource(flavor.resource_name),
                     gpus=max(1, round(quota.guaranteed * (0.25 + 0.5 * size))),
@@ -66,10 +67,11 @@ class Command(BaseCommand):
         for cluster in clusters.order_by("name"):
             runs = history(cluster, start=first.replace(hour=0), days=days + 1)
             try:
-                runs += metrics.cluster_pod_runs(cluster)
+                runs += sandbox_usage.cluster_pod_runs(cluster)
             except metrics.MetricsError as exc:
                 self.stderr.write(f"{cluster.name}: only the synthetic history ({exc})")
-            source = metrics.SandboxSource(lambda runs=runs: runs, capacity=metrics.cluster_capacity(cluster))
+            source = sandbox_usage.SandboxSource(lambda runs=runs: runs,
+                                                 capacity=sandbox_usage.cluster_capacity(cluster))
             done = set(CollectedHour.objects.filter(cluster=cluster, state=HourState.COLLECTED,
                                                     hour__gte=first).values_list("hour", flat=True))
             hours = []

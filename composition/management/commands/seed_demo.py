@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from billing import metrics
+from billing import metrics, sandbox_usage
 from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.management.commands.seed_usage import history as usage_history
@@ -256,7 +256,7 @@ class Command(BaseCommand):
         last = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
         hours = [last - timedelta(hours=back) for back in reversed(range(settings.IDLE_GPU_WINDOW_HOURS))]
         runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2)
-        source = _IdleJobSource(metrics.SandboxSource(lambda: runs), job)
+        source = _IdleJobSource(sandbox_usage.SandboxSource(lambda: runs), job)
         billing_services.usage_collect_hours(cluster=job.cluster, hours=hours, source=source)
         self.stdout.write(f"  {job.cluster.name:<9} {job.team.slug}/{job.name}: idle for the last {len(hours)} hours")
 
