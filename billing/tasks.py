@@ -7,13 +7,13 @@ from django.db import DatabaseError
 
 from tenants.models import Cluster
 
-from . import services
+from . import budgets, services
 
 
 @shared_task(ignore_result=True)
 def budget_check_task() -> int:
     """Hourly: alert the teams whose spend this month crossed a budget threshold."""
-    return services.budget_check_due()
+    return budgets.budget_check_due()
 
 
 # Collection: the hourly run collects the last hour and backfills the window; a database hiccup retries the run.

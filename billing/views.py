@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal.http import platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 
-from . import capacity, charts, selectors, services
+from . import budgets, capacity, charts, selectors
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
@@ -54,7 +54,7 @@ def _team_usage_page(request, team, month, *, budget_form=None, status=200):
     start, end = statement.start, statement.end
     usage_rows = selectors.team_daily_usage(team=team, start=start, end=end)
     cost_rows = selectors.team_daily_cost(team=team, month=month)
-    can_budget = services.can_set_budget(user=request.user, team=team)
+    can_budget = budgets.can_set_budget(user=request.user, team=team)
     if budget_form is None and can_budget:
         budget_form = BudgetForm(initial={"month": f"{month:%Y-%m}",
                                           "amount": budget.budget.amount if budget.budget else None})
@@ -82,13 +82,13 @@ def team_usage(request, slug):
 @require_POST
 def budget_set(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
-    if not services.can_set_budget(user=request.user, team=team):
+    if not budgets.can_set_budget(user=request.user, team=team):
         raise PermissionDenied("Only the team's admins and platform admins set its budget.")
     form = BudgetForm(request.POST)
     if form.is_valid():
         month = form.cleaned_data["month"]
         done = write_from_form(
-            request, form, lambda: services.budget_set(actor=request.user, team=team, month=month,
+            request, form, lambda: budgets.budget_set(actor=request.user, team=team, month=month,
                                                        amount=form.cleaned_data["amount"],
                                                        source_ip=source_ip(request)),
             message=lambda budget: f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.",
@@ -184,7 +184,7 @@ def console_rates(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         done = write_from_form(
-            request, form, lambda: services.rate_card_set(actor=request.user, flavor=data["flavor"],
+            request, form, lambda: budgets.rate_card_set(actor=request.user, flavor=data["flavor"],
                                                           price=data["price"], effective_from=data["effective_from"],
                                                           note=data["note"], source_ip=source_ip(request)),
             message=lambda card: f"{card.flavor.name}: {card.price_per_gpu_hour} {card.currency} per GPU-hour "

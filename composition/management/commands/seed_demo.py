@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from billing import budgets as billing_budgets
 from billing import metrics, sandbox_usage
 from billing import selectors as billing_selectors
 from billing import services as billing_services
@@ -241,10 +242,10 @@ class Command(BaseCommand):
             flavor = GpuFlavor.objects.get(cluster__name=cluster, name=name)
             if RateCard.objects.filter(flavor=flavor).exists():
                 continue
-            billing_services.rate_card_set(actor=admin, flavor=flavor, price=price,
+            billing_budgets.rate_card_set(actor=admin, flavor=flavor, price=price,
                                            effective_from=hour - timedelta(days=90))
             if (cluster, name) == RATE_CHANGE[0]:
-                billing_services.rate_card_set(actor=admin, flavor=flavor, price=RATE_CHANGE[1],
+                billing_budgets.rate_card_set(actor=admin, flavor=flavor, price=RATE_CHANGE[1],
                                                effective_from=hour - timedelta(days=7))
 
     def _seed_idle_job(self):
@@ -270,9 +271,9 @@ class Command(BaseCommand):
             statement = billing_selectors.team_statement(team=team, month=month)
             forecast = billing_selectors.forecast(statement)
             if forecast > 0:
-                budget = billing_services.budget_set(actor=admin, team=team, month=month,
+                budget = billing_budgets.budget_set(actor=admin, team=team, month=month,
                                                      amount=billing_selectors.money(forecast * Decimal(share)))
-                billing_services.budget_check(budget=budget)
+                billing_budgets.budget_check(budget=budget)
 
     def _seed_quotas(self, admin):
         users = get_user_model().objects
