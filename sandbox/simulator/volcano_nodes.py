@@ -21,11 +21,13 @@ Sources (volcano-sh/volcano v1.15.1):
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from decimal import Decimal
 
+import re2
+
 from ..quantity import parse_quantity
+from ..structural import re2_search
 from .kueue_tas import tolerates
 
 TOPOLOGY = "topology.volcano.sh/v1alpha1"
@@ -53,10 +55,10 @@ def snapshot(objects) -> dict:
 def _selected(selector: dict, name: str, labels: dict | None) -> bool:
     if "exactMatch" in selector:
         return (selector["exactMatch"] or {}).get("name") == name
-    if "regexMatch" in selector:
+    if "regexMatch" in selector:  # Go's regexp (RE2), unanchored as regexp.MatchString
         try:
-            return re.search((selector["regexMatch"] or {}).get("pattern") or "", name) is not None
-        except re.error:
+            return re2_search((selector["regexMatch"] or {}).get("pattern") or "", name)
+        except re2.error:
             return False
     if "labelMatch" in selector and labels is not None:  # labelMatch only takes effect for Node members
         return _label_match(selector["labelMatch"] or {}, labels)
