@@ -16,7 +16,8 @@ Sources (volcano-sh/volcano v1.15.1):
   nodes whose lowest common HyperNode with the job's nodes is of a lower tier score higher
   (networkTopologyAwareScore), so the gang packs close together and spreads only when it must.
 - Nodes are otherwise chosen as the predicates plugin filters them (requests within what is free, NoSchedule and
-  NoExecute taints tolerated, nodeSelector matched) and binpack scores them (the fullest that fits first).
+  NoExecute taints tolerated, nodeSelector matched); among those, the sandbox packs by GPUs, the node left with
+  the fewest free first (upstream's binpack plugin weighs cpu and memory unless `binpack.resources` names the GPU).
 """
 
 from __future__ import annotations
