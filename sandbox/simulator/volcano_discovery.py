@@ -15,6 +15,8 @@ Sources (volcano-sh/volcano v1.15.1):
 - A HyperNode's name is kept once made (found by its label and source); a new one is
   hypernode-<type>-tier<N>-<5 random characters> (buildHyperNodeName). HyperNodes of the label source that the
   nodes no longer describe are deleted (hypernode_controller.go reconcileTopology).
+- Turning label discovery off, or a configuration that does not load, only stops the discoverer: the HyperNodes
+  it made stay (discovery/manager.go handleRemovedSources, stopSingleDiscoverer).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ SOURCE_LABEL = "volcano.sh/network-topology-source"
 MAX_TYPE_NAME = 20
 
 
-def label_types(config_text: str) -> dict[str, list[str]]:
-    """Per network topology type, its HyperNode labels from tier 1 up; {} when label discovery is off."""
+def label_types(config_text: str) -> dict[str, list[str]] | None:
+    """Per network topology type, its HyperNode labels from tier 1 up; None when label discovery is off (no or
+    unreadable configuration, or the label source not enabled)."""
     try:
         config = yaml.safe_load(config_text) or {}
     except yaml.YAMLError:
-        return {}
+        return None
     entries = config.get("networkTopologyDiscovery") if isinstance(config, dict) else None
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict) and entry.get("source") == "label" and entry.get("enabled") is True:
@@ -48,7 +51,7 @@ def label_types(config_text: str) -> dict[str, list[str]]:
                     continue
                 record[str(name)] = list(reversed(labels[:-1]))
             return record
-    return {}
+    return None
 
 
 def _clean(text: str) -> str:
@@ -106,10 +109,12 @@ def reconcile(objects) -> int:
         return 0
     config = objects.get("v1", "ConfigMap", CONFIG_NAMESPACE, CONFIG_NAME)
     types = label_types(((config or {}).get("data") or {}).get(CONFIG_KEY, ""))
+    if types is None:  # no discoverer runs: nothing is made, updated or deleted
+        return 0
     existing = [h for h in objects.list(TOPOLOGY, "HyperNode")
                 if (h["metadata"].get("labels") or {}).get(SOURCE_LABEL) == "label"]
     want = {name: manifest(name, entry)
-            for name, entry in discovered(types, objects.list("v1", "Node"), existing).items()} if types else {}
+            for name, entry in discovered(types, objects.list("v1", "Node"), existing).items()}
     writes = 0
     for hypernode in existing:
         name = hypernode["metadata"]["name"]

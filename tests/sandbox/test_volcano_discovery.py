@@ -34,8 +34,12 @@ def node(sb, name, block, rack):
 
 
 def hypernodes(sb):
-    return {h["metadata"]["labels"].get(RACK) or h["metadata"]["labels"].get(BLOCK): h
-            for h in items(sb, "topology.volcano.sh/v1alpha1", "HyperNode")}
+    """The HyperNodes by the rack or block they stand for (None: one made by hand, with neither label)."""
+    found = {}
+    for h in items(sb, "topology.volcano.sh/v1alpha1", "HyperNode"):
+        labels = h["metadata"].get("labels") or {}
+        found[labels.get(RACK) or labels.get(BLOCK)] = h
+    return found
 
 
 def members(h):
@@ -45,11 +49,11 @@ def members(h):
 def test_the_config_lists_tiers_from_the_narrowest_and_drops_the_node_level():
     assert label_types(yaml.safe_dump(CONFIG)) == {"gpu": [RACK, BLOCK]}
     off = {"networkTopologyDiscovery": [{**CONFIG["networkTopologyDiscovery"][0], "enabled": False}]}
-    assert label_types(yaml.safe_dump(off)) == {}
+    assert label_types(yaml.safe_dump(off)) is None
     repeated = {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {
         "networkTopologyTypes": {"a": [{"nodeLabel": RACK}, {"nodeLabel": RACK}], "b" * 21: [{"nodeLabel": RACK}]}}}]}
     assert label_types(yaml.safe_dump(repeated)) == {}  # a repeated label, a type name over 20 characters
-    assert label_types("networkTopologyDiscovery: [") == {}
+    assert label_types("networkTopologyDiscovery: [") is None
 
 
 def test_nodes_labels_become_tiered_hypernodes_that_follow_the_nodes(crds_dir):
@@ -81,9 +85,17 @@ def test_nodes_labels_become_tiered_hypernodes_that_follow_the_nodes(crds_dir):
         step(sb, 3)
         assert hypernodes(sb) == found  # nothing changed: nothing written
 
-        # A HyperNode made by hand is not the discoverer's: it stays when discovery is turned off; its own go.
+        # Turning discovery off stops the discoverer (discovery/manager.go handleRemovedSources): what it made stays
+        # as it was, whatever the nodes do. A HyperNode made by hand is never the discoverer's.
         create(sb, "topology.volcano.sh/v1alpha1", "HyperNode", {"metadata": {"name": "by-hand"}, "spec": {
             "tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n4"}}}]}})
         configure(sb, {"networkTopologyDiscovery": [{**CONFIG["networkTopologyDiscovery"][0], "enabled": False}]})
+        node(sb, "n5", "b2", "r9")
         step(sb, 4)
+        after = hypernodes(sb)
+        assert {k: h for k, h in after.items() if k is not None} == found and None in after  # None: by-hand
+        # Enabled again with a level the nodes do not carry, it describes nothing: its HyperNodes go.
+        configure(sb, {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {
+            "networkTopologyTypes": {"gpu": [{"nodeLabel": "example.com/none"}, {"nodeLabel": HOST}]}}}]})
+        step(sb, 5)
         assert [h["metadata"]["name"] for h in items(sb, "topology.volcano.sh/v1alpha1", "HyperNode")] == ["by-hand"]

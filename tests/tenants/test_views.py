@@ -4,14 +4,17 @@ import html
 from datetime import timedelta
 
 import pytest
+import yaml
 from django.contrib import admin
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from sandbox import Sandbox
 from tenants.choices import Role, TeamState
-from tenants.models import AuditEvent, Membership, Team, TeamNamespace
+from tenants.models import AuditEvent, Cluster, Membership, Team, TeamNamespace
+from tenants.topology import volcano_discovery_config
 from tests.factories import (
     ClusterFactory,
     GpuFlavorFactory,
@@ -478,11 +481,6 @@ def test_cluster_detail_shows_flavors_and_desired_objects(client, cluster, staff
 def test_a_volcano_clusters_page_shows_the_discovery_config_and_what_volcano_built(client, staff):
     """The label discovery configuration for the cluster's levels (volcano v1.15.1 pkg/controllers/hypernode), and,
     read live, the HyperNodes Volcano's discoverer built from it (the sandbox plays the discoverer)."""
-    import yaml
-
-    from sandbox import Sandbox
-    from tenants.topology import volcano_discovery_config
-
     levels = [{"name": "rack", "node_label": "example.com/rack"},
               {"name": "host", "node_label": "kubernetes.io/hostname"}]
     with Sandbox(simulate=True, tick=None) as sb:
@@ -507,6 +505,12 @@ def test_a_volcano_clusters_page_shows_the_discovery_config_and_what_volcano_bui
         fragment = text(client.get(fragment_url))
         assert fragment.count("<tr>") == 3 and "rack" in fragment and "<code>r1</code>" in fragment
         assert '<td class="num">2</td>' in fragment  # rack r1's two nodes
+        assert "do not match" not in fragment
+        cluster = Cluster.objects.get(name="west")
+        cluster.topology_levels = [{"name": "block", "node_label": "example.com/block"}, *levels]
+        cluster.save()
+        fragment = text(client.get(fragment_url))  # the levels changed, the ConfigMap not yet
+        assert "do not match this cluster's levels: none for block. Apply the configuration above." in fragment
     assert "could not be read" in text(client.get(fragment_url))  # the cluster is gone
 
 
