@@ -1,9 +1,17 @@
 """Each team's fair share beside its weight, as its cluster's scheduler reckons it.
 
-Kueue (v0.19.2 pkg/cache/scheduler/fair_sharing.go, dominantResourceShare): a ClusterQueue's share is, over the
-resources it borrows, the largest of (usage above its nominal quota) × 1000 / (what its cohort could lend of that
-resource), divided by its weight, rounded up; 0 while within its guarantee. The cohort's lendable amount is the
-nominal quota of its queues (the portal sets no lending limits).
+Kueue (v0.19.2 pkg/cache/scheduler/fair_sharing.go, dominantResourceShare and calculateLendable): a ClusterQueue's
+share is, over the resources it borrows, the largest of (usage above its nominal quota, summed over the flavors it
+borrows on) × 1000 / (what the whole cohort tree could lend of that resource), divided by its weight, rounded up;
+0 while within its guarantee. What can be lent is, for every flavor the root Cohort holds, what the node's parent
+could ever get of it (resource_node.go, potentialAvailable), summed per resource: with no lending limits (the portal
+sets none) and no quota or borrowing limit on Cohorts, the root's subtree quota, i.e. the nominal quota of every
+ClusterQueue in the tree (a ClusterQueue's own borrowingLimit does not enter: the walk starts at its parent).
+A department's Cohort has a share of its own by the same rule, with its usage and quota the sums over its
+ClusterQueues (resource_node.go, accumulateFromChild: a child lends up all its quota and stores all its usage in
+its parent while no lendingLimit keeps some local), and the department's weight. The scheduler's tournament
+compares, at each Cohort, the shares of its children: at the root a department is ranked by its Cohort's share, not
+by its teams' (pkg/scheduler/fair_sharing_iterator.go, runTournament and computeDRS). The root has no share.
 
 Volcano (v1.15.1 pkg/scheduler/plugins/proportion/proportion.go, OnSessionOpen): the cluster is dealt out among
 queues in proportion to their weights, each capped at its capability and request and raised to its guarantee,
@@ -15,7 +23,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from tenants.choices import Scheduler, TeamState
@@ -34,12 +43,57 @@ class FairShare:
     guaranteed: int
     limit: int
     in_use: int
-    share: int | None = None  # Kueue's weighted share (‰ of the cohort borrowed ÷ weight)
+    share: int | None = None  # Kueue's weighted share (‰ of the cohort tree borrowed ÷ weight)
     deserved: Fraction | None = None  # Volcano: the team's deal when every team is busy
+    department: bool = False  # Kueue: the row of a department's Cohort, its teams summed, with its own weight
+    path: tuple[str, ...] = field(default=(), repr=False)  # cohorts from the root down, then the team: page order
 
     @property
     def borrowed(self) -> int:
         return max(0, self.in_use - self.guaranteed)
+
+
+FlavorResource = tuple[str, str]  # (flavor, resource): what Kueue keeps quota and usage by
+
+
+def borrowed_by_resource(*, usage: dict[FlavorResource, int], nominal: dict[FlavorResource, int]) -> dict[str, int]:
+    """Per resource, the usage above nominal quota summed over the flavors where it is above."""
+    borrowed: dict[str, int] = defaultdict(int)
+    for (flavor, resource), quota in nominal.items():
+        borrowed[resource] += max(0, usage.get((flavor, resource), 0) - quota)
+    return dict(borrowed)
+
+
+def summed(amounts: Iterable[dict[FlavorResource, int]]) -> dict[FlavorResource, int]:
+    total: dict[FlavorResource, int] = defaultdict(int)
+    for amount in amounts:
+        for fr, value in amount.items():
+            total[fr] += value
+    return dict(total)
+
+
+def lendable_by_resource(root_nominal: dict[FlavorResource, int]) -> dict[str, int]:
+    """What a tree could lend, per resource: its root's quota of every flavor (no lending or borrowing limits)."""
+    lendable: dict[str, int] = defaultdict(int)
+    for (_, resource), quota in root_nominal.items():
+        lendable[resource] += quota
+    return dict(lendable)
+
+
+def node_share(*, usage: dict[FlavorResource, int], nominal: dict[FlavorResource, int],
+               root_nominal: dict[FlavorResource, int], weight: int) -> int:
+    """The weighted share of a ClusterQueue or Cohort that has a parent: its borrowing against its tree's lendable."""
+    return kueue_share(borrowed=borrowed_by_resource(usage=usage, nominal=nominal),
+                       lendable=lendable_by_resource(root_nominal), weight=weight)
+
+
+def cohort_path(cohort: str, parents: dict[str, str]) -> tuple[str, ...]:
+    """The cohorts from the root down to `cohort` (empty for none); a cycle is cut where it closes."""
+    path: list[str] = []
+    while cohort and cohort not in path:
+        path.insert(0, cohort)
+        cohort = parents.get(cohort, "")
+    return tuple(path)
 
 
 def kueue_share(*, borrowed: dict[str, int], lendable: dict[str, int], weight: int) -> int:
@@ -75,11 +129,30 @@ def proportion_deserved(*, total: int, queues: dict[str, tuple[int, int, int]]) 
 
 
 def fair_shares(*, cluster: Cluster) -> list[FairShare]:
-    """One row per team holding GPU quota in the cluster, grouped by cohort (a few queries, whatever the size)."""
+    """One row per team holding GPU quota in the cluster, grouped by cohort, and under Kueue one per department
+    Cohort above its teams (a few queries, whatever the size)."""
+    rows, usage, nominal = _team_rows(cluster)
+    if cluster.scheduler == Scheduler.KUEUE:
+        return _kueue_shares(cluster, rows, usage, nominal)
+    total = sum(f.capacity for f in cluster.flavors.all())
+    by_cohort: dict[str, list[FairShare]] = defaultdict(list)
+    for row in rows:
+        by_cohort[row.cohort].append(row)
+    for members in by_cohort.values():
+        deal = proportion_deserved(total=total, queues={
+            m.team.slug: (m.weight, m.guaranteed, m.limit) for m in members})
+        for member in members:
+            member.deserved = deal[member.team.slug]
+    return sorted(rows, key=lambda r: (r.cohort, r.team.slug))
+
+
+def _team_rows(cluster: Cluster) -> tuple[list[FairShare], dict, dict]:
+    """Each team's row, with its usage and its nominal quota per (flavor, resource), by team id."""
     namespaces = {ns.team_id: ns for ns in TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
                   .exclude(team__state=TeamState.ARCHIVED).select_related("team__parent")}
     rows: dict[int, FairShare] = {}
-    resources: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    usage: dict[int, dict[FlavorResource, int]] = defaultdict(dict)
+    nominal: dict[int, dict[FlavorResource, int]] = defaultdict(dict)
     for quota in Quota.objects.filter(flavor__cluster=cluster, team_id__in=namespaces).select_related(
             "flavor__cluster").order_by("team__slug", "flavor__name"):
         team = namespaces[quota.team_id].team
@@ -90,26 +163,39 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
         row.guaranteed += quota.guaranteed
         row.limit += quota.guaranteed + quota.burst
         row.in_use += used
-        per = resources[team.pk][quota.flavor.scheduled_resource(cluster.mig_strategy)]
-        per[0] += max(0, used - quota.guaranteed)
-        per[1] += quota.guaranteed
-    total = sum(f.capacity for f in cluster.flavors.all()) if cluster.scheduler != Scheduler.KUEUE else 0
-    by_cohort: dict[str, list[FairShare]] = defaultdict(list)
-    for row in rows.values():
-        by_cohort[row.cohort].append(row)
-    for cohort, members in by_cohort.items():
-        if cluster.scheduler == Scheduler.KUEUE:
-            lendable: dict[str, int] = defaultdict(int)
-            for member in members:
-                for resource, (_, nominal) in resources[member.team.pk].items():
-                    lendable[resource] += nominal
-            for member in members:
-                borrowed = {r: b for r, (b, _) in resources[member.team.pk].items()}
-                member.share = kueue_share(borrowed=borrowed, lendable=lendable, weight=member.weight) \
-                    if cohort else None
-        else:
-            deal = proportion_deserved(total=total, queues={
-                m.team.slug: (m.weight, m.guaranteed, m.limit) for m in members})
-            for member in members:
-                member.deserved = deal[member.team.slug]
-    return sorted(rows.values(), key=lambda r: (r.cohort, r.team.slug))
+        fr = (quota.flavor.name, quota.flavor.scheduled_resource(cluster.mig_strategy))
+        usage[team.pk][fr] = used
+        nominal[team.pk][fr] = quota.guaranteed
+    return list(rows.values()), usage, nominal
+
+
+def _kueue_shares(cluster: Cluster, rows: list[FairShare], usage: dict, nominal: dict) -> list[FairShare]:
+    """The shares down the tree desired.py builds: team ClusterQueues in their department's Cohort, department
+    Cohorts under the cluster's cohort (an archived department's Cohort is no longer desired, so the name its
+    teams still give is a root of its own)."""
+    departments = {row.cohort: row.team.parent for row in rows if row.team.parent_id}
+    parents = {name: "" if department.state == TeamState.ARCHIVED else cluster.cohort
+               for name, department in departments.items()}
+    under: dict[str, list[FairShare]] = defaultdict(list)
+    for row in rows:
+        above = cohort_path(row.cohort, parents)
+        row.path = (*(above or ("",)), row.team.slug)  # teams in no cohort first
+        for cohort in above:
+            under[cohort].append(row)
+    subtree_usage = {cohort: summed(usage[r.team.pk] for r in members) for cohort, members in under.items()}
+    subtree_nominal = {cohort: summed(nominal[r.team.pk] for r in members) for cohort, members in under.items()}
+    for row in rows:
+        row.share = node_share(usage=usage[row.team.pk], nominal=nominal[row.team.pk],
+                               root_nominal=subtree_nominal[row.path[0]], weight=row.weight) if row.cohort else None
+    cohort_rows = []
+    for name, department in departments.items():
+        members, path = under[name], cohort_path(name, parents)
+        cohort_rows.append(FairShare(
+            team=department, cohort=parents[name], weight=department.fair_share_weight, department=True, path=path,
+            guaranteed=sum(m.guaranteed for m in members), limit=sum(m.limit for m in members),
+            in_use=sum(m.in_use for m in members),
+            # a department's Cohort with no parent is a root: in no tournament, so without a share
+            share=node_share(usage=subtree_usage[name], nominal=subtree_nominal[name],
+                             root_nominal=subtree_nominal[path[0]], weight=department.fair_share_weight)
+            if len(path) > 1 else None))
+    return sorted(rows + cohort_rows, key=lambda r: (r.path, not r.department))
