@@ -100,8 +100,8 @@ def network_topology(*, cluster, level: str, mode: str) -> dict:
 def placement_sentence(job, spot_flavors: set[str]) -> str:
     """Where the cluster put the job and why, from what its status sync recorded; '' before it is placed."""
     flavors = job.placement.get("flavors") or []
-    domains = job.placement.get("domains") or []
-    if not flavors and not domains:
+    domain = _domain_phrase(job, job.placement) if job.topology_level else ""
+    if not flavors and not domain:
         return ""
     parts = [f"Placed on flavor {', '.join(flavors)}" if flavors else "Placed"]
     spot = [f for f in flavors if f in spot_flavors]
@@ -109,18 +109,29 @@ def placement_sentence(job, spot_flavors: set[str]) -> str:
         parts.append(f"spot capacity, because the reserved flavor {job.flavor.name} was full; it can be evicted")
     elif spot:
         parts.append("spot capacity; it can be evicted")
-    levels = job.cluster.topology_levels
-    label = level_label(levels, job.topology_level)
-    if domains and label:
-        how = "as required" if job.topology_mode == Placement.REQUIRED else "as preferred"
-        within = sorted({d.get(label, "") for d in domains})
-        # Volcano tries the narrowest tier first: a gang allowed a block may sit in one rack of it.
-        narrower = [(lv["name"], domains[0][lv["node_label"]]) for lv in levels if lv["node_label"] in domains[0]]
-        if within == [""] and len(domains) == 1 and narrower:
-            parts.append(f"all workers in {narrower[-1][0]} {narrower[-1][1]} (within one {job.topology_level}, "
-                         f"{how})")
-        elif len(within) == 1:
-            parts.append(f"all workers in {job.topology_level} {within[0]} ({how})")
-        else:
-            parts.append(f"workers spread over {job.topology_level}s {', '.join(within)} (no single one had room)")
-    return "; ".join(parts) + "."
+    return "; ".join(parts + [domain] if domain else parts) + "."
+
+
+def _domain_phrase(job, placed: dict) -> str:
+    """Kueue gives each pod set's domains at the job's level. Volcano gives the one HyperNode holding the whole
+    gang: narrower than the level (it tries the narrowest tier first), or, when only preferred, wider; `spread`
+    when no HyperNode holds it all."""
+    level, levels = job.topology_level, job.cluster.topology_levels
+    how = "as required" if job.topology_mode == Placement.REQUIRED else "as preferred"
+    if placed.get("spread"):
+        return f"workers spread over several {level}s (no single one had room)"
+    domains, label = placed.get("domains") or [], level_label(levels, level)
+    within = sorted({d.get(label, "") for d in domains})
+    if within and within != [""]:
+        if len(within) == 1:
+            return f"all workers in {level} {within[0]} ({how})"
+        return f"workers spread over {level}s {', '.join(within)} (no single one had room)"
+    named = [(i, lv["name"], domains[0][lv["node_label"]]) for i, lv in enumerate(levels)
+             if domains and lv["node_label"] in domains[0]]
+    if named:
+        index, name, value = named[-1]  # levels run from the widest to the narrowest
+        asked = next((i for i, lv in enumerate(levels) if lv["name"] == level), 0)
+        if index > asked:
+            return f"all workers in {name} {value} (within one {level}, {how})"
+        return f"workers spread over several {level}s, all in {name} {value} (no single {level} had room)"
+    return f"all workers in HyperNode {placed['hypernode']}" if placed.get("hypernode") else ""

@@ -22,7 +22,7 @@ from tenants.manifests import priority_class_name
 from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
-from . import placement
+from . import hypernodes, placement
 from .choices import TERMINAL_STATES, JobState, Placement
 from .claims import RESOURCE_API
 from .filters import JobFilter, filter_lookup
@@ -277,21 +277,31 @@ def jobs_ahead(*, job: Job) -> QuerySet[Job]:
             .select_related("submitted_by").order_by("-priority_tier__value", "submitted_at"))
 
 
-HYPERNODE_TTL = 60.0  # seconds a cluster's HyperNodes are reused before they are read again
-_hypernodes: dict[int, tuple[float, dict[str, dict]]] = {}
+HYPERNODE_TTL = 60.0  # seconds a cluster's HyperNodes (and, where members are chosen by labels, its Nodes) are reused
+_hypernodes: dict[int, tuple[float, list[dict], dict[str, dict] | None]] = {}
 
 
-def hypernode_labels(*, cluster, name: str) -> dict[str, dict]:
-    """A Volcano cluster's HyperNodes, name → labels: read once a minute at most, or again (after a few seconds)
-    when `name` is one not seen yet. {} where the cluster serves no HyperNodes (Volcano before v1.12)."""
-    read_at, found = _hypernodes.get(cluster.pk, (0.0, {}))
+def volcano_topology(*, cluster, nodes: set[str]) -> tuple[list[dict], dict[str, dict | None]]:
+    """A Volcano cluster's HyperNodes, and `nodes` with their labels where some HyperNode chooses nodes by label
+    (None otherwise: exact names and patterns need none). Read once a minute at most, or again after a few seconds
+    when one of `nodes` is in no HyperNode yet (a node just added). [] where the cluster serves no HyperNodes."""
+    read_at, found, labels = _hypernodes.get(cluster.pk, (0.0, [], None))
     age = time.monotonic() - read_at
-    if age < HYPERNODE_TTL and (name in found or age < 5):
-        return found
-    items = kube.client_for_cluster(cluster).list("topology.volcano.sh/v1alpha1", "HyperNode")  # none: no CRD
-    found = {h["metadata"]["name"]: h["metadata"].get("labels") or {} for h in items}
-    _hypernodes[cluster.pk] = (time.monotonic(), found)
-    return found
+    if age >= HYPERNODE_TTL or (age >= 5 and not nodes <= _held(found, nodes, labels)):
+        client = kube.client_for_cluster(cluster)
+        found = client.list("topology.volcano.sh/v1alpha1", "HyperNode")  # none: no CRD (Volcano before v1.12)
+        labels = ({n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in client.list("v1", "Node")}
+                  if hypernodes.needs_node_labels(found) else None)
+        _hypernodes[cluster.pk] = (time.monotonic(), found, labels)
+    return found, _with_labels(nodes, labels)
+
+
+def _with_labels(nodes: set[str], labels: dict | None) -> dict[str, dict | None]:
+    return {name: None if labels is None else labels.get(name) for name in nodes}
+
+
+def _held(found: list[dict], nodes: set[str], labels: dict | None) -> set[str]:
+    return {name for _, held in hypernodes.held_nodes(found, _with_labels(nodes, labels)).values() for name in held}
 
 
 def why_waiting(*, job: Job) -> str:

@@ -55,26 +55,6 @@ def kueue_placement(workload: dict | None) -> dict:
     return {key: value for key, value in (("flavors", flavors), ("domains", domains)) if value}
 
 
-# volcano v1.15.1 pkg/scheduler/api/well_known_labels.go: the HyperNode a hard network-topology gang was placed in;
-# a HyperNode made by the label discoverer carries its level's node label and value
-# (pkg/controllers/hypernode/discovery/label/label.go), beside its source label.
-ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
-HYPERNODE_SOURCE_LABEL = "volcano.sh/network-topology-source"
-
-
-def allocated_hypernode(podgroup: dict | None) -> str:
-    return (((podgroup or {}).get("metadata") or {}).get("annotations") or {}).get(ALLOCATED_HYPERNODE, "")
-
-
-def volcano_placement(podgroup: dict | None, hypernode_labels: dict[str, dict]) -> dict:
-    """The HyperNode Volcano keeps the gang in and, where its labels say it, the domain ({node label: value})."""
-    name = allocated_hypernode(podgroup)
-    if not name:
-        return {}
-    domain = {k: v for k, v in (hypernode_labels.get(name) or {}).items() if k != HYPERNODE_SOURCE_LABEL}
-    return {"hypernode": name, "domains": [domain]} if domain else {"hypernode": name}
-
-
 def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
     """batch/v1 Job admitted by Kueue: the Workload says queued/admitted/preempted; the Job says the rest."""
     status = job.get("status") or {}
@@ -187,6 +167,26 @@ def admission_time(job: dict, workload: dict | None, podgroup: dict | None) -> s
     if state.get("phase") == "Inqueue":
         return state.get("lastTransitionTime")
     return None
+
+
+@dataclass(frozen=True)
+class JobPods:
+    started: str | None = None  # when its first pod started running
+    nodes: frozenset[str] = frozenset()  # the nodes its pods were bound to
+
+
+def pods_by_job(pods, job_label: str) -> dict[str, JobPods]:
+    """Per job id (the pods' `job_label`), when its first pod started and the nodes its pods are bound to."""
+    found: dict[str, JobPods] = {}
+    for pod in pods:
+        job_id = (pod["metadata"].get("labels") or {}).get(job_label)
+        if not job_id:
+            continue
+        before = found.get(job_id, JobPods())
+        when, node = pod_start_time(pod), (pod.get("spec") or {}).get("nodeName")
+        started = min(t for t in (before.started, when) if t) if before.started or when else None
+        found[job_id] = JobPods(started, before.nodes | {node} if node else before.nodes)
+    return found
 
 
 def pod_start_time(pod: dict) -> str | None:

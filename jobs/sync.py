@@ -20,7 +20,7 @@ from tenants.models import Cluster
 from tenants.selectors import active_clusters
 from tenants.services import notify_users
 
-from . import selectors, status
+from . import hypernodes, selectors, status
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
 from .models import Job
@@ -35,6 +35,7 @@ def _parse_time(value: str | None) -> datetime | None:
 
 
 RUN_OR_DONE = {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED}
+PLACED = RUN_OR_DONE | {JobState.ADMITTED}
 
 
 def _state_changes(job: Job, observed: status.Observed, now, pods_started: str | None = None) -> dict:
@@ -99,24 +100,14 @@ def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], pod
     else:
         refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
         observed = status.volcano_job(found, podgroup, refusal)
-    if job.cluster.scheduler == Scheduler.VOLCANO:
-        hypernode = status.allocated_hypernode(podgroup)
-        placed = status.volcano_placement(podgroup, selectors.hypernode_labels(
-            cluster=job.cluster, name=hypernode) if hypernode else {})
-    else:
-        placed = status.kueue_placement(workload)
+    placed = status.kueue_placement(workload) if job.cluster.scheduler == Scheduler.KUEUE else {}
     return replace(observed, admitted_at=status.admission_time(found, workload, podgroup), placement=placed)
 
 
-def _pods_started(client, namespace: str) -> dict[str, str]:
-    """Per job id, when its first pod started running (the cluster's time)."""
-    started: dict[str, str] = {}
-    for pod in client.list("v1", "Pod", namespace=namespace, label_selector=f"{managed_selector()},{JOB_LABEL}"):
-        job_id = (pod["metadata"].get("labels") or {}).get(JOB_LABEL)
-        when = status.pod_start_time(pod)
-        if job_id and when and (job_id not in started or when < started[job_id]):
-            started[job_id] = when
-    return started
+def _job_pods(client, namespace: str) -> dict[str, status.JobPods]:
+    """Per job id, when its first pod started running (the cluster's time) and the nodes its pods are on."""
+    pods = client.list("v1", "Pod", namespace=namespace, label_selector=f"{managed_selector()},{JOB_LABEL}")
+    return status.pods_by_job(pods, JOB_LABEL)
 
 
 def job_status_sync(*, cluster) -> dict:
@@ -148,11 +139,11 @@ def job_status_sync(*, cluster) -> dict:
             counts["lists"] += 1
             refusals = _enqueue_refusals(client, namespace)
 
-        def pods_started(namespace=namespace):
+        def job_pods(namespace=namespace):
             counts["lists"] += 1
-            return _pods_started(client, namespace)
+            return _job_pods(client, namespace)
 
-        changed += job_changes(members, objects, workloads, podgroups, refusals, pods_started, now, counts)
+        changed += job_changes(members, objects, workloads, podgroups, refusals, job_pods, now, counts)
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
@@ -162,10 +153,10 @@ VANISHED = "The job's objects disappeared from the cluster."
 
 
 def job_changes(members: list[Job], objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
-                refusals: dict[str, str], pods_started, now, counts: dict | None = None) -> list[tuple[Job, dict]]:
+                refusals: dict[str, str], job_pods, now, counts: dict | None = None) -> list[tuple[Job, dict]]:
     """What one namespace's objects change on its jobs' rows, whoever read them (the polling sync's lists or the
     watcher's cache): `objects` by "Kind/name", Workloads and PodGroups by their job's name, `refusals` by PodGroup
-    name, and `pods_started()` (called only when needed) per job id the time its first pod started."""
+    name, and `job_pods()` (called only when needed) per job id its pods' start and nodes."""
     observations = []
     for job in members:
         observed = _observe(job, objects, workloads, podgroups, refusals)
@@ -177,28 +168,49 @@ def job_changes(members: list[Job], objects: dict[str, dict], workloads: dict[st
                     counts["vanished"] += 1
                 observed = status.Observed(JobState.FAILED, VANISHED)
         observations.append((job, observed))
-    # Pods are read only when a job is seen running (or done) for the first time: its start is theirs.
-    started = {}
-    if any(job.started_at is None and observed.state in RUN_OR_DONE for job, observed in observations):
-        started = pods_started()
+    # Pods are read only when a job is seen running (or done) for the first time: its start is theirs, and so is
+    # a Volcano gang's place in the network.
+    pods = {}
+    if any(job.started_at is None and observed.state in RUN_OR_DONE or _volcano_unplaced(job, observed)
+           for job, observed in observations):
+        pods = job_pods()
     changed = []
     for job, observed in observations:
-        changes = _state_changes(job, observed, now, started.get(str(job.pk)))
+        found = pods.get(str(job.pk), status.JobPods())
+        if _volcano_unplaced(job, observed) and found.nodes:
+            topology, nodes = selectors.volcano_topology(cluster=job.cluster, nodes=set(found.nodes))
+            observed = replace(observed, placement=hypernodes.placement(topology, nodes))
+        changes = _state_changes(job, observed, now, found.started)
         if changes:
             changed.append((job, changes))
     return changed
+
+
+def _volcano_unplaced(job: Job, observed: status.Observed) -> bool:
+    """A Volcano job kept to a network tier whose place is not known yet: admitted (its pods being bound), running
+    or done with no placement recorded, or running again after an eviction or its admission (the rest of the gang
+    may have been bound since)."""
+    return (job.cluster.scheduler == Scheduler.VOLCANO and bool(job.topology_level)
+            and observed.state in PLACED
+            and (not job.placement or observed.state == JobState.RUNNING and job.state != JobState.RUNNING))
 
 
 def job_changes_write(changed: list[tuple[Job, dict]]) -> None:
     _write_changes(changed)
 
 
+# Why Volcano's enqueue action refused a PodGroup: no condition says it, only a Normal Event on it from the plugin
+# (v1.15.1 plugins/proportion, capacity, overcommit: "queue resource quota insufficient: ..."). The scheduler's
+# cache also writes, every session, a Warning Event with the same reason for any PodGroup still Pending or Inqueue
+# ("0/0 tasks in gang unschedulable: ...", pkg/scheduler/cache/cache.go RecordJobStatusEvent): not a refusal.
+REFUSAL_EVENTS = "involvedObject.kind=PodGroup,reason=Unschedulable,type=Normal"
+
+
 def _enqueue_refusals(client, namespace: str) -> dict[str, str]:
-    """PodGroup name → why Volcano's enqueue action last refused it. Volcano writes no condition for that, only an
-    Event on the PodGroup (plugins/proportion and capacity: "queue resource quota insufficient: ...")."""
+    """PodGroup name → why Volcano's enqueue action last refused it (see REFUSAL_EVENTS)."""
     latest: dict[str, tuple[str, str]] = {}
     events = client.list("v1", "Event", namespace=namespace,
-                         field_selector="involvedObject.kind=PodGroup,reason=Unschedulable")
+                         field_selector=REFUSAL_EVENTS)
     for event in events:
         name = (event.get("involvedObject") or {}).get("name", "")
         when = event.get("lastTimestamp") or event.get("eventTime") or ""

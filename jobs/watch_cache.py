@@ -45,7 +45,7 @@ def watched_kinds(scheduler: str) -> list[tuple[tuple[str, str], str, str]]:
     kinds.append((WORKLOAD if scheduler == Scheduler.KUEUE else PODGROUP, "", ""))
     kinds.append((POD, f"{managed},{JOB_LABEL}", ""))
     if scheduler == Scheduler.VOLCANO:
-        kinds.append((EVENT, "", "involvedObject.kind=PodGroup,reason=Unschedulable"))
+        kinds.append((EVENT, "", sync.REFUSAL_EVENTS))
     kinds += [(kind, managed, "") for kind in _CORE_OWNED + _SCHEDULER_OWNED[scheduler]]
     return kinds
 
@@ -202,16 +202,10 @@ class ClusterCache:
 
     # Watcher side ----------------------------------------------------------------------------------------------
 
-    def _pods_started(self, ns: str) -> dict[str, str]:
-        started: dict[str, str] = {}
+    def _job_pods(self, ns: str) -> dict[str, status.JobPods]:
         with self._lock:
             pods = list(self.pods.get(ns, {}).values())
-        for pod in pods:
-            job_id = (pod["metadata"].get("labels") or {}).get(JOB_LABEL)
-            when = status.pod_start_time(pod)
-            if job_id and when and (job_id not in started or when < started[job_id]):
-                started[job_id] = when
-        return started
+        return status.pods_by_job(pods, JOB_LABEL)
 
     def flush(self) -> None:
         """Derive and write what moved since the last flush; nudge reconcile for drift."""
@@ -256,7 +250,7 @@ class ClusterCache:
             workloads = records if self.watcher.scheduler == Scheduler.KUEUE else {}
             podgroups = records if self.watcher.scheduler == Scheduler.VOLCANO else {}
             changed += sync.job_changes(members, objects, workloads, podgroups, refusals,
-                                            lambda ns=ns: self._pods_started(ns), now)
+                                            lambda ns=ns: self._job_pods(ns), now)
         self.watcher.write(changed)
 
     def _present_or_overdue(self, job, objects: dict) -> bool:

@@ -18,6 +18,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("v1", "Service"): Kind("services", True),
     ("v1", "Pod"): Kind("pods", True),
     ("v1", "Event"): Kind("events", True),
+    ("v1", "Node"): Kind("nodes", False),  # only where a Volcano HyperNode chooses its nodes by label
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind("rolebindings", True),
     ("networking.k8s.io/v1", "NetworkPolicy"): Kind("networkpolicies", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): Kind("priorityclasses", False),

@@ -187,20 +187,17 @@ class Volcano:
                 return self._refused(job, now, refusal)
             job.enqueued = True
             self._podgroup(job, {"phase": "Inqueue"})
-        count, nodes, hypernode = self.plan(job, config)
+        count, nodes = self.plan(job, config)
         if count < self.min_count(job):
             victims = volcano_preemption.victims(self, job, config) if job.may_preempt else []
             if not victims:
                 return self._gang_unschedulable(job, now)
             for victim, taken in victims:
                 volcano_preemption.shrink(self, victim, taken, now, job)
-            count, nodes, hypernode = self.plan(job, config)
+            count, nodes = self.plan(job, config)
             if count < self.min_count(job):
                 return self._gang_unschedulable(job, now)
         job.limit, job.nodes = count, nodes
-        if hypernode:  # the allocate action records the gang's HyperNode (framework/job_updater.go)
-            self.objects.patch(VOLCANO, "PodGroup", job.namespace, job.scheduler_object,
-                               {"metadata": {"annotations": {volcano_nodes.ALLOCATED_ANNOTATION: hypernode}}})
         self.sim.admit(job, now)
 
     def _real_capability(self, name: str, config: dict) -> dict[str, Decimal]:
@@ -267,10 +264,9 @@ class Volcano:
                 used[k] += v
         return used
 
-    def plan(self, job: Tracked, config: dict) -> tuple[int, list[str], str]:
-        """How many of the job's pods allocate would place now, on which nodes (with Nodes registered), and the
-        HyperNode a hard network topology keeps them in: each pod must fit its queue's bounds and the cluster,
-        in order, and then a node (`volcano_nodes.place`)."""
+    def plan(self, job: Tracked, config: dict) -> tuple[int, list[str]]:
+        """How many of the job's pods allocate would place now, and on which nodes (with Nodes registered): each
+        pod must fit its queue's bounds and the cluster, in order, and then a node (`volcano_nodes.place`)."""
         used = self._cluster_used()
         bounds = [(self._allocated(name, config), bound) for name, bound in self._limits(job.queue, config)]
         taken: dict[str, Decimal] = defaultdict(Decimal)
@@ -287,10 +283,10 @@ class Volcano:
             admitted.append(pod_set)
         creating = [p for p in admitted if p.creates_pods]
         if not config["cluster"]:
-            return len(creating), [], ""
-        nodes, hypernode = volcano_nodes.place(config["cluster"], self.node_used, creating, self.min_count(job),
-                                               job.network_topology)
-        return len(nodes), nodes, hypernode
+            return len(creating), []
+        nodes = volcano_nodes.place(config["cluster"], self.node_used, creating, self.min_count(job),
+                                    job.network_topology)
+        return len(nodes), nodes
 
     # Usage -----------------------------------------------------------------------------------------------------
 
@@ -312,19 +308,27 @@ class Volcano:
         self.objects.patch_status(VOLCANO, "PodGroup", job.namespace, job.scheduler_object, status)
 
     def _refused(self, job: Tracked, now: float, message: str) -> None:
-        """Enqueue refused: the PodGroup stays Pending; the reason is an Event on it, written once."""
+        """Enqueue refused: the PodGroup stays Pending; the plugin's reason is a Normal Event on it, written once.
+        The scheduler's cache then records every session a Warning Event, same reason, for any PodGroup still
+        Pending or Inqueue (pkg/scheduler/cache/cache.go RecordJobStatusEvent): no task exists yet."""
         if job.waiting == ("Unschedulable", message):
             return
         job.waiting = ("Unschedulable", message)
+        self._event(job, now, message)
+        self._event(job, now, f"0/0 tasks in gang unschedulable: pod group is not ready, {self.min_count(job)} "
+                              f"minAvailable", "Warning")
+
+    def _event(self, job: Tracked, now: float, message: str, type_: str = "Normal") -> None:
         self.objects.event({"apiVersion": VOLCANO, "kind": "PodGroup", "name": job.scheduler_object,
                             "namespace": job.namespace, "uid": job.scheduler_uid}, "Unschedulable", message, now,
-                           "volcano")
+                           "volcano", type_)
 
     def _gang_unschedulable(self, job: Tracked, now: float) -> None:
-        """gang.OnSessionClose for a job short of minAvailable (FitError's histogram)."""
+        """gang.OnSessionClose for a job short of minAvailable (FitError's histogram), and the cache's Warning
+        Event beside it (RecordJobStatusEvent: pending tasks of all tasks)."""
         tasks, minimum = sum(p.count for p in job.pod_sets if p.creates_pods), self.min_count(job)
-        message = (f"{minimum}/{tasks} tasks in gang unschedulable: pod group is not ready, {tasks} Pending, "
-                   f"{minimum} minAvailable; Pending: {tasks} Unschedulable")
+        why = f"pod group is not ready, {tasks} Pending, {minimum} minAvailable; Pending: {tasks} Unschedulable"
+        message = f"{minimum}/{tasks} tasks in gang unschedulable: {why}"
         if job.waiting == ("NotEnoughResources", message):
             return
         job.waiting = ("NotEnoughResources", message)
@@ -332,6 +336,7 @@ class Volcano:
         self._podgroup(job, {"conditions": set_conditions(conditions, {
             "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": message,
             "lastTransitionTime": iso(now), "transitionID": str(job.seq)})})
+        self._event(job, now, f"{tasks}/{tasks} tasks in gang unschedulable: {why}", "Warning")
 
     def admitted_status(self, job: Tracked, now: float) -> None:
         """Allocated at least minAvailable pods: the gang is ready, and gang.go OnSessionClose says so with a

@@ -3,18 +3,23 @@
 Sources (volcano-sh/volcano v1.15.1):
 - HyperNodes group nodes by tier (staging/src/volcano.sh/apis/pkg/apis/topology/v1alpha1/hypernode_types.go): a
   member is a Node (tier 1, chosen by exactMatch name, regexMatch pattern or labelMatch selector) or a HyperNode
-  (higher tiers, by exactMatch or regexMatch); a HyperNode's real nodes are its members' (pkg/scheduler/api/
-  hyper_node_info.go).
-- A job with networkTopology mode hard keeps the whole gang within one HyperNode of a tier no higher than
-  highestTierAllowed (pkg/scheduler/actions/allocate/allocate.go allocateForJob; plugins/network-topology-aware
-  hyperNodeGradientFn): the eligible HyperNodes (tier allowed, idle resources at least the job's minResources) are
-  tried tier by tier from the lowest; in the first tier where some HyperNode can hold the gang, the one with the
-  best bin-packing score is taken (HyperNodeOrderFn: (used + request) / allocatable of cpu and memory, the default
-  hypernode.binpack resources). None: the job is not allocated, and gang reports it unschedulable. The choice is
-  recorded on the PodGroup as the annotation volcano.sh/job-allocated-hypernode.
-- Mode soft (or no highestTierAllowed) is normal allocation with the plugin's node score: after the first task,
-  nodes whose lowest common HyperNode with the job's nodes is of a lower tier score higher
-  (networkTopologyAwareScore), so the gang packs close together and spreads only when it must.
+  (higher tiers, by exactMatch only: "HyperNode member does not support regex match"); a HyperNode's real nodes
+  are its members', and one being deleted holds none (pkg/scheduler/api/hyper_node_info.go BuildHyperNodeCache).
+  Above them all the session adds a virtual HyperNode holding every node, one tier above the highest real one
+  (tier 1 when there is none: pkg/scheduler/framework/session.go addClusterTopHyperNode).
+- The session translates `highestTierName` into a tier through the HyperNodes' `tierName` (left untranslated
+  when no HyperNode has that name), and turns mode soft into mode hard up to the virtual top's tier
+  (session.go adjustNetworkTopologySpec, translateHighestTierNameToAllowed, convertSoftToHardTopology).
+- So a job in mode hard with a tier (soft included) keeps the whole gang within one HyperNode of a tier no higher
+  than that (pkg/scheduler/actions/allocate/allocate.go allocateForJob; plugins/network-topology-aware
+  hyperNodeGradientFn): the eligible HyperNodes (tier allowed, idle resources at least the job's minResources)
+  are tried tier by tier from the lowest; in the first tier where some HyperNode can hold the gang, the one with
+  the best bin-packing score is taken (HyperNodeOrderFn: (used + request) / allocatable of cpu and memory, the
+  default hypernode.binpack resources). None: the job is not allocated, and gang reports it unschedulable.
+  Nothing is written about the choice: the scheduler keeps it in memory and recovers it from the pods' nodes
+  (session.go recoverAllocatedHyperNode).
+- Within the chosen HyperNode, or anywhere for mode hard with no tier, nodes closest to the job's placed pods
+  come first (networkTopologyAwareScore: the lower the tier of their lowest common HyperNode, the better).
 - Nodes are otherwise chosen as the predicates plugin filters them (requests within what is free, NoSchedule and
   NoExecute taints tolerated, nodeSelector matched); among those, the sandbox packs by GPUs, the node left with
   the fewest free first (upstream's binpack plugin weighs cpu and memory unless `binpack.resources` names the GPU).
@@ -32,7 +37,7 @@ from ..structural import re2_search
 from .kueue_tas import tolerates
 
 TOPOLOGY = "topology.volcano.sh/v1alpha1"
-ALLOCATED_ANNOTATION = "volcano.sh/job-allocated-hypernode"  # pkg/scheduler/api/well_known_labels.go
+TOP = "<cluster-top-hypernode>"  # pkg/scheduler/framework/session.go ClusterTopHyperNode
 BINPACK_RESOURCES = ("cpu", "memory")  # network-topology-aware's default hypernode.binpack weights
 
 
@@ -50,18 +55,24 @@ def snapshot(objects) -> dict:
     if not nodes:
         return {}
     found = objects.list(TOPOLOGY, "HyperNode") if objects.installed(TOPOLOGY, "HyperNode") else []
-    return {"nodes": nodes, "hypernodes": hypernodes(found, nodes)}
+    hyper = hypernodes(found, nodes)
+    tier_names = {info["tier_name"]: info["tier"] for info in hyper.values() if info["tier_name"]}
+    hyper[TOP] = {"tier": max((info["tier"] for info in hyper.values()), default=0) + 1, "labels": {},
+                  "nodes": frozenset(nodes), "tier_name": "", "parent": ""}
+    return {"nodes": nodes, "hypernodes": hyper, "tier_names": tier_names}
 
 
 def _selected(selector: dict, name: str, labels: dict | None) -> bool:
     if "exactMatch" in selector:
         return (selector["exactMatch"] or {}).get("name") == name
+    if labels is None:  # a HyperNode member: by exact name only
+        return False
     if "regexMatch" in selector:  # Go's regexp (RE2), unanchored as regexp.MatchString
         try:
             return re2_search((selector["regexMatch"] or {}).get("pattern") or "", name)
         except re2.error:
             return False
-    if "labelMatch" in selector and labels is not None:  # labelMatch only takes effect for Node members
+    if "labelMatch" in selector:
         return _label_match(selector["labelMatch"] or {}, labels)
     return False
 
@@ -82,8 +93,10 @@ def _label_match(selector: dict, labels: dict) -> bool:
 def hypernodes(objects: list[dict], nodes: dict) -> dict[str, dict]:
     """Per HyperNode: tier, labels, parent and the set of real nodes under it."""
     found = {h["metadata"]["name"]: {"tier": int((h.get("spec") or {}).get("tier") or 0),
+                                     "tier_name": (h.get("spec") or {}).get("tierName") or "",
                                      "labels": h["metadata"].get("labels") or {},
-                                     "members": (h.get("spec") or {}).get("members") or [], "parent": ""}
+                                     "members": [] if h["metadata"].get("deletionTimestamp")
+                                     else (h.get("spec") or {}).get("members") or [], "parent": ""}
              for h in objects}
     children: dict[str, list[str]] = defaultdict(list)
     for name, info in found.items():
@@ -130,24 +143,36 @@ def _free(cluster: dict, used: dict, name: str) -> dict:
     return {k: v - used.get(name, {}).get(k, Decimal(0)) for k, v in cluster["nodes"][name]["allocatable"].items()}
 
 
-def place(cluster: dict, used: dict, pods: list, minimum: int, topology: dict) -> tuple[list[str], str]:
-    """Nodes for as many of `pods` (in order) as fit, and the gang's HyperNode ('' unless hard mode). Hard mode:
-    [] when no allowed HyperNode holds `minimum` pods."""
+def highest_tier(cluster: dict, topology: dict) -> int | None:
+    """The tier a job's gang must keep within, as the session adjusts its networkTopology: None for no limit."""
+    if not topology:
+        return None
+    if topology.get("mode") == "soft":
+        return cluster["hypernodes"][TOP]["tier"]
     highest = topology.get("highestTierAllowed")
-    if topology.get("mode") == "hard" and highest is not None:
-        for tier in sorted({info["tier"] for info in cluster["hypernodes"].values() if info["tier"] <= highest}):
-            candidates = []
-            for name, info in sorted(cluster["hypernodes"].items()):
-                if info["tier"] != tier or not _idle_enough(cluster, used, info["nodes"], pods[:minimum]):
-                    continue
-                chosen = _place_within(cluster, used, pods, info["nodes"], None)
-                if len(chosen) >= minimum:
-                    candidates.append((-_binpack(cluster, used, info["nodes"], pods), name, chosen))
-            if candidates:
-                _, name, chosen = min(candidates)
-                return chosen, name
-        return [], ""
-    return _place_within(cluster, used, pods, set(cluster["nodes"]), cluster["hypernodes"] if topology else None), ""
+    if highest is None and topology.get("highestTierName"):
+        highest = cluster["tier_names"].get(topology["highestTierName"])
+    return highest
+
+
+def place(cluster: dict, used: dict, pods: list, minimum: int, topology: dict) -> list[str]:
+    """Nodes for as many of `pods` (in order) as fit. With a tier to keep within: [] when no HyperNode allowed
+    holds `minimum` pods."""
+    hyper = cluster["hypernodes"] if topology else None
+    highest = highest_tier(cluster, topology)
+    if highest is None:
+        return _place_within(cluster, used, pods, set(cluster["nodes"]), hyper)
+    for tier in sorted({info["tier"] for info in cluster["hypernodes"].values() if info["tier"] <= highest}):
+        candidates = []
+        for name, info in sorted(cluster["hypernodes"].items()):
+            if info["tier"] != tier or not _idle_enough(cluster, used, info["nodes"], pods[:minimum]):
+                continue
+            chosen = _place_within(cluster, used, pods, info["nodes"], hyper)
+            if len(chosen) >= minimum:
+                candidates.append((-_binpack(cluster, used, info["nodes"], pods), name, chosen))
+        if candidates:
+            return min(candidates)[2]
+    return []
 
 
 def _idle_enough(cluster: dict, used: dict, members, pods) -> bool:

@@ -172,3 +172,64 @@ def test_a_rack_bound_volcano_job_lands_in_a_discovered_rack_and_the_next_says_p
     assert selectors.why_waiting(job=second).startswith(
         "Placement, not quota, is what blocks: Volcano let the job into its queue (32 guaranteed + 0 burst, 16 in "
         "use), but its nodes have no room for all 2 workers together within one rack (hard network topology)")
+
+
+@pytest.mark.django_db
+def test_volcano_placement_is_read_from_the_pods_nodes_through_hand_made_hypernodes(simulating_sandbox, run_on_commit):
+    """Volcano v1.15.1 records no HyperNode on the PodGroup; the portal finds the one holding the gang's nodes.
+    Hand-made HyperNodes: racks choosing their nodes by label (so the portal reads the Nodes' labels), and a
+    tier-2 block of the three. A job allowed a block goes into one rack of it (the narrowest tier first); a
+    3-worker job that prefers a rack, where each rack has 2 nodes, spreads over two racks of the block."""
+    sb = simulating_sandbox
+    world = build_world(sb.url, "volcano", guaranteed=40, burst=0)
+    cluster = world["cluster"]
+    cluster.topology_levels = LEVELS
+    cluster.save()
+    racks = ("r1", "r2", "r3")
+    for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2"), ("n4", "r2"), ("n5", "r3"), ("n6", "r3")):
+        sb.add_node(name, gpus=8, labels={"example.com/block": "b1", "example.com/rack": rack,
+                                          "kubernetes.io/hostname": name, **world["flavor"].node_labels})
+    store, kind = sb.store, sb.store.kind("topology.volcano.sh/v1alpha1", "HyperNode")
+    for rack in racks:
+        store.create(kind, {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                            "metadata": {"name": f"rack-{rack}", "labels": {"example.com/rack": rack}},
+                            "spec": {"tier": 1, "members": [{"type": "Node", "selector": {
+                                "labelMatch": {"matchLabels": {"example.com/rack": rack}}}}]}})
+    store.create(kind, {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                        "metadata": {"name": "block-b1", "labels": {"example.com/block": "b1"}},
+                        "spec": {"tier": 2, "members": [{"type": "HyperNode", "selector": {"exactMatch": {
+                            "name": f"rack-{rack}"}}} for rack in racks]}})
+    narrow = submit(world, run_on_commit, "in-a-block", 2, topology_level="block")
+    step(sb, 0)
+    job_sync.job_status_sync(cluster=cluster)
+    narrow = Job.objects.select_related("cluster", "flavor").get(pk=narrow.pk)
+    assert narrow.placement == {"hypernode": "rack-r1", "domains": [{"example.com/rack": "r1"}]}
+    assert placement.placement_sentence(narrow, set()) == (
+        "Placed; all workers in rack r1 (within one block, as required).")
+    wide = submit(world, run_on_commit, "prefers-a-rack", 3, topology_level="rack", topology_mode="preferred")
+    step(sb, 1)
+    job_sync.job_status_sync(cluster=cluster)
+    wide = Job.objects.select_related("cluster", "flavor").get(pk=wide.pk)
+    assert wide.state in (JobState.ADMITTED, JobState.RUNNING)
+    assert wide.placement == {"hypernode": "block-b1", "domains": [{"example.com/block": "b1"}]}
+    assert placement.placement_sentence(wide, set()) == (
+        "Placed; workers spread over several racks, all in block b1 (no single rack had room).")
+
+
+def test_the_placement_sentence_for_every_shape_of_placement():
+    cluster = type("Cluster", (), {"topology_levels": LEVELS})()
+    flavor = type("Flavor", (), {"name": "h100"})()
+
+    def said(placed, level="rack", mode="required"):
+        job = type("Job", (), {"placement": placed, "topology_level": level, "topology_mode": mode,
+                               "cluster": cluster, "flavor": flavor})()
+        return placement.placement_sentence(job, {"h100-spot"})
+
+    assert said({}) == ""
+    assert said({"spread": True}, mode="preferred") == (
+        "Placed; workers spread over several racks (no single one had room).")
+    assert said({"hypernode": "hand-made"}) == "Placed; all workers in HyperNode hand-made."
+    assert said({"flavors": ["h100"], "domains": [{"example.com/rack": "r1"}, {"example.com/rack": "r2"}]},
+                mode="preferred") == "Placed on flavor h100; workers spread over racks r1, r2 (no single one had room)."
+    assert said({"flavors": ["h100-spot"]}, level="") == (
+        "Placed on flavor h100-spot; spot capacity, because the reserved flavor h100 was full; it can be evicted.")

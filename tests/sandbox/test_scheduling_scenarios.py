@@ -370,5 +370,5 @@ def test_volcano_hierarchical_queues_bound_a_child_by_its_parent(sb):
     step(sb, 1)
     assert podgroup_of(sb, "team-a", "first")["status"]["phase"] == "Inqueue"
     assert podgroup_of(sb, "team-b", "second")["status"]["phase"] == "Pending"
-    refusals = [e["message"] for e in items(sb, "v1", "Event", "team-b")]
+    refusals = [e["message"] for e in items(sb, "v1", "Event", "team-b") if e["type"] == "Normal"]
     assert refusals == ["queue resource quota insufficient: insufficient nvidia.com/gpu"]

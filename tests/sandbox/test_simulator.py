@@ -356,8 +356,9 @@ def test_volcano_admission(sb, queues, jobs, expected):
 
 
 def test_volcano_podgroup_and_why_it_is_not_enqueued(sb):
-    """A PodGroup the enqueue action refuses stays Pending with no condition; proportion says why in an Event
-    (plugins/proportion/proportion.go AddJobEnqueueableFn, Volcano v1.15.1)."""
+    """A PodGroup the enqueue action refuses stays Pending with no condition; proportion says why in a Normal Event
+    (plugins/proportion/proportion.go AddJobEnqueueableFn, Volcano v1.15.1), and the scheduler's cache adds a
+    Warning one, same reason, for a PodGroup still Pending (pkg/scheduler/cache/cache.go RecordJobStatusEvent)."""
     volcano_setup(sb, {"qa": (8, 8), "qb": (8, 8)})
     job = vc_job(sb, "team-a", "big", queue="qa", workers=2, gpus=8)
     step(sb, 0)
@@ -368,10 +369,11 @@ def test_volcano_podgroup_and_why_it_is_not_enqueued(sb):
     assert podgroup["status"] == {"phase": "Pending"}
     events = [e for e in items(sb, "v1", "Event", "team-a")
               if e["involvedObject"]["name"] == podgroup["metadata"]["name"]]
-    assert [(e["reason"], e["message"]) for e in events] == [
-        ("Unschedulable", "queue resource quota insufficient: insufficient nvidia.com/gpu")]
+    assert [(e["type"], e["reason"], e["message"]) for e in events] == [
+        ("Normal", "Unschedulable", "queue resource quota insufficient: insufficient nvidia.com/gpu"),
+        ("Warning", "Unschedulable", "0/0 tasks in gang unschedulable: pod group is not ready, 2 minAvailable")]
     step(sb, 1)
-    assert len(items(sb, "v1", "Event", "team-a")) == 1  # written once, not every step
+    assert len(items(sb, "v1", "Event", "team-a")) == 2  # written once, not every step
 
 
 # --- lives of jobs -------------------------------------------------------------------------------------------
