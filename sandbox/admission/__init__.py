@@ -4,7 +4,7 @@ store's), then the API server's own validation of core kinds (`core`) and the va
 
 The webhooks of a controller apply only to the kinds the sandbox serves, so they are there exactly when its CRDs are
 (Kueue's job webhooks when Kueue's ClusterQueue kind is served). `after_commit` runs the small controllers a real
-cluster has that make admission meaningful: ResourceQuota status, Volcano's queue state, Kueue's finalizer.
+cluster has that make admission meaningful: ResourceQuota status, Volcano's queue state, Kueue's finalizers.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from .. import errors
-from . import core, kuberay, kueue, volcano, volcano_podgroups, volcano_queues
+from . import core, kuberay, kueue, kueue_finalizers, volcano, volcano_podgroups, volcano_queues
 from .quota import CLAIM_KEY, POD_KEY, QuotaController
 
 _KUEUE_MARKER = (kueue.GROUP, "ClusterQueue")
@@ -31,12 +31,12 @@ class Admission:
     def __init__(self, store):
         self.store = store
         self.quota = QuotaController(store)
-        self._mutators = _merge(volcano.MUTATORS, volcano_queues.MUTATORS, kueue.MUTATORS,
+        self._mutators = _merge(volcano.MUTATORS, volcano_queues.MUTATORS, kueue_finalizers.MUTATORS,
                                 {key: partial(fn, store=store) for key, fn in volcano_podgroups.STORE_MUTATORS.items()})
         self._validators = _merge(kuberay.VALIDATORS, kueue.VALIDATORS, volcano.VALIDATORS,
                                   volcano_queues.VALIDATORS, volcano_podgroups.VALIDATORS)
         self._delete_validators = _merge(volcano_queues.DELETE_VALIDATORS)
-        self._controllers = _merge(volcano_queues.CONTROLLERS, kueue.CONTROLLERS)
+        self._controllers = _merge(volcano_queues.CONTROLLERS, kueue_finalizers.CONTROLLERS)
 
     def _applies(self, rt, fn) -> bool:
         if rt.key in _KUEUE_JOB_KINDS and fn.__module__ == kueue.__name__:

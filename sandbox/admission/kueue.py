@@ -138,17 +138,6 @@ def cluster_queue(op: str, obj: dict, old: dict | None, store) -> None:
         raise f.forbidden_by_webhook("vclusterqueue.kb.io", causes)
 
 
-def default_cluster_queue(op: str, obj: dict) -> None:
-    """mclusterqueue.kb.io adds the resource-in-use finalizer, which the Kueue controller removes on deletion
-    once no workload holds quota (`release_finalizer`). On create only: no finalizer is added to an object
-    being deleted."""
-    if op != "CREATE":
-        return
-    finalizers = obj["metadata"].setdefault("finalizers", [])
-    if "kueue.x-k8s.io/resource-in-use" not in finalizers:
-        finalizers.append("kueue.x-k8s.io/resource-in-use")
-
-
 def cohort(op: str, obj: dict, old: dict | None, store) -> None:
     spec = obj.get("spec") or {}
     causes = _fair_sharing(spec) + _resource_groups(spec.get("resourceGroups"), bool(spec.get("parentName")), True,
@@ -264,17 +253,3 @@ def ray_job(op: str, obj: dict, old: dict | None, store) -> None:
 
 VALIDATORS = {(GROUP, "ClusterQueue"): cluster_queue, (GROUP, "Cohort"): cohort, ("batch", "Job"): batch_job,
               ("ray.io", "RayJob"): ray_job, (GROUP, "ResourceFlavor"): resource_flavor}
-MUTATORS = {(GROUP, "ClusterQueue"): default_cluster_queue}
-
-
-def release_finalizer(event: str, obj: dict, store, rt) -> None:
-    """Kueue's ClusterQueue controller drops its finalizer from a deleted queue no workload holds quota of (the
-    sandbox admits nothing outside the simulation, so at once)."""
-    meta = obj["metadata"]
-    finalizers = meta.get("finalizers") or []
-    if event == "MODIFIED" and meta.get("deletionTimestamp") and "kueue.x-k8s.io/resource-in-use" in finalizers:
-        rest = [x for x in finalizers if x != "kueue.x-k8s.io/resource-in-use"]
-        store.update(rt, {**obj, "metadata": {**meta, "finalizers": rest}}, None, meta["name"])
-
-
-CONTROLLERS = {(GROUP, "ClusterQueue"): release_finalizer}

@@ -75,12 +75,46 @@ def test_kueue_cohort_limits_need_a_parent(objects):
 
 
 def test_kueue_cluster_queue_finalizer(objects):
-    # clusterqueue_webhook.go Default adds kueue.x-k8s.io/resource-in-use; the controller drops it on deletion.
+    # clusterqueue_webhook.go Default adds kueue.x-k8s.io/resource-in-use; the controller drops it on deletion once
+    # no workload reserves quota in the queue (clusterqueue_controller.go, cache ClusterQueueEmpty).
     created = objects.create(_cq("finalized"))
     assert created["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
     rt = objects.rt(created)
     objects.store.delete(rt, None, "finalized")
     assert objects.store._stored(rt, None, "finalized") is None
+
+
+def _named(objects, kind, name):
+    return objects.store._stored(objects.store.kind(KUEUE, kind), None, name)
+
+
+def test_kueue_objects_in_use_stay_terminating_until_released(objects):
+    """resourceflavor_webhook.go Default and topology_controller.go add the resource-in-use finalizer; a flavor
+    being deleted keeps it while a ClusterQueue lists it (resourceflavor_controller.go), a Topology while a flavor
+    names it (topology_controller.go), a ClusterQueue while a workload reserves quota in it."""
+    store = objects.store
+    objects.create({"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "racks"},
+                    "spec": {"levels": [{"nodeLabel": "example.com/rack"}]}})
+    flavor = objects.create({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+                             "spec": {"nodeLabels": {"example.com/pool": "h100"}, "topologyName": "racks"}})
+    assert flavor["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    assert _named(objects, "Topology", "racks")["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    objects.create(_cq("team-a"))
+    workload = objects.create({
+        "apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": "train"},
+        "spec": {"queueName": "team-a", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "x/y:1"}]}}}]}})
+    workload["status"] = {"admission": {"clusterQueue": "team-a", "podSetAssignments": [{"name": "main"}]},
+                          "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                          "message": "", "lastTransitionTime": "2026-11-25T00:00:00Z"}]}
+    wl_rt = store.kind(KUEUE, "Workload")
+    store.update(wl_rt, workload, "default", "train", subresource="status")
+    for kind, name in (("Topology", "racks"), ("ResourceFlavor", "h100"), ("ClusterQueue", "team-a")):
+        store.delete(store.kind(KUEUE, kind), None, name)
+        assert _named(objects, kind, name)["metadata"]["deletionTimestamp"], kind  # Terminating: still in use
+    store.delete(wl_rt, "default", "train")  # the workload goes: the queue, then the flavor, then the Topology
+    for kind, name in (("ClusterQueue", "team-a"), ("ResourceFlavor", "h100"), ("Topology", "racks")):
+        assert _named(objects, kind, name) is None, kind
 
 
 def test_kueue_resource_flavor_taints_unique_and_labels_valid(objects):
