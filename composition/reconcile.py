@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from datetime import timedelta
 
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from portal import desired as registry
@@ -18,10 +21,13 @@ from portal import kube
 from portal.desired import cluster_desired, team_namespace_desired
 from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
 from portal.reconcile import Outcome, Plan, converge, converge_many, plan, record, record_many
+from quotas import replacing
 from quotas.manifests import volcano_queue_widened
 from quotas.usage import record_usage
+from tenants.choices import Scheduler
 from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
+from tenants.nudges import team_namespaces_touch
 
 from .selectors import prefetched_inputs, team_namespaces_for_reconcile
 
@@ -124,7 +130,26 @@ def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None, wide
     if widen:
         live = {(obj["kind"], obj["metadata"]["name"]): obj for obj in actual}
         desired = [volcano_queue_widened(obj, live.get((obj["kind"], obj["metadata"]["name"]))) for obj in desired]
-    return record(cluster, generation, _converge_by_level(client, plan(desired, actual), children_first))
+    if cluster.scheduler == Scheduler.KUEUE:
+        desired = _remaking(cluster, desired, actual)
+    outcome = record(cluster, generation, _converge_by_level(client, plan(desired, actual), children_first))
+    if cluster.replacing_flavors and outcome.error is None:  # look again soon: Kueue lets them go once unlisted
+        Cluster.objects.filter(pk=cluster.pk).update(
+            next_attempt_at=timezone.now() + timedelta(seconds=settings.RECONCILE_BACKOFF_BASE_SECONDS))
+    return outcome
+
+
+def _remaking(cluster: Cluster, desired: list[dict], actual: list[dict]) -> list[dict]:
+    """Kueue flavors that must be made again (`quotas.replacing`) are recorded on the cluster, and every team
+    namespace of it is nudged to leave them out of its ClusterQueue, then in again once they are back."""
+    names = replacing.flavors_to_remake(desired, actual)
+    if names != list(cluster.replacing_flavors):
+        with transaction.atomic():
+            Cluster.objects.filter(pk=cluster.pk).update(replacing_flavors=names)
+            team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(cluster=cluster,
+                                                                               deleted_at__isnull=True))
+        cluster.replacing_flavors = names
+    return replacing.without(desired, names)
 
 
 def _converge_by_level(client: kube.ClusterClient, the_plan: Plan, children_first: bool) -> Outcome:

@@ -2,6 +2,8 @@
 LimitRange, its Kueue or Volcano queues, and the scheduler's shared objects, built from the rows by the pure
 builders in `manifests`. Registered with portal.desired by the app config."""
 
+from dataclasses import replace
+
 from portal.desired import EVERY_SCHEDULER, Contribution
 from tenants.choices import Scheduler, Sharing, TeamState
 from tenants.desired import tier_specs
@@ -57,13 +59,17 @@ def team_quota_spec(*, team: Team, cluster: Cluster, quotas, flavors) -> m.TeamQ
 
 
 def team_quota_objects(*, team: Team, cluster: Cluster, quotas, flavors) -> list[dict]:
-    """The quota objects of one team in one cluster; queues only while the team holds something there."""
+    """The quota objects of one team in one cluster; queues only while the team holds something there. A Kueue
+    flavor being made again (`quotas.replacing`) is left out of the ClusterQueue until it is back."""
     spec = team_quota_spec(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
     objects = [m.resource_quota_manifest(spec), m.limit_range_manifest(spec)]
     if not spec.quotas:
         return objects
     if cluster.scheduler == Scheduler.KUEUE:
-        objects += [m.cluster_queue_manifest(spec), m.local_queue_manifest(spec)]
+        replacing = set(cluster.replacing_flavors)
+        queue = replace(spec, quotas=tuple(q for q in spec.quotas if q.flavor.name not in replacing)) \
+            if replacing else spec
+        objects += [m.cluster_queue_manifest(queue), m.local_queue_manifest(spec)]
     else:
         objects.append(m.volcano_queue_manifest(spec, parent=spec.cohort))
     return objects
@@ -77,12 +83,13 @@ def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
         Team.objects.filter(children__isnull=False).exclude(state=TeamState.ARCHIVED).distinct().order_by("slug")
     )
     if cluster.scheduler == Scheduler.KUEUE:
-        topology = m.TOPOLOGY if cluster.topology_levels else ""
+        labels = [level["node_label"] for level in cluster.topology_levels]
+        topology = m.topology_name(labels) if labels else ""
         objects = [m.cpu_resource_flavor_manifest()] + [
             m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy,
                                                    topology if f.sharing in TAS_SHARING else "")) for f in flavors]
         if topology:
-            objects.append(m.topology_manifest([level["node_label"] for level in cluster.topology_levels]))
+            objects.append(m.topology_manifest(labels))
         objects += [
             m.workload_priority_class_manifest(name=priority_class_name(t.name), value=t.value,
                                                description=t.description or f"GPU portal priority tier {t.name}")

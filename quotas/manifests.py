@@ -4,6 +4,7 @@
 Values in, plain dicts out, deterministic names. Quantities are strings in the API server's canonical form.
 """
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ LOCAL_QUEUE = "default"  # Kueue's webhook also sends unlabelled jobs to a Local
 RESOURCE_QUOTA = "gpu-portal-quota"
 LIMIT_RANGE = "gpu-portal-limits"
 NS_NAME_LABEL = "kubernetes.io/metadata.name"
-TOPOLOGY = "gpu-portal"  # the cluster's one Kueue Topology, named by every TAS ResourceFlavor
+TOPOLOGY_PREFIX = "gpu-portal-"  # the cluster's one Kueue Topology, named by every TAS ResourceFlavor
 
 
 @dataclass(frozen=True)
@@ -179,10 +180,16 @@ def workload_priority_class_manifest(*, name: str, value: int, description: str)
     }
 
 
+def topology_name(node_labels: list[str]) -> str:
+    """Named after its levels: Kueue keeps a Topology's levels as made (the CRD's CEL rule), so other levels are
+    another Topology, and the one no flavor names any more is pruned (see `quotas.replacing`)."""
+    return TOPOLOGY_PREFIX + hashlib.sha256("\n".join(node_labels).encode()).hexdigest()[:10]
+
+
 def topology_manifest(node_labels: list[str]) -> dict:
-    """The cluster's topology levels, broadest first (kueue v0.19.2 apis/kueue/v1beta2/topology_types.go). Its
-    levels are immutable (the CRD's CEL rule), so changing them needs the object deleted and made again."""
-    return {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": TOPOLOGY, "labels": cluster_labels()},
+    """The cluster's topology levels, broadest first (kueue v0.19.2 apis/kueue/v1beta2/topology_types.go)."""
+    return {"apiVersion": KUEUE, "kind": "Topology",
+            "metadata": {"name": topology_name(node_labels), "labels": cluster_labels()},
             "spec": {"levels": [{"nodeLabel": label} for label in node_labels]}}
 
 

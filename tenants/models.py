@@ -21,14 +21,7 @@ from .choices import (
 from .reconciled import Reconciled
 from .records import AccessToken, AuditEvent  # noqa: F401 - models of this app: registered by being imported here
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
-from .topology import (
-    KUEUE_TAS_FLAVOR_FIXED,
-    is_label_key,
-    is_label_value,
-    kueue_levels_change_problem,
-    toleration_problem,
-    validate_topology_levels,
-)
+from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 dns_label = RegexValidator(
@@ -99,6 +92,9 @@ class Cluster(Reconciled):
         help_text="Topology levels from node labels, broadest first: [{\"name\": \"rack\", \"node_label\": "
                   "\"topology.example.com/rack\"}, ...]. Jobs may keep their workers within one.",
     )
+    # Kueue flavors being made again because a field Kueue keeps as made must change (quotas.replacing): out of
+    # every ClusterQueue until Kueue has let them go.
+    replacing_flavors = models.JSONField(default=list, blank=True, editable=False)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -113,12 +109,6 @@ class Cluster(Reconciled):
             raise ValidationError({"server": "A sandbox cluster needs its API server URL."})
         if self.connection == Connection.KUBECONFIG and not self.context:
             raise ValidationError({"context": "Name the kubeconfig context to use."})
-        if self.pk and self.scheduler == Scheduler.KUEUE:
-            applied = Cluster.objects.filter(pk=self.pk, observed_generation__gt=0).values_list(
-                "topology_levels", flat=True).first()
-            problem = kueue_levels_change_problem(applied, self.topology_levels)
-            if problem:
-                raise ValidationError({"topology_levels": problem})
 
 
 class GpuFlavor(models.Model):
@@ -205,20 +195,8 @@ class GpuFlavor(models.Model):
             if problems:
                 raise ValidationError({field: "; ".join(problems)})
         validate_sharing(self)
-        self._clean_topology_flavor()
         if self.sharing in SHARED and self.replicas:
             self.gpu_fraction = self.fraction_decimal  # a share is 1/replicas of its GPU
-
-    def _clean_topology_flavor(self):
-        """A Kueue ResourceFlavor with a topologyName (whole devices with node labels, on a cluster with levels) keeps
-        its nodeLabels and tolerations (tenants.topology.KUEUE_TAS_FLAVOR_FIXED)."""
-        if not self.pk or self.cluster.scheduler != Scheduler.KUEUE or not self.cluster.topology_levels \
-                or not self.cluster.observed_generation:
-            return
-        old = GpuFlavor.objects.filter(pk=self.pk).values("node_labels", "tolerations", "sharing").first()
-        if old and old["node_labels"] and old["sharing"] in (Sharing.EXCLUSIVE, Sharing.MIG) and (
-                old["node_labels"] != self.node_labels or old["tolerations"] != self.tolerations):
-            raise ValidationError({"node_labels": KUEUE_TAS_FLAVOR_FIXED})
 
     # A MIG flavor is its GPU model and profile; its resource name is kept in the `mixed` spelling, and the cluster's
     # strategy decides what pods and quotas ask for.

@@ -101,21 +101,3 @@ def volcano_discovery_config(levels) -> str:
     config = {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {
         "networkTopologyTypes": {VOLCANO_TOPOLOGY_TYPE: [{"nodeLabel": label} for label in labels]}}}]}
     return yaml.safe_dump(config, sort_keys=False)
-
-
-# kueue v0.19.2 config/components/crd/bases: a Topology's levels are immutable ("field is immutable"), and so are a
-# ResourceFlavor's topologyName and, once it has one, its nodeLabels and tolerations. The API server would refuse
-# every reconcile of such a change, so the portal refuses the change itself and says what to do.
-KUEUE_LEVELS_FIXED = (
-    "Kueue does not let a Topology's levels change, nor a ResourceFlavor's topologyName. To change them: clear the "
-    "levels and save; delete, in the cluster, the ResourceFlavors that name Topology gpu-portal and the Topology "
-    "(Kueue removes a flavor once no ClusterQueue admits workloads with it); reconcile then applies the flavors "
-    "without it, and the new levels can be set.")
-KUEUE_TAS_FLAVOR_FIXED = (
-    "Kueue does not let a Topology-Aware ResourceFlavor's nodeLabels or tolerations change. Clear the cluster's "
-    "topology levels first (see there), or make a new flavor with the new labels.")
-
-
-def kueue_levels_change_problem(applied, new) -> str:
-    """Why applied levels may not become `new` on a Kueue cluster; '' when they may (cleared, or first set)."""
-    return KUEUE_LEVELS_FIXED if applied and new and list(applied) != list(new) else ""

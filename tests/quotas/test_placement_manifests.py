@@ -2,7 +2,6 @@
 write them; every object validated strictly against the upstream CRDs (Kueue v0.19.2, Volcano v1.15.1)."""
 
 from quotas.manifests import (
-    TOPOLOGY,
     FlavorSpec,
     QuotaSpec,
     TeamQuotaSpec,
@@ -10,6 +9,7 @@ from quotas.manifests import (
     cohort_manifest,
     resource_flavor_manifest,
     topology_manifest,
+    topology_name,
     volcano_department_queue_manifest,
     volcano_queue_manifest,
 )
@@ -49,6 +49,8 @@ def test_spot_flavors_come_after_reserved_ones_and_fungibility_falls_through_to_
 
 def test_topology_and_the_flavors_that_name_it():
     assert topology_manifest(LEVELS)["spec"] == {"levels": [{"nodeLabel": label} for label in LEVELS]}
+    TOPOLOGY = topology_manifest(LEVELS)["metadata"]["name"]
+    assert TOPOLOGY == topology_name(LEVELS) != topology_name(LEVELS[1:])  # other levels: another Topology
     with_topology = FlavorSpec(**{**H100.__dict__, "topology": TOPOLOGY})
     assert resource_flavor_manifest(with_topology)["spec"]["topologyName"] == TOPOLOGY
     # Kueue refuses topologyName on a flavor without node labels (the CRD's CEL rule), so none is written.
@@ -63,7 +65,7 @@ def test_every_placement_object_is_valid_against_the_upstream_crds(crds_dir):
     spec = team(QuotaSpec(A_SPOT, 16, 0), QuotaSpec(H100, 8, 4), weight=7)
     objects = [
         cluster_queue_manifest(spec), volcano_queue_manifest(spec), topology_manifest(LEVELS),
-        resource_flavor_manifest(FlavorSpec(**{**A_SPOT.__dict__, "topology": TOPOLOGY})),
+        resource_flavor_manifest(FlavorSpec(**{**A_SPOT.__dict__, "topology": topology_name(LEVELS)})),
         cohort_manifest(name="ai", parent="gpu-east", weight=4),
         volcano_department_queue_manifest(name="ai", children=[spec], weight=65535),
     ]
@@ -73,5 +75,5 @@ def test_every_placement_object_is_valid_against_the_upstream_crds(crds_dir):
     bad_topology = topology_manifest(["kubernetes.io/hostname", "topology.example.com/rack"])
     assert any("lowest level" in e for e in validator.validate(bad_topology, strict=True))
     bare = resource_flavor_manifest(FlavorSpec(name="l4", resource_name="nvidia.com/gpu", gpus_per_node=4))
-    bare["spec"]["topologyName"] = TOPOLOGY
+    bare["spec"]["topologyName"] = topology_name(LEVELS)
     assert any("at least one nodeLabel" in e for e in validator.validate(bare, strict=True))

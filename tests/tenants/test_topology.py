@@ -40,7 +40,8 @@ def test_invalid_levels_are_refused_with_the_reason(levels, message):
 
 
 def test_the_api_server_refuses_new_levels_on_a_topology_and_a_new_topology_name_on_a_flavor(strict_sandbox):
-    """What the refusals below spare the admin: kueue v0.19.2's CRDs (x-kubernetes-validations with oldSelf)."""
+    """Why the reconcile makes flavors again rather than updating them: kueue v0.19.2's CRDs (x-kubernetes-validations
+    with oldSelf)."""
     from portal import kube
 
     client = kube.client_for(kube.Connection(mode="sandbox", server=strict_sandbox.url))
@@ -58,34 +59,19 @@ def test_the_api_server_refuses_new_levels_on_a_topology_and_a_new_topology_name
 
 
 @pytest.mark.django_db
-def test_applied_kueue_levels_can_be_cleared_or_first_set_but_not_changed():
-    from tenants import services
-    from tests.factories import ClusterFactory, PlatformAdminFactory
-
-    admin = PlatformAdminFactory()
-    kueue = ClusterFactory(name="east", scheduler="kueue", topology_levels=[RACK, HOST], observed_generation=1)
-    with pytest.raises(ValidationError, match="Kueue does not let a Topology's levels change"):
-        services.cluster_update(actor=admin, cluster=kueue, topology_levels=[BLOCK, RACK, HOST])
-    services.cluster_update(actor=admin, cluster=kueue, topology_levels=[])
-    kueue.refresh_from_db()
-    services.cluster_update(actor=admin, cluster=kueue, topology_levels=[BLOCK, RACK, HOST])
-    never_applied = ClusterFactory(name="new", scheduler="kueue", topology_levels=[RACK], observed_generation=0)
-    services.cluster_update(actor=admin, cluster=never_applied, topology_levels=[BLOCK])
-    volcano = ClusterFactory(name="west", scheduler="volcano", topology_levels=[RACK, HOST], observed_generation=1)
-    services.cluster_update(actor=admin, cluster=volcano, topology_levels=[BLOCK, HOST])  # HyperNodes follow
-
-
-@pytest.mark.django_db
-def test_a_topology_aware_flavor_keeps_its_labels_and_tolerations_on_kueue():
+def test_applied_levels_and_a_topology_aware_flavors_labels_may_change():
+    """Kueue would refuse these changes on the objects as they are; the reconcile makes the Topology and the
+    flavors again instead (tests/quotas/test_replacing.py), so the console takes them."""
     from tenants import services
     from tests.factories import ClusterFactory, GpuFlavorFactory, PlatformAdminFactory
 
     admin = PlatformAdminFactory()
-    cluster = ClusterFactory(name="east", scheduler="kueue", topology_levels=[RACK, HOST], observed_generation=1)
-    flavor = GpuFlavorFactory(cluster=cluster, name="h100")
+    kueue = ClusterFactory(name="east", scheduler="kueue", topology_levels=[RACK, HOST], observed_generation=1)
+    services.cluster_update(actor=admin, cluster=kueue, topology_levels=[BLOCK, RACK, HOST])
+    services.cluster_update(actor=admin, cluster=kueue, topology_levels=[])
+    flavor = GpuFlavorFactory(cluster=kueue, name="h100")
+    services.cluster_update(actor=admin, cluster=kueue, topology_levels=[RACK, HOST])
     flavor.node_labels = {"gpu-portal.io/flavor": "h100", "pool": "b"}
-    with pytest.raises(ValidationError, match="Topology-Aware ResourceFlavor's nodeLabels or tolerations"):
-        services.gpu_flavor_save(actor=admin, flavor=flavor)
-    flavor.refresh_from_db()
-    flavor.capacity = 48  # anything else may change
     services.gpu_flavor_save(actor=admin, flavor=flavor)
+    kueue.refresh_from_db()
+    assert kueue.topology_levels == [RACK, HOST] and kueue.generation > 1
