@@ -68,12 +68,14 @@ def release(event: str, obj: dict, store, rt) -> None:
                      None, meta["name"])
         return
     for key in (CLUSTER_QUEUE, RESOURCE_FLAVOR, TOPOLOGY):
-        for held in _terminating(store, key):
-            name = held["metadata"]["name"]
-            if not _in_use(store, key, name):
-                rest = [f for f in held["metadata"]["finalizers"] if f != FINALIZER]
-                store.update(store.registry.by_key[key], {**held, "metadata": {**held["metadata"], "finalizers": rest}},
-                             None, name)
+        kind = store.registry.by_key.get(key)
+        for name in [held["metadata"]["name"] for held in _terminating(store, key)]:
+            held = store._stored(kind, None, name)  # a release just made (nested, by its event) may have taken it
+            if held is None or FINALIZER not in (held["metadata"].get("finalizers") or ()) \
+                    or _in_use(store, key, name):
+                continue
+            rest = [f for f in held["metadata"]["finalizers"] if f != FINALIZER]
+            store.update(kind, {**held, "metadata": {**held["metadata"], "finalizers": rest}}, None, name)
 
 
 MUTATORS = {CLUSTER_QUEUE: add_finalizer, RESOURCE_FLAVOR: add_finalizer}

@@ -233,3 +233,36 @@ def test_the_placement_sentence_for_every_shape_of_placement():
                 mode="preferred") == "Placed on flavor h100; workers spread over racks r1, r2 (no single one had room)."
     assert said({"flavors": ["h100-spot"]}, level="") == (
         "Placed on flavor h100-spot; spot capacity, because the reserved flavor h100 was full; it can be evicted.")
+
+
+@pytest.mark.django_db
+def test_new_levels_while_jobs_run_remake_the_flavors_and_the_jobs_go_on(placement_world, run_on_commit):
+    """Kueue keeps a topology-placed flavor's topologyName as made: new levels take the flavors out of the team's
+    ClusterQueue, Kueue lets them go, and they come back naming the new Topology (quotas.replacing). The job
+    admitted before runs on; a rack-bound job submitted after is placed by the new levels."""
+    from composition import reconcile
+    from portal import kube
+    from tenants import services as tenant_services
+
+    world, sb = placement_world, placement_world["sb"]
+    running = submit(world, run_on_commit, "before", 2, topology_level="rack")
+    step(sb, 0)
+    step(sb, 6)
+    tenant_services.cluster_update(actor=PlatformAdminFactory(), cluster=world["cluster"],
+                                   topology_levels=LEVELS[1:])  # rack, host: the block level goes
+    for clock in (7, 8, 9, 10):
+        if reconcile.reconcile_sweep()["writes"] == 0:
+            break
+        step(sb, clock)
+    client = kube.client_for_cluster(world["cluster"])
+    topologies = [t["metadata"]["name"] for t in client.list("kueue.x-k8s.io/v1beta2", "Topology")]
+    flavor = client.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "h100")
+    assert topologies == [flavor["spec"]["topologyName"]]
+    job_sync.job_status_sync(cluster=world["cluster"])
+    assert Job.objects.get(pk=running.pk).state == JobState.RUNNING
+    after = submit(world, run_on_commit, "after", 1, topology_level="rack")
+    step(sb, 11)
+    job_sync.job_status_sync(cluster=world["cluster"])
+    after = Job.objects.select_related("cluster", "flavor").get(pk=after.pk)
+    assert after.state == JobState.ADMITTED
+    assert after.placement["domains"] == [{"example.com/rack": "r2", "kubernetes.io/hostname": "n3"}]

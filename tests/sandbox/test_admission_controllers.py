@@ -95,11 +95,15 @@ def test_kueue_objects_in_use_stay_terminating_until_released(objects):
     store = objects.store
     objects.create({"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "racks"},
                     "spec": {"levels": [{"nodeLabel": "example.com/rack"}]}})
-    flavor = objects.create({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
-                             "spec": {"nodeLabels": {"example.com/pool": "h100"}, "topologyName": "racks"}})
-    assert flavor["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    for name in ("h100", "a100"):
+        flavor = objects.create({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name},
+                                 "spec": {"nodeLabels": {"example.com/pool": name}, "topologyName": "racks"}})
+        assert flavor["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
     assert _named(objects, "Topology", "racks")["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
-    objects.create(_cq("team-a"))
+    queue = _cq("team-a")
+    queue["spec"]["resourceGroups"][0]["flavors"].append(
+        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]})
+    objects.create(queue)
     workload = objects.create({
         "apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": "train"},
         "spec": {"queueName": "team-a", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
@@ -109,11 +113,12 @@ def test_kueue_objects_in_use_stay_terminating_until_released(objects):
                                           "message": "", "lastTransitionTime": "2026-11-25T00:00:00Z"}]}
     wl_rt = store.kind(KUEUE, "Workload")
     store.update(wl_rt, workload, "default", "train", subresource="status")
-    for kind, name in (("Topology", "racks"), ("ResourceFlavor", "h100"), ("ClusterQueue", "team-a")):
+    gone = (("Topology", "racks"), ("ResourceFlavor", "h100"), ("ResourceFlavor", "a100"), ("ClusterQueue", "team-a"))
+    for kind, name in gone:
         store.delete(store.kind(KUEUE, kind), None, name)
         assert _named(objects, kind, name)["metadata"]["deletionTimestamp"], kind  # Terminating: still in use
-    store.delete(wl_rt, "default", "train")  # the workload goes: the queue, then the flavor, then the Topology
-    for kind, name in (("ClusterQueue", "team-a"), ("ResourceFlavor", "h100"), ("Topology", "racks")):
+    store.delete(wl_rt, "default", "train")  # the workload goes: the queue, then both flavors, then the Topology
+    for kind, name in gone:
         assert _named(objects, kind, name) is None, kind
 
 
