@@ -99,17 +99,23 @@ VOLCANO_PHASES = {
 def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed:
     """`refusal`: the message of the latest Unschedulable Event on the PodGroup, Volcano's only word on why its
     enqueue action keeps a PodGroup Pending. An Inqueue PodGroup whose gang cannot be placed is still waiting,
-    with the gang plugin's NotEnoughResources condition."""
+    with the gang plugin's NotEnoughResources condition. The scheduler replaces a condition by its type and never
+    removes one (v1.15.1 framework/session.go UpdatePodGroupCondition), so once the gang is placed its old
+    Unschedulable stays, still True, beside a newer Scheduled: that one is no longer the news."""
     phase_info = (job.get("status") or {}).get("state") or {}
     phase = phase_info.get("phase", "Pending")
     state = VOLCANO_PHASES.get(phase, JobState.QUEUED)
     message = phase_info.get("message", "")
     pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
-    unschedulable = _condition(podgroup, "Unschedulable")
-    if state == JobState.QUEUED and pg_phase == "Inqueue" and unschedulable.get("status") != "True":
+    unschedulable, scheduled = _condition(podgroup, "Unschedulable"), _condition(podgroup, "Scheduled")
+    waiting = unschedulable.get("status") == "True" and not (
+        scheduled.get("status") == "True"
+        and (scheduled.get("lastTransitionTime") or "") >= (unschedulable.get("lastTransitionTime") or ""))
+    if state == JobState.QUEUED and pg_phase == "Inqueue" and not waiting:
         state = JobState.ADMITTED
     if state == JobState.QUEUED:
-        message = unschedulable.get("message") or (refusal if pg_phase in (None, "Pending") else "") or message
+        message = (unschedulable.get("message") if waiting else "") or (
+            refusal if pg_phase in (None, "Pending") else "") or message
     if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
         state = JobState.PREEMPTED
     if phase == "Pending" and phase_info.get("reason") == "PodEvicted":

@@ -340,9 +340,9 @@ class Volcano:
 
     def admitted_status(self, job: Tracked, now: float) -> None:
         """Allocated at least minAvailable pods: the gang is ready, and gang.go OnSessionClose says so with a
-        `Scheduled` condition (its Unschedulable one goes)."""
-        conditions = [c for c in self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
-                      if c.get("type") != "Unschedulable"]
+        `Scheduled` condition. An Unschedulable one written before stays as it was, still True: the scheduler
+        replaces conditions by type and removes none (framework/session.go UpdatePodGroupCondition)."""
+        conditions = self.objects.conditions(VOLCANO, "PodGroup", job.namespace, job.scheduler_object)
         self._podgroup(job, {"phase": "Inqueue", "conditions": set_conditions(conditions, self._scheduled(job, now))})
 
     def running_status(self, job: Tracked, now: float) -> None:

@@ -100,6 +100,16 @@ REFUSED = "queue resource quota insufficient: insufficient nvidia.com/gpu"
          "", JobState.QUEUED, GANG),
         # An old refusal is moot once the PodGroup is enqueued.
         ({"status": {"phase": "Inqueue"}}, REFUSED, JobState.ADMITTED, ""),
+        # Placed since: gang writes Scheduled and leaves the old Unschedulable as it was (pods still starting).
+        ({"status": {"phase": "Inqueue", "conditions": [
+            cond("Unschedulable", "True", "NotEnoughResources", GANG, time=T0),
+            cond("Scheduled", "True", "tasks in gang are ready to be scheduled", time=T1)]}},
+         "", JobState.ADMITTED, ""),
+        # Unschedulable again after it was placed (newer than its Scheduled): waiting.
+        ({"status": {"phase": "Inqueue", "conditions": [
+            cond("Scheduled", "True", "tasks in gang are ready to be scheduled", time=T0),
+            cond("Unschedulable", "True", "NotEnoughResources", GANG, time=T1)]}},
+         "", JobState.QUEUED, GANG),
     ],
 )
 def test_volcano_says_why_a_job_waits_in_volcanos_words(podgroup, refusal, state, message):

@@ -174,6 +174,11 @@ def test_a_hypernode_member_chosen_by_pattern_holds_nothing(sb):
         {"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-r2"}}}]}}, "merge")
     step(sb, 1)
     assert nodes_of(sb, "wide") == ["n1", "n2", "n3"]
+    # Placed now: gang adds Scheduled and leaves the old Unschedulable as it was (UpdatePodGroupCondition replaces
+    # by type and removes nothing), so only the times tell which is news.
+    conditions = {c["type"]: c for c in podgroup(sb, "wide")["status"]["conditions"]}
+    assert conditions["Unschedulable"]["status"] == conditions["Scheduled"]["status"] == "True"
+    assert conditions["Scheduled"]["lastTransitionTime"] > conditions["Unschedulable"]["lastTransitionTime"]
 
 
 def test_nodes_are_filled_by_what_fits_and_taints_keep_pods_off(sb):
