@@ -30,6 +30,7 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     builtin: bool = True  # False for custom kinds
     printer_columns: dict = field(default_factory=dict)  # version -> additionalPrinterColumns (custom kinds)
+    selectable_fields: dict = field(default_factory=dict)  # version -> field paths a selector may name (CRDs)
 
     @property
     def singular(self) -> str:
@@ -162,7 +163,10 @@ def resource_type_from_crd(crd: dict) -> ResourceType:
     return ResourceType(spec["group"], names["kind"], names["plural"], spec.get("scope") == "Namespaced",
                         tuple(versions), tuple(names.get("shortNames") or ()), ("status",) if has_status else (),
                         crd_schemas=schemas, categories=tuple(names.get("categories") or ()), builtin=False,
-                        printer_columns={v["name"]: v.get("additionalPrinterColumns") or [] for v in served})
+                        printer_columns={v["name"]: v.get("additionalPrinterColumns") or [] for v in served},
+                        selectable_fields={v["name"]: tuple(f["jsonPath"].lstrip(".")
+                                                            for f in v.get("selectableFields") or ())
+                                           for v in served})
 
 
 _crd_cache: dict[tuple, list[ResourceType]] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from . import field_labels
 from .errors import bad_request
 
 Matcher = Callable[[dict], bool]
@@ -79,8 +80,9 @@ def _field_value(obj: dict, path: str) -> str:
     return str(value)
 
 
-def field_selector(text: str | None) -> Matcher | None:
-    """A matcher for fieldSelector (=, ==, !=) over any dotted field path, e.g. metadata.name or status.phase."""
+def field_selector(text: str | None, rt=None, version: str | None = None) -> Matcher | None:
+    """A matcher for fieldSelector (=, ==, !=) over a dotted field path, e.g. metadata.name or status.phase. With
+    the kind (`rt`), only the fields it exports may be named, as the API server has it (`field_labels`)."""
     if not text or not text.strip():
         return None
     requirements = []
@@ -89,6 +91,9 @@ def field_selector(text: str | None) -> Matcher | None:
         if not m:
             raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
         requirements.append(m.groups())
+    if rt is not None:
+        field_labels.check(rt, [label for label, _, _ in requirements], version)
+        requirements = [(field_labels.path(rt, label), op, value) for label, op, value in requirements]
 
     def match(obj: dict) -> bool:
         for path, op, value in requirements:

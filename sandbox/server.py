@@ -171,7 +171,8 @@ class Api:
                 return send(h, 200, self._table(req, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}))
             return send(h, 200, obj)
         if req.verb in ("list", "watch"):
-            matcher = combine(label_selector(req.param("labelSelector")), field_selector(req.param("fieldSelector")))
+            matcher = combine(label_selector(req.param("labelSelector")),
+                              field_selector(req.param("fieldSelector"), rt, req.version))
             if req.verb == "watch":
                 if req.name:
                     matcher = combine(matcher, field_selector(f"metadata.name={req.name}"))
@@ -218,7 +219,8 @@ class Api:
         if req.verb == "delete":
             return send(h, 200, store.delete(rt, req.namespace, req.name, dry_run=dry_run,
                                              preconditions=options_body.get("preconditions"), **options))
-        matcher = combine(label_selector(req.param("labelSelector")), field_selector(req.param("fieldSelector")))
+        matcher = combine(label_selector(req.param("labelSelector")),
+                          field_selector(req.param("fieldSelector"), rt, req.version))
         send(h, 200, store.delete_collection(rt, req.namespace, matcher, dry_run=dry_run, **options))
 
     @staticmethod

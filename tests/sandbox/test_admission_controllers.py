@@ -396,3 +396,18 @@ def test_webhooks_run_on_dry_run_and_apply(upstream_sandbox):
                      query_params=[("fieldManager", "test")], body=bad,
                      header_params={"Content-Type": "application/apply-patch+yaml"})
     assert exc.value.status == 400 and "should not be greater than total replicas" in exc.value.body
+
+
+def test_a_custom_kind_is_selected_by_its_crds_selectable_fields(upstream_sandbox):
+    """Kueue v0.19.2's Workload CRD exports .status.admission.clusterQueue (selectableFields); other fields are
+    refused as the API server refuses any field a kind does not export."""
+    api = client.CustomObjectsApi(api_client(upstream_sandbox))
+    found = api.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "workloads",
+                                              field_selector="status.admission.clusterQueue=team-a")
+    assert found["items"] == []
+    with pytest.raises(ApiException) as exc:
+        api.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "workloads",
+                                          field_selector="spec.queueName=team-a")
+    assert exc.value.status == 400
+    assert json.loads(exc.value.body)["message"] == (
+        '"spec.queueName" is not a known field selector: only "metadata.name", "metadata.namespace"')

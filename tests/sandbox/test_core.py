@@ -110,6 +110,26 @@ def test_field_selectors_and_all_namespaces(core):
     assert "other" in {n.metadata.name for n in active.items}
 
 
+def test_a_field_selector_names_only_what_the_kind_exports(core):
+    """kube-apiserver exports per kind the fields a selector may name (pkg/registry/*/strategy.go
+    ToSelectableFields); any other is a 400: "field label not supported" where the kind has its own conversion
+    (pods, events...), else apimachinery's DefaultMetaV1FieldSelectorConversion words."""
+    core.create_namespaced_event("default", {
+        "metadata": {"name": "e1"}, "involvedObject": {"kind": "PodGroup", "name": "pg", "namespace": "default"},
+        "reason": "Unschedulable", "message": "m", "type": "Warning", "source": {"component": "volcano"}})
+    found = core.list_namespaced_event("default", field_selector="involvedObject.kind=PodGroup,type=Warning,"
+                                                                 "source=volcano")
+    assert [e.metadata.name for e in found.items] == ["e1"]
+    assert core.list_namespaced_pod("default", field_selector="spec.nodeName=n1").items == []
+    with pytest.raises(ApiException) as exc:
+        core.list_namespaced_pod("default", field_selector="spec.priority=5")
+    assert (exc.value.status, _status(exc.value)["message"]) == (400, "field label not supported: spec.priority")
+    with pytest.raises(ApiException) as exc:
+        core.list_namespaced_config_map("default", field_selector="data.k=v")
+    assert (exc.value.status, _status(exc.value)["message"]) == (
+        400, '"data.k" is not a known field selector: only "metadata.name", "metadata.namespace"')
+
+
 def test_pagination(core):
     for i in range(5):
         core.create_namespaced_config_map("default", _cm(f"cm-{i}"))
