@@ -96,12 +96,14 @@ def gang_hypernode(hypernodes: list[dict], nodes: dict[str, dict | None]) -> str
 
 def placement(hypernodes: list[dict], nodes: dict[str, dict | None]) -> dict:
     """What the job page shows of a Volcano gang's place: its HyperNode and, where the HyperNode's labels say it,
-    the domain ({node label: value}); `spread` when no one HyperNode holds all its nodes. {} before it has nodes."""
+    the domain ({node label: value}); `spread` when no one HyperNode holds all its nodes, `unmapped` when none
+    holds any (Volcano knows nothing of their network). {} before it has nodes."""
     if not nodes:
         return {}
+    held = held_nodes(hypernodes, nodes)
     name = gang_hypernode(hypernodes, nodes)
     if not name:
-        return {"spread": True}
+        return {"spread": True} if any(members for _, members in held.values()) else {"unmapped": True}
     labels = next(h["metadata"].get("labels") or {} for h in hypernodes if h["metadata"]["name"] == name)
     domain = {key: value for key, value in labels.items() if key != SOURCE_LABEL}
     return {"hypernode": name, "domains": [domain]} if domain else {"hypernode": name}

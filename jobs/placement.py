@@ -120,6 +120,8 @@ def _domain_phrase(job, placed: dict) -> str:
     how = "as required" if job.topology_mode == Placement.REQUIRED else "as preferred"
     if placed.get("spread"):
         return f"workers spread over several {level}s (no single one had room)"
+    if placed.get("unmapped"):
+        return "its nodes are in no HyperNode, so Volcano had no network topology to keep them to"
     domains, label = placed.get("domains") or [], level_label(levels, level)
     within = sorted({d.get(label, "") for d in domains})
     if within and within != [""]:

@@ -88,6 +88,8 @@ def test_label_expressions_follow_label_selector_semantics():
 def test_placement_names_the_hypernode_and_its_domain():
     assert placement(TREE, on("n1", "n2")) == {"hypernode": "rack-r1", "domains": [{RACK: "r1"}]}
     assert placement(TREE, on("n1", "n5")) == {"spread": True}
+    assert placement(TREE, on("n99")) == {"unmapped": True}  # in no HyperNode at all
+    assert placement([], on("n1")) == {"unmapped": True}  # the cluster has none (or serves no HyperNode kind)
     assert placement(TREE, {}) == {}
     bare = [hypernode("hand-made", 1, nodes({"exactMatch": {"name": "n1"}}))]
     assert placement(bare, on("n1")) == {"hypernode": "hand-made"}

@@ -229,6 +229,8 @@ def test_the_placement_sentence_for_every_shape_of_placement():
     assert said({"spread": True}, mode="preferred") == (
         "Placed; workers spread over several racks (no single one had room).")
     assert said({"hypernode": "hand-made"}) == "Placed; all workers in HyperNode hand-made."
+    assert said({"unmapped": True}) == (
+        "Placed; its nodes are in no HyperNode, so Volcano had no network topology to keep them to.")
     assert said({"flavors": ["h100"], "domains": [{"example.com/rack": "r1"}, {"example.com/rack": "r2"}]},
                 mode="preferred") == "Placed on flavor h100; workers spread over racks r1, r2 (no single one had room)."
     assert said({"flavors": ["h100-spot"]}, level="") == (
