@@ -298,3 +298,35 @@ def test_quota_status_reaches_the_recorded_in_use_without_a_sweep(standalone, wa
     _until(lambda: TeamNamespace.objects.get(pk=row.pk).usage.get(resource) == 1, 2, "in use 1 reaches the row")
     used(0)
     _until(lambda: TeamNamespace.objects.get(pk=row.pk).usage.get(resource) == 0, 2, "in use 0 reaches the row")
+
+
+def test_a_volcano_gangs_place_reaches_the_row_from_the_watchers_pods(watchers, run_on_commit):
+    """Volcano v1.15.1 records a gang's HyperNode nowhere: the watcher derives it from the pods it watches (their
+    nodeName) and the cluster's HyperNodes, and the row has it as soon as the gang is bound."""
+    from sandbox import Sandbox
+
+    _redis().delete(*(_redis().keys("gpu-portal:lease:watch-cluster-*") or ["none"]))
+    with Sandbox(simulate=True, tick=0.1, simulation={"duration": 60, "startup": 0.5}) as sb:
+        world = build_world(sb.url, "volcano", guaranteed=16, burst=0)
+        cluster = world["cluster"]
+        cluster.topology_levels = [{"name": "rack", "node_label": "example.com/rack"},
+                                   {"name": "host", "node_label": "kubernetes.io/hostname"}]
+        cluster.save()
+        hypernodes = sb.store.kind("topology.volcano.sh/v1alpha1", "HyperNode")
+        for rack, nodes in (("r1", ("n1",)), ("r2", ("n2", "n3"))):
+            for node in nodes:
+                sb.add_node(node, gpus=8, labels={"example.com/rack": rack, "kubernetes.io/hostname": node,
+                                                  **world["flavor"].node_labels})
+            sb.store.create(hypernodes, {
+                "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                "metadata": {"name": f"rack-{rack}", "labels": {"example.com/rack": rack}},
+                "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": n}}}
+                                                for n in nodes]}})
+        watchers()
+        watchers.in_sync()
+        job = submit(world, run_on_commit, kind="batch", name="ring", workers=2, gpus_per_worker=8,
+                     topology_level="rack")
+        _until(lambda: Job.objects.get(pk=job.pk).placement.get("hypernode"), 10, "the gang's place reaches the row")
+        assert Job.objects.get(pk=job.pk).placement == {"hypernode": "rack-r2",
+                                                        "domains": [{"example.com/rack": "r2"}]}
+    kube.forget_clients()
