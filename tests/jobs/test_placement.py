@@ -175,7 +175,8 @@ def test_a_rack_bound_volcano_job_lands_in_a_discovered_rack_and_the_next_says_p
 
 
 @pytest.mark.django_db
-def test_volcano_placement_is_read_from_the_pods_nodes_through_hand_made_hypernodes(simulating_sandbox, run_on_commit):
+def test_volcano_placement_is_read_from_the_pods_nodes_through_hand_made_hypernodes(simulating_sandbox, run_on_commit,
+                                                                                    django_assert_max_num_queries):
     """Volcano v1.15.1 records no HyperNode on the PodGroup; the portal finds the one holding the gang's nodes.
     Hand-made HyperNodes: racks choosing their nodes by label (so the portal reads the Nodes' labels), and a
     tier-2 block of the three. A job allowed a block goes into one rack of it (the narrowest tier first); a
@@ -214,6 +215,8 @@ def test_volcano_placement_is_read_from_the_pods_nodes_through_hand_made_hyperno
     assert wide.placement == {"hypernode": "block-b1", "domains": [{"example.com/block": "b1"}]}
     assert placement.placement_sentence(wide, set()) == (
         "Placed; workers spread over several racks, all in block b1 (no single rack had room).")
+    with django_assert_max_num_queries(1):  # placed and nothing new: the rows' read, whatever the number of jobs
+        assert job_sync.job_status_sync(cluster=cluster)["changed"] == 0
 
 
 def test_the_placement_sentence_for_every_shape_of_placement():
