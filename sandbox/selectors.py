@@ -80,6 +80,20 @@ def _field_value(obj: dict, path: str) -> str:
     return str(value)
 
 
+def matches_label_selector(selector: dict, labels: dict) -> bool:
+    """A metav1.LabelSelector object (matchLabels, matchExpressions) against labels, as LabelSelectorAsSelector
+    reads it: every pair and every expression must hold; {} selects everything."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, values = expression.get("key"), expression.get("values") or []
+        held = {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
+                "Exists": key in labels, "DoesNotExist": key not in labels}.get(expression.get("operator"), False)
+        if not held:
+            return False
+    return True
+
+
 def field_selector(text: str | None, rt=None, version: str | None = None) -> Matcher | None:
     """A matcher for fieldSelector (=, ==, !=) over a dotted field path, e.g. metadata.name or status.phase. With
     the kind (`rt`), only the fields it exports may be named, as the API server has it (`field_labels`)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from decimal import Decimal
 
+from ..selectors import matches_label_selector
 from . import kueue_fair_sharing as fair
 from . import kueue_status, kueue_tas, quota_tree
 from .kueue_preemption import find_targets, preempted_message
@@ -209,17 +210,7 @@ class Kueue:
         if namespace not in config["ns"]:
             config["ns"][namespace] = ((self.objects.get("v1", "Namespace", None, namespace) or {})
                                        .get("metadata") or {}).get("labels") or {}
-        labels = config["ns"][namespace]
-        if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-            return False
-        for expression in selector.get("matchExpressions") or []:
-            key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-            present = key in labels
-            matched = {"In": present and labels[key] in values, "NotIn": not present or labels[key] not in values,
-                       "Exists": present, "DoesNotExist": not present}.get(operator, False)
-            if not matched:
-                return False
-        return True
+        return matches_label_selector(selector, config["ns"][namespace])
 
     def assign(self, job: Tracked, cq: dict, node, config: dict):
         """Flavors per pod set and resource, as FlavorAssigner.assignFlavors does: pod sets in order, each resource

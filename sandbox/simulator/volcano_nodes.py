@@ -33,6 +33,7 @@ from decimal import Decimal
 import re2
 
 from ..quantity import parse_quantity
+from ..selectors import matches_label_selector
 from ..structural import re2_search
 from .kueue_tas import tolerates
 
@@ -58,15 +59,14 @@ def snapshot(objects) -> dict:
     hyper = hypernodes(found, nodes)
     tier_names = {info["tier_name"]: info["tier"] for info in hyper.values() if info["tier_name"]}
     hyper[TOP] = {"tier": max((info["tier"] for info in hyper.values()), default=0) + 1, "labels": {},
-                  "nodes": frozenset(nodes), "tier_name": "", "parent": ""}
+                  "nodes": frozenset(nodes), "tier_name": ""}
     return {"nodes": nodes, "hypernodes": hyper, "tier_names": tier_names}
 
 
-def _selected(selector: dict, name: str, labels: dict | None) -> bool:
+def _selected(selector: dict, name: str, labels: dict) -> bool:
+    """Whether a Node member's selector chooses this node (HyperNode members are chosen by exact name only)."""
     if "exactMatch" in selector:
         return (selector["exactMatch"] or {}).get("name") == name
-    if labels is None:  # a HyperNode member: by exact name only
-        return False
     if "regexMatch" in selector:  # Go's regexp (RE2), unanchored as regexp.MatchString
         try:
             return re2_search((selector["regexMatch"] or {}).get("pattern") or "", name)
@@ -80,33 +80,26 @@ def _selected(selector: dict, name: str, labels: dict | None) -> bool:
 def _label_match(selector: dict, labels: dict) -> bool:
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
         return False  # an empty selector matches no node here, as upstream's member resolution treats it
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expression in selector.get("matchExpressions") or []:
-        key, op, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
-                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
-            return False
-    return True
+    return matches_label_selector(selector, labels)
+
+
+def _child(member: dict) -> str:
+    """The HyperNode a member names ('' for a Node member): by exact name only."""
+    if member.get("type") != "HyperNode":
+        return ""
+    return ((member.get("selector") or {}).get("exactMatch") or {}).get("name") or ""
 
 
 def hypernodes(objects: list[dict], nodes: dict) -> dict[str, dict]:
-    """Per HyperNode: tier, labels, parent and the set of real nodes under it."""
+    """Per HyperNode: tier, tierName, labels and the set of real nodes under it."""
     found = {h["metadata"]["name"]: {"tier": int((h.get("spec") or {}).get("tier") or 0),
                                      "tier_name": (h.get("spec") or {}).get("tierName") or "",
                                      "labels": h["metadata"].get("labels") or {},
                                      "members": [] if h["metadata"].get("deletionTimestamp")
-                                     else (h.get("spec") or {}).get("members") or [], "parent": ""}
+                                     else (h.get("spec") or {}).get("members") or []}
              for h in objects}
-    children: dict[str, list[str]] = defaultdict(list)
-    for name, info in found.items():
-        for member in info["members"]:
-            selector = member.get("selector") or {}
-            if member.get("type") == "HyperNode":
-                for child in found:
-                    if child != name and _selected(selector, child, None):
-                        children[name].append(child)
-                        found[child]["parent"] = name
+    children = {name: [_child(member) for member in info["members"] if _child(member) in found]
+                for name, info in found.items()}
 
     def real(name: str, seen: frozenset) -> frozenset:
         if name in seen:
