@@ -85,12 +85,9 @@ def held_nodes(hypernodes: list[dict], nodes: dict[str, dict | None]) -> dict[st
             for name, h in by_name.items()}
 
 
-def gang_hypernode(hypernodes: list[dict], nodes: dict[str, dict | None]) -> str:
-    """The lowest-tier HyperNode holding every one of `nodes`; '' when none does (or there are no nodes)."""
-    if not nodes:
-        return ""
-    holding = [(tier, name) for name, (tier, held) in held_nodes(hypernodes, nodes).items()
-               if held >= nodes.keys()]
+def gang_hypernode(held: dict[str, tuple[int, frozenset[str]]], nodes) -> str:
+    """Of `held_nodes`' answer, the lowest-tier HyperNode holding every one of `nodes`; '' when none does."""
+    holding = [(tier, name) for name, (tier, members) in held.items() if nodes and members >= set(nodes)]
     return min(holding)[1] if holding else ""
 
 
@@ -101,7 +98,7 @@ def placement(hypernodes: list[dict], nodes: dict[str, dict | None]) -> dict:
     if not nodes:
         return {}
     held = held_nodes(hypernodes, nodes)
-    name = gang_hypernode(hypernodes, nodes)
+    name = gang_hypernode(held, nodes)
     if not name:
         return {"spread": True} if any(members for _, members in held.values()) else {"unmapped": True}
     labels = next(h["metadata"].get("labels") or {} for h in hypernodes if h["metadata"]["name"] == name)

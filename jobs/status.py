@@ -5,6 +5,7 @@ its own record, the Kueue Workload or Volcano PodGroup) and returns an `Observed
 started and a short reason. No database, no clock.
 """
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .choices import JobState
@@ -183,16 +184,16 @@ class JobPods:
 
 def pods_by_job(pods, job_label: str) -> dict[str, JobPods]:
     """Per job id (the pods' `job_label`), when its first pod started and the nodes its pods are bound to."""
-    found: dict[str, JobPods] = {}
+    starts: dict[str, list[str]] = defaultdict(list)
+    nodes: dict[str, set[str]] = defaultdict(set)
     for pod in pods:
         job_id = (pod["metadata"].get("labels") or {}).get(job_label)
         if not job_id:
             continue
-        before = found.get(job_id, JobPods())
         when, node = pod_start_time(pod), (pod.get("spec") or {}).get("nodeName")
-        started = min(t for t in (before.started, when) if t) if before.started or when else None
-        found[job_id] = JobPods(started, before.nodes | {node} if node else before.nodes)
-    return found
+        starts[job_id] += [when] if when else []
+        nodes[job_id] |= {node} if node else set()
+    return {job_id: JobPods(min(starts[job_id], default=None), frozenset(nodes[job_id])) for job_id in nodes}
 
 
 def pod_start_time(pod: dict) -> str | None:

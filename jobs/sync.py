@@ -170,14 +170,14 @@ def job_changes(members: list[Job], objects: dict[str, dict], workloads: dict[st
         observations.append((job, observed))
     # Pods are read only when a job is seen running (or done) for the first time: its start is theirs, and so is
     # a Volcano gang's place in the network.
+    unplaced = {job.pk for job, observed in observations if _volcano_unplaced(job, observed)}
     pods = {}
-    if any(job.started_at is None and observed.state in RUN_OR_DONE or _volcano_unplaced(job, observed)
-           for job, observed in observations):
+    if unplaced or any(job.started_at is None and observed.state in RUN_OR_DONE for job, observed in observations):
         pods = job_pods()
     changed = []
     for job, observed in observations:
         found = pods.get(str(job.pk), status.JobPods())
-        if _volcano_unplaced(job, observed) and found.nodes:
+        if job.pk in unplaced and found.nodes:
             topology, nodes = selectors.volcano_topology(cluster=job.cluster, nodes=set(found.nodes))
             observed = replace(observed, placement=hypernodes.placement(topology, nodes))
         changes = _state_changes(job, observed, now, found.started)

@@ -43,10 +43,13 @@ def on(*names):
 
 
 def test_the_lowest_hypernode_holding_every_node_of_the_gang():
-    assert gang_hypernode(TREE, on("n1", "n2")) == "rack-r1"
-    assert gang_hypernode(TREE, on("n1", "n3")) == "block-b1"  # two racks of one block
-    assert gang_hypernode(TREE, on("n1", "n5")) == ""  # two blocks: no HyperNode holds both
-    assert gang_hypernode(TREE, {}) == ""
+    def lowest(*names):
+        return gang_hypernode(held_nodes(TREE, on(*names)), on(*names))
+
+    assert lowest("n1", "n2") == "rack-r1"
+    assert lowest("n1", "n3") == "block-b1"  # two racks of one block
+    assert lowest("n1", "n5") == ""  # two blocks: no HyperNode holds both
+    assert lowest() == ""
 
 
 def test_node_members_by_name_pattern_and_labels():
