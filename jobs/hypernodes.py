@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re2
 
-SOURCE_LABEL = "volcano.sh/network-topology-source"
+from tenants.topology import VOLCANO_SOURCE_LABEL as SOURCE_LABEL
 
 
 def needs_node_labels(hypernodes: list[dict]) -> bool:

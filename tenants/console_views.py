@@ -89,18 +89,10 @@ def console_cluster_hypernodes(request, name):
     page): per tier, each with its level's value and member count."""
     cluster = selectors.cluster_get(name=name)
     try:
-        rows, error = selectors.discovered_hypernodes(cluster=cluster), ""
+        report, error = selectors.discovered_hypernodes(cluster=cluster), ""
     except KubeError as exc:
-        rows, error = [], str(exc)
-    levels = {level["node_label"]: level["name"] for level in cluster.topology_levels or []}
-    for row in rows:
-        row["level"] = levels.get(row["label"], "")
-    built = {row["label"] for row in rows}
-    # The levels Volcano should have HyperNodes of (all but the node's own), and what it built from other labels.
-    missing = [name for label, name in levels.items() if label != topology.HOSTNAME_LABEL and label not in built]
-    strays = sorted({row["label"] for row in rows if not row["level"]})
-    return render(request, "tenants/console/_hypernodes.html", {"cluster": cluster, "rows": rows, "error": error,
-                                                                 "missing": missing if rows else [], "strays": strays})
+        report, error = {"rows": [], "missing": [], "strays": []}, str(exc)
+    return render(request, "tenants/console/_hypernodes.html", {"cluster": cluster, "error": error, **report})
 
 
 @platform_admin_required

@@ -12,6 +12,7 @@ from django.http import Http404
 from portal import kube, sql
 from portal.http import is_platform_admin  # noqa: F401 - re-exported: the reads of every app use it from here
 
+from . import topology
 from .choices import Role, TeamState
 from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 from .tokens import split_token, token_digest
@@ -190,19 +191,27 @@ def live_object(*, cluster: Cluster, api_version: str, kind: str, name: str, nam
     return kube.client_for_cluster(cluster).get(api_version, kind, name, namespace)
 
 
-def discovered_hypernodes(*, cluster) -> list[dict]:
-    """The HyperNodes Volcano's label discoverer made on the cluster, narrowest tier first: name, tier, the level's
-    node label and value, and how many members each has (raises KubeError when the cluster cannot be read)."""
+def discovered_hypernodes(*, cluster) -> dict:
+    """The HyperNodes Volcano's label discoverer made on the cluster, narrowest tier first (name, tier, the level
+    and its node label, the value, how many members), and how they differ from the cluster's levels: `missing`, the
+    levels (the node's own aside) no HyperNode was built for; `strays`, node labels HyperNodes were built from that
+    are no level. Raises KubeError when the cluster cannot be read."""
     found = kube.client_for_cluster(cluster).list("topology.volcano.sh/v1alpha1", "HyperNode",
-                                                  label_selector="volcano.sh/network-topology-source=label")
+                                                  label_selector=f"{topology.VOLCANO_SOURCE_LABEL}=label")
+    levels = {level["node_label"]: level["name"] for level in cluster.topology_levels or []}
     rows = []
     for hypernode in found:
         spec = hypernode.get("spec") or {}
         label = spec.get("tierName", "")
         rows.append({"name": hypernode["metadata"]["name"], "tier": spec.get("tier", 0), "label": label,
+                     "level": levels.get(label, ""),
                      "value": (hypernode["metadata"].get("labels") or {}).get(label, ""),
                      "members": len(spec.get("members") or [])})
-    return sorted(rows, key=lambda row: (row["tier"], row["value"], row["name"]))
+    built = {row["label"] for row in rows}
+    missing = [name for label, name in levels.items() if label != topology.HOSTNAME_LABEL and label not in built]
+    return {"rows": sorted(rows, key=lambda row: (row["tier"], row["value"], row["name"])),
+            "missing": missing if rows else [],
+            "strays": sorted({row["label"] for row in rows if not row["level"]})}
 
 
 # --- personal access tokens -------------------------------------------------------------------------------------

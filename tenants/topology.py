@@ -89,6 +89,8 @@ def level_label(levels, name: str) -> str:
 VOLCANO_CONFIG_NAMESPACE, VOLCANO_CONFIG_NAME = "volcano-system", "volcano-controller-configmap"
 VOLCANO_CONFIG_KEY = "volcano-controller.conf"
 VOLCANO_TOPOLOGY_TYPE = "gpu-portal"  # a network topology type name: at most 20 characters
+# The label the discoverer puts on the HyperNodes it makes, beside its level's node label and value.
+VOLCANO_SOURCE_LABEL = "volcano.sh/network-topology-source"
 
 
 def volcano_discovery_config(levels) -> str:
