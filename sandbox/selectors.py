@@ -82,7 +82,8 @@ def _field_value(obj: dict, path: str) -> str:
 
 def matches_label_selector(selector: dict, labels: dict) -> bool:
     """A metav1.LabelSelector object (matchLabels, matchExpressions) against labels, as LabelSelectorAsSelector
-    reads it: every pair and every expression must hold; {} selects everything."""
+    reads it (k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go): every pair and every expression must hold; {}
+    selects everything."""
     if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
         return False
     for expression in selector.get("matchExpressions") or []:

@@ -243,10 +243,10 @@ class Command(BaseCommand):
             if RateCard.objects.filter(flavor=flavor).exists():
                 continue
             billing_budgets.rate_card_set(actor=admin, flavor=flavor, price=price,
-                                           effective_from=hour - timedelta(days=90))
+                                          effective_from=hour - timedelta(days=90))
             if (cluster, name) == RATE_CHANGE[0]:
                 billing_budgets.rate_card_set(actor=admin, flavor=flavor, price=RATE_CHANGE[1],
-                                               effective_from=hour - timedelta(days=7))
+                                              effective_from=hour - timedelta(days=7))
 
     def _seed_idle_job(self):
         """One running job has held its GPUs idle for the whole idle window, so the idle-GPU tables have a row."""
@@ -272,7 +272,7 @@ class Command(BaseCommand):
             forecast = billing_selectors.forecast(statement)
             if forecast > 0:
                 budget = billing_budgets.budget_set(actor=admin, team=team, month=month,
-                                                     amount=billing_selectors.money(forecast * Decimal(share)))
+                                                    amount=billing_selectors.money(forecast * Decimal(share)))
                 billing_budgets.budget_check(budget=budget)
 
     def _seed_quotas(self, admin):
