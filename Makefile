@@ -16,7 +16,7 @@ UV := $(abspath $(BIN))/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock' pyproject.toml --group build
 
-.PHONY: install lock lock-check run test bench lint check-migrations screenshots clean
+.PHONY: install lock lock-check run test bench lint check-migrations screenshots services clean
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
 # hashed uv pin, so the environment needs no pip of its own.
@@ -65,6 +65,11 @@ bench: $(STAMP)
 # Screenshots of the main pages at 1280 and 390 px into screenshots/ (git-ignored), from a running `make run`.
 screenshots: $(STAMP) $(ASSETS)
 	$(BIN)/python -m tools.screenshots --base http://127.0.0.1:$(PORT) --out screenshots
+
+# PostgreSQL and Redis on 127.0.0.1:5432 and :6379 for `make test` with DATABASE_URL/REDIS_URL (installed from
+# Debian's packages when missing; needs root for that).
+services:
+	bash tools/services.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
