@@ -15,6 +15,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs.models import Job
+from portal.enqueue import enqueue_on_commit
 from tenants.choices import ScrapeShape, Sharing
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin
@@ -227,8 +228,7 @@ def usage_recollect(*, actor, ledgers: list[CollectedHour], source_ip: str | Non
     for ledger in ledgers:
         audit_record(actor=actor, action="usage.recollect", obj=ledger,
                      before={"state": ledger.state, "message": ledger.message}, source_ip=source_ip)
-        transaction.on_commit(lambda c=ledger.cluster_id, h=ledger.hour: tasks.usage_collect_hour_task.delay(
-            c, h.isoformat()))
+        enqueue_on_commit(tasks.usage_collect_hour_task, ledger.cluster_id, ledger.hour.isoformat())
     return len(ledgers)
 
 

@@ -2,6 +2,8 @@
 
 from celery import shared_task
 
+from portal.enqueue import enqueue
+
 from . import reconcile
 
 
@@ -30,8 +32,8 @@ class TaskReconciler:
 
     def team_namespaces(self, ids: list[int]) -> None:
         for pk in ids:
-            team_namespace_reconcile_task.delay(pk)
+            enqueue(team_namespace_reconcile_task, pk)
 
     def clusters(self, ids: list[int]) -> None:
         for pk in ids:
-            cluster_reconcile_task.delay(pk)
+            enqueue(cluster_reconcile_task, pk)

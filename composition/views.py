@@ -39,16 +39,29 @@ def _broker() -> tuple[bool, str]:
     return True, ""
 
 
-@never_cache
-@require_GET
-def readyz(request):
-    """Ready: the database answers, the broker (when configured) answers, and each active cluster is reachable."""
-    checks = {"database": _database(), "broker": _broker()}
-    clusters = list(active_clusters()) if checks["database"][0] else []
+def dependencies() -> dict[str, tuple[bool, str]]:
+    """The broker and every active cluster, checked at once: what the console and `/readyz?verbose` report and the
+    metrics export. None of them decides whether this pod can serve."""
+    checks = {"broker": _broker()}
+    clusters = list(active_clusters())
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(clusters)))) as pool:
         for cluster, result in zip(clusters, pool.map(cluster_reachable, clusters), strict=True):
             checks[f"cluster:{cluster.name}"] = result
-    ok = all(passed for passed, _ in checks.values())
-    body = {"status": "ok" if ok else "unavailable",
+    return checks
+
+
+@never_cache
+@require_GET
+def readyz(request):
+    """Ready: this pod can serve, which needs its database and nothing else. A GPU cluster or the broker that is
+    away degrades some pages and delays reconcile, but every web pod would see the same outage: failing readiness
+    for it would take the whole web tier out of service while it still serves. `?verbose` adds the broker and
+    every cluster to the body (reported, never failing the probe)."""
+    checks = {"database": _database()}
+    ok = checks["database"][0]
+    if "verbose" in request.GET and ok:
+        checks.update(dependencies())
+    degraded = any(not passed for passed, _ in checks.values())
+    body = {"status": "unavailable" if not ok else "degraded" if degraded else "ok",
             "checks": {name: {"ok": passed, "detail": detail} for name, (passed, detail) in checks.items()}}
     return JsonResponse(body, status=200 if ok else 503)

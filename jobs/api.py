@@ -13,6 +13,7 @@ from portal.api import KeysetPagination, valid_input
 from portal.http import source_ip
 from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
+from tenants.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 
 from . import selectors, services
 from .choices import JobState
@@ -69,7 +70,8 @@ class JobListView(generics.ListAPIView):
         return filterset.values()
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer},
-                   summary="Submit a job (team admins and members)")
+                   summary="Submit a job (team admins and members)", parameters=[IDEMPOTENCY_PARAMETER])
+    @idempotent
     def post(self, request):
         data = valid_input(JobSubmitSerializer, request)
         team = tenant_selectors.team_get(user=request.user, slug=data.pop("team"))

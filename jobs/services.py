@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from portal import kube
+from portal.enqueue import enqueue_on_commit
 from portal.errors import Conflict
 from portal.naming import managed_selector
 from portal.reconcile import Outcome, converge, plan, record
@@ -96,7 +97,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
 
 
 def _nudge(job: Job) -> None:
-    transaction.on_commit(lambda: tasks.job_reconcile_task.delay(job.pk))
+    enqueue_on_commit(tasks.job_reconcile_task, job.pk)
 
 
 @transaction.atomic

@@ -121,6 +121,11 @@ class ClusterWatcher:
                     except kube.KubeError as exc:  # a connection that cannot be built: shown, tried again
                         log.warning("cannot watch cluster %s: %s", self.name, exc)
                         self.stop.wait(settings.WATCH_RELIST_SECONDS)
+                    except Exception:  # noqa: BLE001 - a database outage mid-lead: let go, lead again later
+                        log.exception("watching cluster %s failed; again in %.0f s", self.name, renew * 3)
+                        self.lease.release()
+                        close_old_connections()
+                        self.stop.wait(renew * 3)
                 else:
                     self.stop.wait(renew)
         finally:
@@ -195,22 +200,42 @@ def watch_enabled(cluster: Cluster) -> bool:
 
 
 def run(stop: threading.Event, heartbeat: str | None = None) -> None:
-    """Watch every active cluster the settings allow until `stop`; clusters added later are picked up."""
+    """Watch every active cluster the settings allow until `stop`; clusters added later are picked up.
+
+    Outlives a database that is away (the clusters cannot be listed: tried again with capped backoff, the running
+    watchers go on) and a cluster watcher that ended unexpectedly (started again on the next round)."""
     watchers: dict[int, tuple[ClusterWatcher, threading.Thread]] = {}
+    failures = 0
     while not stop.is_set():
         if heartbeat:
             Path(heartbeat).touch()
-        close_old_connections()
-        for cluster in active_clusters():
-            if cluster.pk in watchers or not watch_enabled(cluster):
-                continue
-            watcher = ClusterWatcher(cluster, stop)
-            thread = threading.Thread(target=watcher.run, name=f"watch-{cluster.name}", daemon=True)
-            watchers[cluster.pk] = (watcher, thread)
-            thread.start()
-        stop.wait(settings.WATCH_RELIST_SECONDS)
+        try:
+            close_old_connections()
+            _start_watchers(watchers, stop)
+            failures = 0
+            wait = settings.WATCH_RELIST_SECONDS
+        except Exception as exc:  # noqa: BLE001 - the database (or anything else) away: retry, never exit
+            failures += 1
+            wait = min(settings.WATCH_BACKOFF_MAX_SECONDS, 0.5 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+            log.warning("cannot list the clusters to watch (%s: %s); again in %.1f s", type(exc).__name__, exc, wait)
+            with contextlib.suppress(Exception):
+                connections.close_all()
+        stop.wait(wait)
     for _, thread in watchers.values():
         thread.join(timeout=10)
+
+
+def _start_watchers(watchers: dict, stop: threading.Event) -> None:
+    for cluster in active_clusters():
+        running = watchers.get(cluster.pk)
+        if (running is not None and running[1].is_alive()) or not watch_enabled(cluster):
+            continue
+        if running is not None:
+            log.warning("the watcher of cluster %s had ended; starting it again", cluster.name)
+        watcher = ClusterWatcher(cluster, stop)
+        thread = threading.Thread(target=watcher.run, name=f"watch-{cluster.name}", daemon=True)
+        watchers[cluster.pk] = (watcher, thread)
+        thread.start()
 
 
 def watcher_active(cluster: Cluster) -> bool:

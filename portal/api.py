@@ -5,12 +5,17 @@ Errors always look like {"error": {"code": "...", "message": "...", "fields": {"
 whether DRF, a selector (404), a role check (403) or a service's ValidationError raised them.
 """
 
+import logging
+import sys
+import time
 from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DatabaseError
 from django.http import Http404, JsonResponse
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.pagination import Cursor, CursorPagination
@@ -19,6 +24,8 @@ from rest_framework.utils.urls import remove_query_param
 
 from portal.errors import Conflict
 from portal.limits import NO_NUL
+
+log = logging.getLogger(__name__)
 
 # --- errors --------------------------------------------------------------------------------------------------
 
@@ -158,6 +165,20 @@ def api_not_found(request, *args, **kwargs):
                                                 "/api/docs/."), status=404)
 
 
+def server_error(request):
+    """handler500: under /api/ the one error shape (a database that is away is a 503 to retry, anything else a
+    500), so a client parses every answer the same way; elsewhere Django's own page. Django calls it while the
+    exception is being handled, so sys.exc_info() names it."""
+    if not request.path.startswith("/api/"):
+        return defaults.server_error(request)
+    exc = sys.exc_info()[1]
+    if isinstance(exc, DatabaseError):
+        return JsonResponse(error_body("unavailable", "The portal's database is not answering; try again shortly."),
+                            status=503, headers={"Retry-After": "5"})
+    return JsonResponse(error_body("server_error", "Something went wrong on the portal's side; it has been logged."),
+                        status=500)
+
+
 # --- pagination ----------------------------------------------------------------------------------------------
 
 
@@ -293,7 +314,13 @@ class TokenRateThrottle(SimpleRateThrottle):
         window = int(now // self.duration)
         key = f"{self.get_cache_key(request, view)}:{window}"
         incr_window = getattr(self.cache, "incr_window", None)  # portal.cache.RedisCache: one round trip
-        count = incr_window(key, self.duration + 1) if incr_window else self._incr_window(key, self.duration + 1)
+        try:
+            count = incr_window(key, self.duration + 1) if incr_window else self._incr_window(key, self.duration + 1)
+        except Exception as exc:  # noqa: BLE001 - whatever the cache client raises (redis.ConnectionError, ...)
+            # Fail open: the budget protects the portal from a runaway script, and refusing every request while the
+            # shared counter is away would do that script's damage to everyone. Warned once a minute per process.
+            _warn_unthrottled(exc)
+            return True
         self.retry_after = (window + 1) * self.duration - now
         return count <= self.num_requests
 
@@ -316,3 +343,13 @@ class TokenRateThrottle(SimpleRateThrottle):
         else:
             ident = f"ip-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+_last_warned = [0.0]
+
+
+def _warn_unthrottled(exc: Exception) -> None:
+    now = time.monotonic()
+    if now - _last_warned[0] >= 60:
+        _last_warned[0] = now
+        log.warning("API throttle cache unavailable (%s): requests are not throttled until it answers", exc)

@@ -1,8 +1,10 @@
 """Small helpers every page uses: the platform-admin gate, the client address, service errors onto forms, a
 service write from a valid form, and the confirmation of a destructive write."""
 
-from functools import wraps
+import ipaddress
+from functools import lru_cache, wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -30,7 +32,38 @@ def platform_admin_required(view):
 
 
 def source_ip(request) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None
+    return client_address(request)
+
+
+@lru_cache(maxsize=8)
+def _networks(cidrs: tuple[str, ...]) -> tuple:
+    return tuple(ipaddress.ip_network(cidr.strip(), strict=False) for cidr in cidrs)
+
+
+def _trusted(address: str, networks) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def client_address(request) -> str | None:
+    """The client's address: the connecting one, unless that is one of TRUSTED_PROXIES; then X-Forwarded-For is
+    read from the right (each proxy appends the address it saw), skipping trusted proxies, and the first other
+    address is the client. Anything to the left of it was written by the client and is never believed."""
+    remote = request.META.get("REMOTE_ADDR") or None
+    networks = _networks(tuple(settings.TRUSTED_PROXIES))
+    if not remote or not networks or not _trusted(remote, networks):
+        return remote
+    forwarded = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+    for hop in reversed(forwarded):
+        if not _trusted(hop, networks):
+            try:
+                return str(ipaddress.ip_address(hop))
+            except ValueError:
+                return remote  # garbage where an address should be: the proxy's own address, not a guess
+    return remote
 
 
 def add_service_errors(form, error: ValidationError) -> None:

@@ -182,6 +182,11 @@ AXES_FAILURE_LIMIT = int(env("LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(env("LOGIN_LOCKOUT_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = "portal.lockout.lockout_parameters"
 AXES_CLIENT_IP_CALLABLE = "portal.lockout.client_ip"
+AXES_HANDLER = "portal.lockout.LockoutHandler"
+# The addresses (CIDRs) of the reverse proxies in front of the portal (the ingress controller's pods, a load
+# balancer): from them, and only from them, X-Forwarded-For names the client. Empty: the connecting address is
+# the client's, which behind an ingress is the ingress's for every user.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES")
 AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_SENSITIVE_PARAMETERS = ["password", "token"]
@@ -223,6 +228,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Sending a task after a write gives up within about a second when the broker is away (portal/enqueue.py logs it and
+# the due sweeps pick the row up), rather than holding the request for kombu's default of several retries.
+CELERY_BROKER_CONNECTION_TIMEOUT = 1
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 RECONCILE_SWEEP_SECONDS = int(env("RECONCILE_SWEEP_SECONDS", "900"))  # a safety net: the watcher nudges on drift
 RECONCILE_DUE_SECONDS = int(env("RECONCILE_DUE_SECONDS", "5"))
 JOB_SYNC_SECONDS = int(env("JOB_SYNC_SECONDS", "10"))
@@ -242,6 +251,7 @@ CELERY_BEAT_SCHEDULE = {
     "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
+    "idempotency-prune": {"task": "tenants.tasks.idempotency_keys_prune_task", "schedule": 3600},
     "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},
     # A few minutes past the hour, so the exporters' last samples of the hour that just ended are in.
     "usage-collect": {"task": "billing.tasks.usage_collect_task", "schedule": crontab(minute=5)},
@@ -276,11 +286,15 @@ RECONCILE_BACKOFF_MAX_SECONDS = float(env("RECONCILE_BACKOFF_MAX_SECONDS", "600"
 # The API: personal access tokens for scripts (listed first, so a missing credential is a 401), the session for
 # the browser (CSRF enforced on its writes); one error shape; cursor pages; a request budget per token.
 API_THROTTLE_RATE = env("API_THROTTLE_RATE", "1200/min")
+# How long the answer to a create sent with an Idempotency-Key is replayed to a retry with the same key.
+IDEMPOTENCY_KEY_HOURS = int(env("IDEMPOTENCY_KEY_HOURS", "24"))
 # The throttle counts in Redis (CACHE_URL; in production REDIS_URL unless set), shared by every web worker; without
 # it, as in the demo and the tests, each process counts for itself.
 CACHE_URL = env("CACHE_URL", REDIS_URL if PRODUCTION else "")
 if CACHE_URL:
-    CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "gpu-portal"}}
+    # Short timeouts: a Redis that is away costs a request at most this, and the throttle then fails open.
+    CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "gpu-portal",
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenants.authentication.BearerTokenAuthentication",

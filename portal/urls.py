@@ -5,6 +5,8 @@ from django.urls import include, path
 
 from composition import views
 
+handler500 = "portal.api.server_error"
+
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from portal.api import valid_input
 from portal.http import source_ip
 from tenants import selectors as tenant_selectors
+from tenants.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 
 from . import selectors, services
 from .choices import RequestState
@@ -63,7 +64,8 @@ class QuotaRequestListView(generics.ListAPIView):
                                       team_slug=self.request.query_params.get("team"))
 
     @extend_schema(request=QuotaRequestInputSerializer, responses={201: QuotaRequestSerializer},
-                   summary="Ask for quota (team admins and members)")
+                   summary="Ask for quota (team admins and members)", parameters=[IDEMPOTENCY_PARAMETER])
+    @idempotent
     def post(self, request):
         data = valid_input(QuotaRequestInputSerializer, request)
         team = tenant_selectors.team_get(user=request.user, slug=data["team"])

@@ -7,6 +7,8 @@ from axes.helpers import get_cool_off
 from django.conf import settings
 from django.utils import timezone
 
+from portal.lockout import TOKEN_CREDENTIAL
+
 from .models import AuditEvent
 
 ACTION = "auth.locked_out"
@@ -15,6 +17,8 @@ ACTION = "auth.locked_out"
 def record_lockout(sender, request=None, username=None, ip_address=None, **kwargs) -> AuditEvent | None:
     """Receiver of axes' user_locked_out signal, sent when the limit is reached and again for each attempt refused
     while locked."""
+    if username == TOKEN_CREDENTIAL:  # bad tokens lock the address's tokens, not a user
+        username = None
     object_type, object_id = ("user", username) if username else ("address", ip_address or "")
     window = get_cool_off(request) or timedelta(0)
     already = AuditEvent.objects.filter(action=ACTION, object_type=object_type, object_id=object_id[:64],

@@ -1,6 +1,6 @@
 """E-mail notifications, sent by a task once the deciding transaction has committed."""
 
-from django.db import transaction
+from portal.enqueue import enqueue_on_commit
 
 from .tasks import send_email_task
 
@@ -11,4 +11,4 @@ def notify_users(*, users, subject: str, body: str) -> None:
     if not recipients:
         return
 
-    transaction.on_commit(lambda: send_email_task.delay(subject, body, recipients))
+    enqueue_on_commit(send_email_task, subject, body, recipients)

@@ -54,3 +54,23 @@ class AccessToken(models.Model):
     def is_active(self, now=None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a create request sent with an `Idempotency-Key` header, kept so a client that retries
+    (it timed out, the connection dropped) gets that answer again instead of creating a second object. Per user and
+    key; `fingerprint` is the endpoint and body it was first sent with, so a key reused for another request is
+    refused rather than answered with an unrelated object."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    body = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_per_user")]
+
+    def __str__(self):
+        return f"{self.user_id}:{self.key}"

@@ -10,3 +10,10 @@ def send_email_task(self, subject: str, body: str, recipients: list[str]) -> Non
         send_mail(subject, body, None, recipients)
     except OSError as exc:
         raise self.retry(exc=exc) from exc
+
+
+@shared_task(ignore_result=True)
+def idempotency_keys_prune_task() -> None:
+    from .idempotency import idempotency_keys_prune
+
+    idempotency_keys_prune()

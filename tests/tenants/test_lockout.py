@@ -117,8 +117,11 @@ def test_bad_bearer_tokens_lock_the_address_but_not_valid_tokens(settings):
     # A real token from the same address still works, and other addresses are not locked.
     assert client.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Bearer {valid}").json()["username"] == "carol"
     assert Client(REMOTE_ADDR="198.51.100.9").get("/api/v1/me/", **bad).status_code == 401
-    # Bad tokens count against the address for password logins too: it is one guesser.
-    assert attempt("/login/", "carol", PASSWORD)[1].status_code == 429
+    # Bad tokens lock only the address's tokens: password sign-in from it still works (behind an ingress every
+    # user shares the address, and a script's revoked token must not lock them all out of the browser).
+    user.set_password(PASSWORD)
+    user.save()
+    assert signed_in(attempt("/login/", "carol", PASSWORD)[0])
 
     let_the_window_pass(settings)
     assert client.get("/api/v1/me/", **bad).status_code == 401
@@ -133,3 +136,43 @@ def test_the_limit_and_window_come_from_the_environment():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"LOGIN_FAILURE_LIMIT": "7", "LOGIN_LOCKOUT_MINUTES": "30", "PATH": ""})
     assert out.stdout.split("\n")[-2] == "7 0:30:00"
+
+
+def test_password_failures_and_token_failures_are_counted_apart():
+    UserFactory(username="bob")
+    bad = {"HTTP_AUTHORIZATION": "Bearer gpp_0123456789_" + "A" * 43}
+    for n in range(2):
+        attempt("/login/", f"x{n}", "guess")
+        Client(REMOTE_ADDR="203.0.113.7").get("/api/v1/me/", **bad)
+    # The third bad token locks the address's tokens; its two bad passwords are still below the limit of three.
+    assert Client(REMOTE_ADDR="203.0.113.7").get("/api/v1/me/", **bad).status_code == 429
+    assert signed_in(attempt("/login/", "bob", PASSWORD)[0])
+
+
+@pytest.mark.parametrize(("remote", "forwarded", "client"), [
+    ("10.1.2.3", "198.51.100.4", "198.51.100.4"),  # through the ingress: the client it saw
+    ("10.1.2.3", "203.0.113.9, 198.51.100.4", "198.51.100.4"),  # the leftmost hop is the client's own to forge
+    ("10.1.2.3", "198.51.100.4, 10.9.0.1", "198.51.100.4"),  # two trusted proxies in a row
+    ("203.0.113.7", "198.51.100.4", "203.0.113.7"),  # not from a trusted proxy: the header is not believed
+    ("10.1.2.3", "not-an-address", "10.1.2.3"),
+    ("10.1.2.3", "", "10.1.2.3"),
+])
+def test_behind_trusted_proxies_the_locked_address_is_the_clients(settings, remote, forwarded, client):
+    from django.test import RequestFactory
+
+    from portal.lockout import client_ip
+
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    request = RequestFactory().get("/login/", REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_ip(request) == client
+
+
+def test_behind_an_ingress_one_user_locked_out_leaves_the_others_signing_in(settings):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    UserFactory(username="bob")
+    for n in range(3):
+        Client(REMOTE_ADDR="10.1.2.3", HTTP_X_FORWARDED_FOR="198.51.100.4").post(
+            "/login/", {"username": f"x{n}", "password": "guess"})
+    elsewhere = Client(REMOTE_ADDR="10.1.2.3", HTTP_X_FORWARDED_FOR="198.51.100.5")
+    elsewhere.post("/login/", {"username": "bob", "password": PASSWORD})
+    assert signed_in(elsewhere)
