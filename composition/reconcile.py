@@ -51,9 +51,32 @@ def _team_actual(client: kube.ClusterClient, row: TeamNamespace) -> list[dict]:
     )
 
 
+def _queues_under_cluster_queues(cluster: Cluster) -> bool:
+    """Whether the team's queues sit under queues of the cluster's own (Volcano's department and cohort queues), which
+    its webhook requires to hold them at every moment."""
+    return cluster.scheduler == Scheduler.VOLCANO
+
+
+def _parents_widened(cluster: Cluster) -> None:
+    """Before team queues change: every cluster-wide queue grows to at least what it is and what it is to be, so a
+    team queue that grows fits under it (the approval, the expiry, a department change all come this way)."""
+    if _queues_under_cluster_queues(cluster):
+        cluster_reconcile(cluster_id=cluster.pk, widen=True)
+
+
+def _parents_exact(cluster: Cluster, outcomes: list[Outcome]) -> None:
+    """After team queues changed: the cluster-wide queues take their exact sizes, children first, so a give-back
+    shrinks them too. Refused while a team queue is still larger (its apply failed): the cluster row retries."""
+    if _queues_under_cluster_queues(cluster) and any(o.error is None and o.writes for o in outcomes):
+        cluster_reconcile(cluster_id=cluster.pk, children_first=True)
+
+
 def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | None = None,
-                             row: TeamNamespace | None = None) -> Outcome:
-    """Make the cluster hold exactly what this team namespace wants. Safe to run any number of times."""
+                             row: TeamNamespace | None = None, parents: bool = True) -> Outcome:
+    """Make the cluster hold exactly what this team namespace wants. Safe to run any number of times.
+
+    `parents`: grow the cluster's own queues first and size them exactly after (the sweep does that itself, once
+    for every team)."""
     if row is None:
         row = TeamNamespace.objects.select_related("team", "cluster").filter(pk=team_namespace_id).first()
         if row is None:
@@ -69,7 +92,12 @@ def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | Non
     except kube.KubeError as exc:
         return record(row, generation, Outcome(statuses=row.objects_status, writes=0, error=exc))
     record_usage(row, actual)
-    outcome = record(row, generation, converge(client, plan(desired, actual)))
+    the_plan = plan(desired, actual)
+    if parents and the_plan.apply:
+        _parents_widened(row.cluster)
+    outcome = record(row, generation, converge(client, the_plan))
+    if parents:
+        _parents_exact(row.cluster, [outcome])
     if outcome.error is None and not desired and row.deleted_at is None:
         TeamNamespace.objects.filter(pk=row.pk).update(deleted_at=timezone.now())
     return outcome
@@ -103,8 +131,12 @@ def team_namespaces_reconcile(*, cluster: Cluster, rows: list[TeamNamespace]) ->
     wanted = [team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors)) for row in rows]
     for row, actual in zip(rows, actuals, strict=True):
         record_usage(row, actual)
-    outcomes = converge_many(client, [plan(want, actual) for want, actual in zip(wanted, actuals, strict=True)])
+    plans = [plan(want, actual) for want, actual in zip(wanted, actuals, strict=True)]
+    if any(p.apply for p in plans):
+        _parents_widened(cluster)
+    outcomes = converge_many(client, plans)
     record_many(TeamNamespace, list(zip(rows, generations, outcomes, strict=True)))
+    _parents_exact(cluster, outcomes)
     gone = [row.pk for row, want, outcome in zip(rows, wanted, outcomes, strict=True)
             if outcome.error is None and not want and row.deleted_at is None]
     if gone:
@@ -257,7 +289,7 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
         if row.observed_generation >= row.generation and plan(desired, actual).empty:
             continue
-        outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
+        outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row, parents=False)
         totals["repaired"] += 1
         totals["writes"] += outcome.writes
         totals["errors"] += outcome.error is not None

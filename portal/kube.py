@@ -27,6 +27,10 @@ from django.conf import settings
 from .kube_kinds import KINDS
 
 TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
+# Refusals that another object's convergence lifts (a scheduler's webhook judging an object against others as they
+# are now): retried with backoff like a 503 rather than recorded as permanent. Each rule is registered by the code
+# that knows the scheduler (rule(status, message) -> bool).
+RETRIED_REFUSALS: list = []
 
 
 class KubeError(Exception):
@@ -44,7 +48,8 @@ class KubeError(Exception):
 
     @property
     def transient(self) -> bool:
-        return self.status == 0 or self.status in TRANSIENT_STATUSES
+        return (self.status == 0 or self.status in TRANSIENT_STATUSES
+                or any(rule(self.status, self.message) for rule in RETRIED_REFUSALS))
 
 
 def quantity_units(value) -> int:

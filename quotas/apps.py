@@ -6,10 +6,13 @@ class QuotasConfig(AppConfig):
     name = 'quotas'
 
     def ready(self):
-        from portal import desired
+        from portal import desired, kube
 
         from . import capacity
         from .desired import CONTRIBUTION
+        from .manifests import volcano_queue_refusal_waits
 
         desired.register(CONTRIBUTION)
+        if volcano_queue_refusal_waits not in kube.RETRIED_REFUSALS:
+            kube.RETRIED_REFUSALS.append(volcano_queue_refusal_waits)
         capacity.register()

@@ -373,3 +373,20 @@ def volcano_queue_widened(desired: dict, live: dict | None) -> dict:
     spec["guarantee"] = {"resource": wider((spec.get("guarantee") or {}).get("resource"),
                                            (now.get("guarantee") or {}).get("resource"))}
     return {**desired, "spec": spec}
+
+
+# Volcano's queue webhook (volcano v1.15.1 pkg/webhooks/admission/queues/validate/validate_queue.go) judges a queue's
+# hierarchy against its parent and children as they are now: these refusals lift once the other queue has
+# converged (a parent grown, a child shrunk, a department queue created), so they are retried with backoff.
+VOLCANO_QUEUE_WEBHOOK = 'admission webhook "validatequeue.volcano.sh" denied the request'
+VOLCANO_WAITING_ON_ANOTHER_QUEUE = ("exceeds parent's", "exceeds its ancestor's capability",
+                                    "smaller than its descendants'", "failed to get parent queue",
+                                    "parent queue ")
+
+
+def volcano_queue_refusal_waits(status: int, message: str) -> bool:
+    """Whether a refusal is Volcano's queue webhook waiting on another queue (retry), not a malformed queue."""
+    if status not in (400, 403, 422) or VOLCANO_QUEUE_WEBHOOK not in message:
+        return False
+    reason = message.split(VOLCANO_QUEUE_WEBHOOK, 1)[1]
+    return any(phrase in reason for phrase in VOLCANO_WAITING_ON_ANOTHER_QUEUE)

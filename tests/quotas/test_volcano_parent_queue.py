@@ -100,3 +100,54 @@ def test_a_queue_growing_in_one_resource_and_shrinking_in_another_converges_in_o
     assert resources(cluster, "gpu") == (None, "16", "24")
     assert get(cluster, VOLCANO, "Queue", "gpu")["spec"]["capability"]["cpu"] == "8"
     assert get(cluster, VOLCANO, "Queue", "research-dept")["spec"]["capability"]["cpu"] == "8"
+
+
+def approve(team, flavor, guaranteed, burst, capture):
+    member = team.memberships.first().user
+    request = services.quota_request_create(actor=member, team=team, flavor=flavor, guaranteed=guaranteed,
+                                            burst=burst, cpu_cores=8 * guaranteed, memory_gib=64 * guaranteed,
+                                            justification="A bigger run this month")
+    with capture(execute=True):
+        services.quota_request_approve(actor=PlatformAdminFactory(), request=request)
+
+
+def test_an_approval_grows_the_department_and_cluster_queues_before_the_teams_queue(
+        any_sandbox, django_capture_on_commit_callbacks):
+    """Without the periodic sweep: the approval's own reconcile widens the parents first, then the team's queue is
+    applied, then the parents take their exact size."""
+    cluster, nlp, cv, h100 = gpu_parent_cluster(any_sandbox.url)
+    grant(nlp, h100, 8, 4)
+    grant(cv, h100, 4, 2)
+    reconcile_all(cluster)
+    approve(nlp, h100, 16, 8, django_capture_on_commit_callbacks)
+    row = TeamNamespace.objects.get(cluster=cluster, team=nlp)
+    assert row.sync_state == SyncState.APPLIED, row.sync_message
+    assert resources(cluster, "nlp") == ("research-dept", "16", "24")
+    assert resources(cluster, "research-dept") == ("gpu", "16", "24")
+    assert resources(cluster, "gpu") == (None, "20", "30")
+    # Giving back: the team's queue shrinks first, then its parents follow, again without a sweep.
+    with django_capture_on_commit_callbacks(execute=True):
+        services.quota_set(actor=PlatformAdminFactory(), team=nlp, flavor=h100, guaranteed=2, burst=0,
+                           cpu_cores=16, memory_gib=128)
+    assert resources(cluster, "nlp") == ("research-dept", "2", "2")
+    assert resources(cluster, "research-dept") == ("gpu", "2", "2")
+    assert resources(cluster, "gpu") == (None, "6", "8")
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.APPLIED, cluster.sync_message
+
+
+def test_a_queue_refused_for_its_parents_size_is_retried_with_backoff():
+    """Volcano judges a queue against its parent and children as they are now: such a refusal lifts once the other
+    queue converges, so it is retried with backoff, not recorded as permanent (left for the sweep)."""
+    from portal.kube import KubeError
+
+    waits = KubeError(400, "", 'admission webhook "validatequeue.volcano.sh" denied the request: parent queue '
+                               "research-dept validation failed: sum of children's guarantee (nvidia.com/gpu 16.00) "
+                               "exceeds parent's guarantee limit (nvidia.com/gpu 8.00)")
+    smaller = KubeError(400, "", 'admission webhook "validatequeue.volcano.sh" denied the request: queue gpu '
+                                 "capability[nvidia.com/gpu]=8.00 is smaller than its descendants' max capability=24.00")
+    malformed = KubeError(400, "", 'admission webhook "validatequeue.volcano.sh" denied the request: '
+                                   "requestBody.spec.state: Invalid value: \"Sleeping\": queue state must be in "
+                                   "[Open Closed]")
+    assert waits.transient and smaller.transient
+    assert not malformed.transient
