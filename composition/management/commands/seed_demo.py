@@ -1,7 +1,10 @@
 """Demo data: two sandbox clusters (Kueue and Volcano), GPU flavors (whole, MIG slices, MPS and time-sliced shares,
 DRA devices), teams and users.
 
-Idempotent: running it again changes nothing. The passwords are for the demo only.
+Idempotent: running it again changes nothing, and it starts on whatever a kept `var/` holds (jobs that have moved on
+since are left as they are). It runs the portal's tasks in this process even when REDIS_URL is set, since no worker
+need be running yet; the rows it writes are whole either way (the clusters, teams and quotas in one transaction,
+each job with its own). The passwords are for the demo only.
 """
 
 import time
@@ -26,6 +29,7 @@ from billing.models import RateCard
 from composition import demo_placement
 from jobs.choices import JobState
 from jobs.models import Job
+from portal import celery_app
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
@@ -184,6 +188,14 @@ class Command(BaseCommand):
     def handle(self, *args, kueue_url, volcano_url, wait, **options):
         for url in (kueue_url, volcano_url):
             _wait_for(url, wait)
+        eager = celery_app.conf.task_always_eager
+        celery_app.conf.task_always_eager = True  # the demo's jobs are applied as they are submitted, worker or not
+        try:
+            self._seed_all(kueue_url, volcano_url)
+        finally:
+            celery_app.conf.task_always_eager = eager
+
+    def _seed_all(self, kueue_url, volcano_url):
         self._seed(kueue_url, volcano_url)
         call_command("seed_jobs", stdout=self.stdout, stderr=self.stderr)  # jobs in every state, after the commit
         call_command("seed_usage", stdout=self.stdout, stderr=self.stderr)  # 30 days of synthetic usage
