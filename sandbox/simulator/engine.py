@@ -74,6 +74,12 @@ class Simulator:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._discover = True  # Nodes, HyperNodes or the Volcano controller's configuration changed
+        # Whether anything the schedulers read may have changed since their last cycle (any write to the store, the
+        # simulator's own included), and when the next requeued job comes due: without either, a cycle would decide
+        # exactly what the last one did, so it is skipped. Kueue parks inadmissible workloads the same way until
+        # something in their queue changes (pkg/queue/manager.go QueueInadmissibleWorkloads).
+        self._inputs_changed = True
+        self._requeue_due = float("inf")
         self._unsubscribe = store.subscribe(self._on_change)
 
     # Events ----------------------------------------------------------------------------------------------------
@@ -81,6 +87,7 @@ class Simulator:
     def _on_change(self, event_type, rt, obj) -> None:
         """Runs under the store lock: only Kueue's webhook acts here (it suspends before anything can start), and
         only when Kueue is installed (its Workload kind is served); everything else waits for the next step."""
+        self._inputs_changed = True
         if rt.key in DISCOVERY_INPUTS and (rt.key != ("", "ConfigMap") or (
                 obj["metadata"].get("namespace"), obj["metadata"]["name"]) == DISCOVERY_CONFIG):
             self._discover = True
@@ -159,7 +166,7 @@ class Simulator:
             self._progress(now)
             if any(self.schedulers["kueue"].admitted.values()):
                 self.schedulers["kueue"].evict_lost_nodes(now)
-            if any(self._pending.values()):
+            if any(self._pending.values()) and (self._inputs_changed or now >= self._requeue_due):
                 self._schedule(now)
             queue_status.publish(self)
             self.step_cpu += time.process_time() - started
@@ -185,8 +192,10 @@ class Simulator:
                         self._finish(job, now, job.outcome)
 
     def _schedule(self, now: float) -> None:
-        waiting = sorted((j for jobs in self._pending.values() for j in jobs.values() if j.requeue_at <= now),
-                         key=lambda j: (-j.priority, j.seq))
+        self._inputs_changed = False  # what this cycle writes sets it again: the next cycle sees the new usage
+        pending = [j for jobs in self._pending.values() for j in jobs.values()]
+        self._requeue_due = min((j.requeue_at for j in pending if j.requeue_at > now), default=float("inf"))
+        waiting = sorted((j for j in pending if j.requeue_at <= now), key=lambda j: (-j.priority, j.seq))
         by_backend: dict[str, list[Tracked]] = defaultdict(list)
         for job in waiting:
             by_backend[job.backend].append(job)

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from jobs.choices import JobState
 from jobs.management.commands import seed_jobs
 from portal import celery_app
-from tests.factories import ClusterFactory
 from tests.api.world import build_world
+from tests.factories import ClusterFactory
 
 pytestmark = pytest.mark.django_db
 

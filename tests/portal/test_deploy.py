@@ -1,5 +1,6 @@
 """The production shape: settings that pass `check --deploy`, and a docker-compose file that is complete."""
 
+import json
 import logging
 import os
 import subprocess
@@ -116,3 +117,19 @@ def test_production_throttles_count_in_redis_shared_by_every_worker():
                         env_extra=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "portal.cache.RedisCache"
+
+
+def test_every_web_server_uses_the_threaded_worker_configuration():
+    """The image, compose and the Deployment all start gunicorn with gunicorn.conf.py: threaded workers, sized by
+    WEB_WORKERS and WEB_THREADS (two synchronous workers queued every request behind the slow ones)."""
+    import runpy
+
+    config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    assert (config["worker_class"], config["workers"], config["threads"]) == ("gthread", 2, 8)
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    deployment = next(doc for doc in yaml.safe_load_all((ROOT / "deploy/kustomize/web.yaml").read_text())
+                      if doc["kind"] == "Deployment")
+    commands = [services["web"]["command"], deployment["spec"]["template"]["spec"]["containers"][0]["command"],
+                json.loads((ROOT / "Dockerfile").read_text().split("CMD ", 1)[1].splitlines()[0])]
+    for command in commands:
+        assert command[:3] == ["gunicorn", "-c", "gunicorn.conf.py"], command

@@ -145,7 +145,8 @@ def test_a_queue_refused_for_its_parents_size_is_retried_with_backoff():
                                "research-dept validation failed: sum of children's guarantee (nvidia.com/gpu 16.00) "
                                "exceeds parent's guarantee limit (nvidia.com/gpu 8.00)")
     smaller = KubeError(400, "", 'admission webhook "validatequeue.volcano.sh" denied the request: queue gpu '
-                                 "capability[nvidia.com/gpu]=8.00 is smaller than its descendants' max capability=24.00")
+                                 "capability[nvidia.com/gpu]=8.00 is smaller than its descendants' max "
+                                 "capability=24.00")
     malformed = KubeError(400, "", 'admission webhook "validatequeue.volcano.sh" denied the request: '
                                    "requestBody.spec.state: Invalid value: \"Sleeping\": queue state must be in "
                                    "[Open Closed]")

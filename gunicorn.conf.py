@@ -1,0 +1,31 @@
+"""gunicorn's configuration for the portal's web tier (gunicorn reads ./gunicorn.conf.py; the image, compose and the
+kustomize Deployment name it with `-c`).
+
+Worker model: threaded workers (gthread). A request spends most of its time waiting on PostgreSQL, Redis or a
+cluster's API server, not on the CPU, so threads in a few processes serve many at once; two synchronous workers
+held a 200-user load to about 1.8 s at every endpoint's median because each waiting request held a whole process.
+bench/RESULTS.md ("Web tier under load") has the figures this was chosen from.
+
+Sizing: WEB_WORKERS processes (about one per core the pod is given: CPU-bound rendering scales with processes),
+WEB_THREADS threads each (the requests one process serves at once). Each thread keeps its own database connection
+(DATABASE_CONN_MAX_AGE), so PostgreSQL needs max_connections ≥ pods × WEB_WORKERS × WEB_THREADS plus the workers'
+and watchers'.
+"""
+
+import os
+
+bind = os.environ.get("WEB_BIND", "0.0.0.0:8000")
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_WORKERS", "2"))
+threads = int(os.environ.get("WEB_THREADS", "8"))
+# A request that takes longer than this is killed with its worker: longer than KUBE_REQUEST_TIMEOUT and the
+# database's, so those fail first and are answered.
+timeout = int(os.environ.get("WEB_TIMEOUT", "60"))
+graceful_timeout = 30
+keepalive = 5
+# Recycle a process now and then, with jitter so they do not all restart at once.
+max_requests = int(os.environ.get("WEB_MAX_REQUESTS", "5000"))
+max_requests_jitter = max_requests // 10
+# The heartbeat files live in memory-backed /tmp (the containers' root filesystem is read-only).
+worker_tmp_dir = os.environ.get("WEB_WORKER_TMP_DIR", "/tmp")
+accesslog = os.environ.get("WEB_ACCESS_LOG", "-")
