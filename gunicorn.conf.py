@@ -13,6 +13,9 @@ and watchers'.
 """
 
 import os
+import tempfile
+
+from prometheus_client import multiprocess
 
 bind = os.environ.get("WEB_BIND", "0.0.0.0:8000")
 worker_class = "gthread"
@@ -29,3 +32,11 @@ max_requests_jitter = max_requests // 10
 # The heartbeat files live in memory-backed /tmp (the containers' root filesystem is read-only).
 worker_tmp_dir = os.environ.get("WEB_WORKER_TMP_DIR", "/tmp")
 accesslog = os.environ.get("WEB_ACCESS_LOG", "-")
+
+# /metrics adds up every worker's counters from files here (prometheus-client's multiprocess mode); set before the
+# workers import the portal.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpu-portal-metrics-"))
+
+
+def child_exit(server, worker):
+    multiprocess.mark_process_dead(worker.pid)

@@ -14,3 +14,18 @@ class CompositionConfig(AppConfig):
         from .tasks import TaskReconciler
 
         desired.set_reconciler(TaskReconciler())
+        _count_task_outcomes()
+
+
+def _count_task_outcomes() -> None:
+    """Every Celery task's outcome, counted for /metrics (portal.metrics.task_outcome)."""
+    from celery import signals
+
+    from portal.metrics import task_outcome
+
+    def outcome(name):
+        return lambda sender=None, **kwargs: task_outcome(getattr(sender, "name", str(sender)), name)
+
+    for signal, name in ((signals.task_success, "succeeded"), (signals.task_failure, "failed"),
+                         (signals.task_retry, "retried")):
+        signal.connect(outcome(name), weak=False, dispatch_uid=f"gpu-portal-task-{name}")

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from portal import kube
+from portal import kube, metrics
 from portal.lease import Lease
 from quotas import usage as quota_usage
 from tenants.models import Cluster, TeamNamespace
@@ -108,6 +108,7 @@ class ClusterWatcher:
         self.stop = stop
         self.lease = Lease(f"watch-cluster-{cluster.pk}", settings.WATCH_LEASE_SECONDS)
         self.cache = ClusterCache(self)
+        self._marked = 0.0
 
     def run(self) -> None:
         renew = settings.WATCH_LEASE_SECONDS / 3
@@ -165,6 +166,10 @@ class ClusterWatcher:
         """Write what moved. A database that is away is retried on the next round; what moved stays marked."""
         try:
             self.cache.flush()
+            now = time.monotonic()
+            if now - self._marked >= 1:  # watcher lag is measured from this mark (at most once a second)
+                self._marked = now
+                metrics.watcher_flushed(self.name)
         except Exception:  # noqa: BLE001 - the watcher outlives a database restart
             log.exception("writing the changes of cluster %s failed; the next relist repairs it", self.name)
             close_old_connections()

@@ -11,11 +11,10 @@ import logging
 
 from django.db import transaction
 
+from portal.metrics import ENQUEUE_FAILURES
+
 log = logging.getLogger(__name__)
 
-# Called with the task's name after each failed send (the metrics module counts them); kept as a hook so this
-# module stays below everything that might observe it.
-on_failure: list = []
 
 
 def enqueue(task, *args) -> bool:
@@ -25,8 +24,7 @@ def enqueue(task, *args) -> bool:
     except Exception as exc:  # noqa: BLE001 - kombu.OperationalError, redis errors, a timeout: all the same here
         log.warning("could not enqueue %s%r (%s: %s); the due sweep will pick it up", task.name, args,
                     type(exc).__name__, exc)
-        for hook in on_failure:
-            hook(task.name)
+        ENQUEUE_FAILURES.labels(task.name).inc()
         return False
     return True
 

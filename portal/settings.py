@@ -72,6 +72,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.metrics.RequestMetricsMiddleware",  # first: times everything below, error pages included
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "portal.limits.RequestLimitsMiddleware",
@@ -286,6 +287,9 @@ RECONCILE_BACKOFF_MAX_SECONDS = float(env("RECONCILE_BACKOFF_MAX_SECONDS", "600"
 # The API: personal access tokens for scripts (listed first, so a missing credential is a 401), the session for
 # the browser (CSRF enforced on its writes); one error shape; cursor pages; a request budget per token.
 API_THROTTLE_RATE = env("API_THROTTLE_RATE", "1200/min")
+# /metrics (Prometheus): open by default, as a ServiceMonitor scrapes it inside the cluster; with METRICS_TOKEN set
+# a scrape must send it as a bearer token.
+METRICS_TOKEN = env("METRICS_TOKEN")
 # How long the answer to a create sent with an Idempotency-Key is replayed to a retry with the same key.
 IDEMPOTENCY_KEY_HOURS = int(env("IDEMPOTENCY_KEY_HOURS", "24"))
 # The throttle counts in Redis (CACHE_URL; in production REDIS_URL unless set), shared by every web worker; without
@@ -356,7 +360,7 @@ if PRODUCTION:
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     # Kubelet and load-balancer probes speak plain HTTP inside the cluster; a redirect would fail them.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = int(env("SECURE_HSTS_SECONDS", "31536000"))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True

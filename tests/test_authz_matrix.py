@@ -35,6 +35,7 @@ TEAM_ROLES = {"viewer", "member", "team_admin", "platform_admin"}  # platform ad
 ALLOW_LIST = {
     "healthz": "liveness probe: answers everyone, reveals nothing",
     "readyz": "readiness probe: answers everyone, reveals only whether dependencies answer",
+    "metrics": "Prometheus scrape: counts and health only (METRICS_TOKEN restricts it to the scraper)",
     "login": "the sign-in page itself",
     "logout": "signing out needs no permission",
     "api:schema": "the OpenAPI description is public, like the docs built from it",

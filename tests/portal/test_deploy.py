@@ -119,11 +119,12 @@ def test_production_throttles_count_in_redis_shared_by_every_worker():
     assert result.stdout.strip().splitlines()[-1] == "portal.cache.RedisCache"
 
 
-def test_every_web_server_uses_the_threaded_worker_configuration():
+def test_every_web_server_uses_the_threaded_worker_configuration(monkeypatch, tmp_path):
     """The image, compose and the Deployment all start gunicorn with gunicorn.conf.py: threaded workers, sized by
     WEB_WORKERS and WEB_THREADS (two synchronous workers queued every request behind the slow ones)."""
     import runpy
 
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # what the file would set for its workers
     config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
     assert (config["worker_class"], config["workers"], config["threads"]) == ("gthread", 2, 8)
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
