@@ -16,7 +16,7 @@ UV := $(abspath $(BIN))/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock' pyproject.toml --group build
 
-.PHONY: install lock lock-check run test bench lint check-migrations screenshots services clean
+.PHONY: install lock lock-check run test faults bench lint check-migrations screenshots services clean
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
 # hashed uv pin, so the environment needs no pip of its own.
@@ -59,6 +59,11 @@ run: $(STAMP) $(ASSETS)
 
 test: $(STAMP) $(ASSETS)
 	$(BIN)/pytest
+
+# The fault suite: real processes (a private Redis, a sandbox cluster, a private PostgreSQL, the watcher) stopped under
+# the portal; needs redis-server, initdb and pg_ctl (tests/faults/test_faults.py).
+faults: $(STAMP) $(ASSETS)
+	$(BIN)/pytest -m faults tests/faults
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
