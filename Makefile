@@ -17,7 +17,7 @@ UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --gener
 	--custom-compile-command 'make lock' pyproject.toml --group build
 
 .PHONY: install lock lock-check run test bench lint check-migrations screenshots services clean \
-	controllers-bin test-controllers
+	controllers-bin controllers test-controllers
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
 # hashed uv pin, so the environment needs no pip of its own.
@@ -98,6 +98,12 @@ var/bin/kuberay-operator: tools/controllers/kuberay/go.mod tools/controllers/kub
 	cd tools/controllers/kuberay && $(GO_BUILD) -o $(abspath $@) github.com/ray-project/kuberay/ray-operator
 
 controllers-bin: $(CONTROLLER_BINS)
+
+# `make controllers SCHEDULERS=kueue,volcano,kuberay` (the default: all three): the control plane with the chosen
+# schedulers and four fake 8-GPU nodes, in the foreground until Ctrl-C (kubeconfig: var/controlplane/kubeconfig).
+SCHEDULERS ?= kueue,volcano,kuberay
+controllers: $(STAMP) controlplane-bin controllers-bin
+	$(BIN)/python -m tools.controllers --schedulers $(SCHEDULERS)
 
 test-controllers: $(STAMP) $(ASSETS) controlplane-bin controllers-bin
 	$(BIN)/pytest -m controllers tests/controllers
