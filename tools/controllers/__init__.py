@@ -123,6 +123,18 @@ def webhook_configurations(manifests: list[dict], *, url: str, ca_pem: bytes, ke
     return out
 
 
+# With internal certificate management off, Kueue's manager loads a metrics serving certificate from this fixed
+# path and exits without one, even with metrics off (cmd/kueue/main.go); any valid pair will do.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_certs(pki) -> None:
+    if not (KUEUE_METRICS_CERTS / "tls.crt").exists():
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        (KUEUE_METRICS_CERTS / "tls.crt").write_bytes(pki.serving_cert.read_bytes())
+        (KUEUE_METRICS_CERTS / "tls.key").write_bytes(pki.serving_key.read_bytes())
+
+
 def _kueue_webhook_kept(path: str) -> bool:
     kinds = ("kueue-x-k8s-io", "batch-v1-job", "ray-io-v1-rayjob", "ray-io-v1-raycluster")
     return any(kind in path for kind in kinds)
@@ -216,6 +228,7 @@ class Controllers:
             "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
         }))
+        _kueue_metrics_certs(self.pki)
         self.launch("kueue", [f"--config={config}", f"--kubeconfig={self.plane.kubeconfig}", "--zap-log-level=2"])
         self.wait_http("kueue", f"http://127.0.0.1:{health_port}/readyz")
         manifests = _yaml_documents([source / "config/components/webhook/manifests.yaml"])
