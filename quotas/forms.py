@@ -54,6 +54,16 @@ class QuotaRequestForm(forms.Form):
         return data
 
 
+class QuotaSetForm(forms.Form):
+    """A platform admin's direct change of a team's quota (from a right-sizing recommendation, say)."""
+
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units")
+    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Burst units")
+    cpu_cores = forms.IntegerField(min_value=0, max_value=MAX_CPU_CORES, label="CPU cores")
+    memory_gib = forms.IntegerField(min_value=0, max_value=MAX_MEMORY_GIB, label="Memory (GiB)")
+    storage_gib = forms.IntegerField(min_value=0, max_value=MAX_STORAGE_GIB, label="Storage (GiB)")
+
+
 class ApproveForm(forms.Form):
     guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units")
     burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Burst units")

@@ -57,6 +57,23 @@ class Quota(Amounts):
         return f"{self.team.slug}: {self.guaranteed}+{self.burst} {self.flavor.name}"
 
 
+class QuotaLevel(models.Model):
+    """What a team was guaranteed, and could borrow, of one flavor from `since` until its next level: the history
+    that evidence on a request reads. Written by every service that changes a quota's guaranteed or burst."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, related_name="+")
+    guaranteed = models.PositiveIntegerField()
+    burst = models.PositiveIntegerField()
+    since = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "flavor", "since"])]
+
+    def __str__(self):
+        return f"{self.team_id}/{self.flavor_id}: {self.guaranteed}+{self.burst} from {self.since:%Y-%m-%d %H:%M}"
+
+
 class QuotaRequest(Amounts):
     """A team's ask for a new amount of one flavor, and the platform team's decision on it."""
 

@@ -22,13 +22,19 @@ from tenants.services import audit_record, notify_users, team_namespaces_touch
 
 from . import capacity, selectors
 from .choices import RequestState
-from .models import MAX_UNITS, Quota, QuotaRequest
+from .models import MAX_UNITS, Quota, QuotaLevel, QuotaRequest
 
 REQUEST_FIELDS = ["guaranteed", "burst", "cpu_cores", "memory_gib", "storage_gib"]
 
 
 def _amounts(obj) -> dict:
     return {name: getattr(obj, name) for name in REQUEST_FIELDS}
+
+
+def _record_level(quota: Quota) -> None:
+    """The quota's new guaranteed and burst from now on: the history the evidence on requests reads."""
+    QuotaLevel.objects.create(team_id=quota.team_id, flavor_id=quota.flavor_id, guaranteed=quota.guaranteed,
+                              burst=quota.burst)
 
 
 def _touch_cluster_of(team: Team, flavor: GpuFlavor) -> None:
@@ -141,6 +147,7 @@ def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guara
     quota.cpu_cores, quota.memory_gib, quota.storage_gib = request.cpu_cores, request.memory_gib, request.storage_gib
     quota.full_clean()
     quota.save()
+    _record_level(quota)
     request.state, request.decided_by, request.decided_at = RequestState.APPROVED, actor, timezone.now()
     request.decision_note, request.granted_guaranteed, request.granted_burst = note, granted_g, granted_b
     request.save()
@@ -189,6 +196,7 @@ def quota_set(*, actor, team: Team, flavor: GpuFlavor, guaranteed: int, burst: i
     quota.cpu_cores, quota.memory_gib, quota.storage_gib = cpu_cores, memory_gib, storage_gib
     quota.full_clean()
     quota.save()
+    _record_level(quota)
     audit_record(actor=actor, action="quota.set", obj=quota, team=team, before=before, after=_amounts(quota),
                  source_ip=source_ip)
     _touch_cluster_of(team, flavor)
@@ -239,6 +247,7 @@ def _quota_revert(*, quota_id: int, now) -> bool:
     locked.expires_at = locked.expiry_notice_sent_at = None
     locked.revert_cpu_cores = locked.revert_memory_gib = locked.revert_storage_gib = None
     locked.save()
+    _record_level(locked)
     flavor = locked.flavor
     short = ""
     if restored < wanted:

@@ -12,6 +12,7 @@ urlpatterns = [
     path("console/approvals/", views.approval_list, name="approval-list"),
     path("console/approvals/<int:pk>/impact/", views.request_impact, name="request-impact"),
     path("console/approvals/<int:pk>/<str:decision>/", views.request_decide, name="request-decide"),
+    path("console/quotas/<slug:slug>/<int:flavor_pk>/", views.quota_set, name="quota-set"),
     path("console/capacity/", views.capacity, name="capacity"),
     path("console/teams/<slug:slug>/weight/", views.team_weight, name="team-weight"),
     path("console/flavors/new/", views.flavor_edit, name="flavor-create"),

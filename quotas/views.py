@@ -17,7 +17,15 @@ from tenants.sharing import cluster_setup, sharing_isolation
 
 from . import fair_share, selectors, services
 from .choices import RequestState
-from .forms import ApproveForm, FairShareWeightForm, GpuFlavorForm, PriorityTierForm, QuotaRequestForm, RejectForm
+from .forms import (
+    ApproveForm,
+    FairShareWeightForm,
+    GpuFlavorForm,
+    PriorityTierForm,
+    QuotaRequestForm,
+    QuotaSetForm,
+    RejectForm,
+)
 
 
 @login_required
@@ -151,6 +159,31 @@ def request_decide(request, pk, decision):
         messages.error(request, f"Request #{pk} is already {quota_request.get_state_display().lower()}.")
         return redirect("quotas:approval-list")
     return _approval_page(request, bound_pk=pk, bound_form=form, status=400)
+
+
+@platform_admin_required
+def quota_set(request, slug, flavor_pk):
+    """Set a team's quota of one flavor directly, pre-filled from the query (a right-sizing recommendation): the
+    same capacity check and audit as any quota change."""
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    flavor = tenant_selectors.flavor_get(pk=flavor_pk)
+    held = selectors.team_quotas(team=team).filter(flavor=flavor).first()
+    initial = {name: getattr(held, name, 0) for name in services.REQUEST_FIELDS}
+    if (typed := request.GET.get("guaranteed", "")).isdigit():
+        initial["guaranteed"] = int(typed)
+    form = QuotaSetForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        done = write_from_form(
+            request, form, lambda: services.quota_set(actor=request.user, team=team, flavor=flavor,
+                                                      source_ip=source_ip(request), **form.cleaned_data),
+            message=lambda q: f"{team.slug} now holds {q.guaranteed} + {q.burst} {flavor.name}.",
+            to="quotas:capacity")
+        if done:
+            return done
+    amounts = form.cleaned_data if form.is_bound and form.is_valid() else initial
+    effect = selectors.impact(flavor=flavor, team=team, guaranteed=amounts["guaranteed"], burst=amounts["burst"])
+    return render(request, "quotas/quota_set.html", {"team": team, "flavor": flavor, "held": held, "form": form,
+                                                      "i": effect}, status=400 if form.errors else 200)
 
 
 @platform_admin_required

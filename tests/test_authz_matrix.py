@@ -73,6 +73,7 @@ TEAM_READ = rule(*TEAM_ROLES)
 TEAM_WRITE = rule("member", "team_admin", "platform_admin")
 TEAM_ADMIN = rule("team_admin", "platform_admin")
 PLATFORM = rule("platform_admin", outsider=403)
+RESIZERS = rule("team_admin", "outsider", "platform_admin")
 PLATFORM_ON_TEAM_OBJECT = rule("platform_admin", outsider=404)  # the object is looked up (scoped) first
 
 
@@ -165,6 +166,9 @@ MATRIX = {
     "api:quota-request-approve": Row(quota_request, {"post": PLATFORM_ON_TEAM_OBJECT}),
     "api:quota-request-reject": Row(quota_request, {"post": PLATFORM_ON_TEAM_OBJECT},
                                     data={"post": lambda w: {"note": "Not this quarter"}}),
+    "api:quota-request-evidence": Row(quota_request, {"get": TEAM_READ}),
+    # Team admins see their own teams' rows (another team's admin too: its own); members and viewers are refused.
+    "api:rightsizing": Row(none, {"get": RESIZERS}),
     "api:job-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _submit}),
     "api:job-detail": Row(job, {"get": TEAM_READ}),
     "api:job-cancel": Row(job, {"post": TEAM_WRITE}),
@@ -213,6 +217,9 @@ MATRIX = {
     "quotas:approval-list": Row(none, {"get": PLATFORM}),
     "quotas:request-impact": Row(quota_request, {"get": PLATFORM}),
     "quotas:request-decide": Row(lambda w: {"pk": w.quota_request.pk, "decision": "approve"}, {"post": PLATFORM}),
+    "quotas:quota-set": Row(lambda w: {"slug": "nlp", "flavor_pk": w.flavor.pk}, {"get": PLATFORM, "post": PLATFORM},
+                            data={"post": lambda w: {"guaranteed": 1, "burst": 0, "cpu_cores": 8, "memory_gib": 64,
+                                                     "storage_gib": 0}}),
     "quotas:capacity": Row(none, {"get": PLATFORM}),
     "quotas:team-weight": Row(team, {"post": PLATFORM}, data={"post": lambda w: {"weight": "2"}}),
     "quotas:flavor-create": Row(none, {"get": PLATFORM, "post": PLATFORM}),
@@ -235,6 +242,8 @@ MATRIX = {
     "billing:team-statement": Row(lambda w: {"slug": "nlp", "month": month(w)}, {"get": TEAM_READ}),
     "billing:team-statement-export": Row(lambda w: {"slug": "nlp", "month": month(w), "fmt": "csv"},
                                          {"get": TEAM_READ}),
+    "billing:request-evidence": Row(quota_request, {"get": TEAM_READ}),
+    "billing:rightsizing": Row(none, {"get": RESIZERS}),
     "billing:console-usage": Row(none, {"get": PLATFORM}),
     "billing:console-statements-csv": Row(lambda w: {"month": month(w)}, {"get": PLATFORM}),
     "billing:console-rates": Row(none, {"get": PLATFORM, "post": PLATFORM}),

@@ -108,6 +108,17 @@ class Portal:
                                              "guaranteed_units": guaranteed_units, "justification": justification,
                                              **options})
 
+    def quota_evidence(self, request_id: int) -> dict:
+        """The last 30 days of a request's team and flavor: `sentence`, allocated/used GPU-hours, p50/p95 of units
+        held, idle share and cost, GPU-hours waited by reason, and the hours (guaranteed, held, borrowed,
+        waiting)."""
+        return self.get(f"quota-requests/{request_id}/evidence/")
+
+    def rightsizing(self) -> list[dict]:
+        """Recommended guaranteed quota per team and flavor, the largest changes first (platform and team
+        admins)."""
+        return self.get("rightsizing/")
+
     # --- jobs -------------------------------------------------------------------------------------------------
 
     def submit(self, *, kind: str, name: str, image: str, command: list[str], flavor: str,

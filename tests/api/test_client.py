@@ -155,3 +155,16 @@ def test_usage_and_statement(portal, world):
     with pytest.raises(ValidationError) as bad:
         portal.statement("2026-13")
     assert "month" in bad.value.fields
+
+
+def test_evidence_and_rightsizing(portal, world, live_server):
+    asked = portal.request_quota(flavor="h100", guaranteed_units=12, justification="Next quarter's pre-training")
+    found = portal.quota_evidence(asked["id"])
+    assert found["team"] == world["team"].slug and found["guaranteed_units"] == 8
+    assert found["sentence"].startswith(f"{world['team'].slug} used 0 % of its 8 h100 units at p95")
+    assert len(found["hours"]) == 720
+    with pytest.raises(PermissionDenied):
+        portal.rightsizing()  # a member, not a team admin
+    admin = MembershipFactory(team=world["team"], role=Role.ADMIN).user
+    rows = Portal(live_server.url, token_for(admin)).rightsizing()
+    assert [(r["team"], r["flavor"], r["guaranteed_units"]) for r in rows] == [(world["team"].slug, "h100", 8)]
