@@ -17,6 +17,7 @@ from .forms import QuotaRequestForm
 from .models import MAX_UNITS, Quota, QuotaRequest, Reservation
 from .serializers import (
     ApproveInputSerializer,
+    BookInputSerializer,
     CalendarSerializer,
     ImpactSerializer,
     QuotaRequestInputSerializer,
@@ -219,12 +220,12 @@ class ReservationCancelView(_ReservationActionView):
         reservations.reservation_cancel(actor=request.user, reservation=reservation, source_ip=source_ip(request))
 
 
-@extend_schema_view(post=extend_schema(request=RejectInputSerializer(required=False), responses=ReservationSerializer,
+@extend_schema_view(post=extend_schema(request=BookInputSerializer, responses=ReservationSerializer,
                                        summary="Book it, if it fits at every instant (platform admins)"))
 class ReservationApproveView(_ReservationActionView):
     def act(self, request, reservation):
-        note = str((request.data or {}).get("note", ""))[:2000]
-        reservations.reservation_approve(actor=request.user, reservation=reservation, note=note,
+        data = valid_input(BookInputSerializer, request)
+        reservations.reservation_approve(actor=request.user, reservation=reservation, note=data["note"],
                                          source_ip=source_ip(request))
 
 
@@ -239,10 +240,12 @@ class ReservationRejectView(_ReservationActionView):
 
 class CalendarView(APIView):
     @extend_schema(responses=CalendarSerializer, summary="Guaranteed units per day of a flavor, and what is free",
-                   parameters=[OpenApiParameter("flavor", str, required=True, description="The flavor's name"),
-                               OpenApiParameter("cluster", str, description="When several clusters have it"),
-                               OpenApiParameter("days", int, description="How many days from today (1-366, "
-                                                                         "default 56)")])
+                   parameters=[OpenApiParameter("flavor", {"type": "string", "minLength": 1, "maxLength": 63},
+                                                required=True, description="The flavor's name"),
+                               OpenApiParameter("cluster", {"type": "string", "maxLength": 63},
+                                                description="When several clusters have it"),
+                               OpenApiParameter("days", {"type": "integer", "minimum": 1, "maximum": 366},
+                                                description="How many days from today (default 56)")])
     def get(self, request):
         name = request.query_params.get("flavor")
         if not name:

@@ -159,6 +159,10 @@ class ReservationInputSerializer(serializers.Serializer):
     justification = serializers.CharField(min_length=10, max_length=2000)
 
 
+class BookInputSerializer(serializers.Serializer):
+    note = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
 class CalendarDaySerializer(serializers.Serializer):
     day = serializers.DateField()
     guaranteed_units = serializers.IntegerField(source="total", help_text="At the day's busiest instant.")
