@@ -16,15 +16,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from backends import backend_for
 from portal import desired as registry
 from portal import kube
 from portal.desired import cluster_desired, team_namespace_desired
 from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
 from portal.reconcile import Outcome, Plan, converge, converge_many, plan, record, record_many
-from quotas import replacing
-from quotas.manifests import volcano_queue_widened
 from quotas.usage import record_usage
-from tenants.choices import Scheduler
 from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
 from tenants.nudges import team_namespaces_touch
@@ -127,49 +125,36 @@ def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None, wide
             actual = _cluster_actual(client, cluster)
     except kube.KubeError as exc:
         return record(cluster, generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-    if widen:
-        live = {(obj["kind"], obj["metadata"]["name"]): obj for obj in actual}
-        desired = [volcano_queue_widened(obj, live.get((obj["kind"], obj["metadata"]["name"]))) for obj in desired]
-    if cluster.scheduler == Scheduler.KUEUE:
-        desired = _remaking(cluster, desired, actual)
-    outcome = record(cluster, generation, _converge_by_level(client, plan(desired, actual), children_first))
+    backend = backend_for(cluster)
+    prepared = backend.prepare_cluster(desired, actual, widen=widen)
+    if prepared.remaking is not None:
+        _remaking(cluster, prepared.remaking)
+    the_plan = plan(prepared.desired, actual)
+    levels = backend.apply_levels(the_plan.apply, children_first=children_first)
+    outcome = record(cluster, generation, _converge_by_level(client, the_plan, levels))
     if cluster.replacing_flavors and outcome.error is None:  # look again soon: Kueue lets them go once unlisted
         Cluster.objects.filter(pk=cluster.pk).update(
             next_attempt_at=timezone.now() + timedelta(seconds=settings.RECONCILE_BACKOFF_BASE_SECONDS))
     return outcome
 
 
-def _remaking(cluster: Cluster, desired: list[dict], actual: list[dict]) -> list[dict]:
-    """Kueue flavors that must be made again (`quotas.replacing`) are recorded on the cluster, and every team
-    namespace of it is nudged to leave them out of its ClusterQueue, then in again once they are back."""
-    names = replacing.flavors_to_remake(desired, actual)
+def _remaking(cluster: Cluster, names: list[str]) -> None:
+    """Flavors that must be made again (`backends.kueue`) are recorded on the cluster, and every team namespace of
+    it is nudged to leave them out of its queue, then in again once they are back."""
     if names != list(cluster.replacing_flavors):
         with transaction.atomic():
             Cluster.objects.filter(pk=cluster.pk).update(replacing_flavors=names)
             team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(cluster=cluster,
                                                                                deleted_at__isnull=True))
         cluster.replacing_flavors = names
-    return replacing.without(desired, names)
 
 
-def _converge_by_level(client: kube.ClusterClient, the_plan: Plan, children_first: bool) -> Outcome:
-    """Volcano checks a queue against its parent and its children as they are now (volcano v1.15.1
-    pkg/webhooks/admission/queues/validate): a parent grows before its children and shrinks after them, so the
-    applies go one level of the hierarchy at a time, parents first or children first; prunes follow."""
-    parents = {obj["metadata"]["name"]: (obj.get("spec") or {}).get("parent") for obj in the_plan.apply
-               if obj["kind"] == "Queue"}
-
-    def depth(obj: dict) -> int:
-        name, seen = obj["metadata"]["name"], 0
-        while obj["kind"] == "Queue" and parents.get(name) in parents and seen < len(parents):
-            name, seen = parents[name], seen + 1
-        return seen
-
-    levels = sorted({depth(obj) for obj in the_plan.apply}, reverse=children_first)
+def _converge_by_level(client: kube.ClusterClient, the_plan: Plan, levels: list[list[dict]]) -> Outcome:
+    """The applies one level at a time in the order the scheduler needs them (`Backend.apply_levels`: Volcano's
+    queues parents first or children first), a level only after the one before it went through; prunes follow."""
     if len(levels) < 2:
         return converge(client, the_plan)
-    outcomes = [converge(client, Plan(apply=[obj for obj in the_plan.apply if depth(obj) == level]))
-                for level in levels]
+    outcomes = [converge(client, Plan(apply=level)) for level in levels]
     error = next((o.error for o in outcomes if o.error is not None), None)
     last = converge(client, Plan(delete=the_plan.delete if error is None else [], unchanged=the_plan.unchanged))
     outcomes.append(last)

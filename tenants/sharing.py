@@ -147,17 +147,9 @@ def plugin_config(flavor) -> dict:
     return {"version": "v1", "sharing": {key: section}}
 
 
-def kueue_mapping(flavor) -> dict:
-    """The entry Kueue's Configuration needs under `resources.deviceClassMappings` (KueueDRAIntegration, beta and
-    on by default since v0.18: kueue v0.19.2 pkg/features/kube_features.go) for its quota to count this class."""
-    if flavor.sharing != Sharing.DRA:
-        return {}
-    return {"name": flavor.resource_name, "deviceClassNames": [flavor.device_class]}
-
-
-def cluster_setup(flavor, scheduler: str) -> list[tuple[str, str]]:
+def cluster_setup(flavor) -> list[tuple[str, str]]:
     """What the cluster's own controllers must be configured with for this flavor, which the portal does not own:
-    (what, YAML or words) for the console."""
+    (what, YAML or words) for the console; the scheduler's part is its backend's (`Backend.flavor_setup`)."""
     from portal.yamltext import dump  # noqa: PLC0415
 
     if flavor.sharing in SHARED and flavor.replicas:
@@ -168,13 +160,4 @@ def cluster_setup(flavor, scheduler: str) -> list[tuple[str, str]]:
         return notes
     if flavor.sharing != Sharing.DRA:
         return []
-    notes = [("ResourceQuota entry the portal writes per team", f"{flavor.device_class}{DEVICES_SUFFIX}")]
-    if scheduler == "kueue":
-        notes.append(("Kueue Configuration (KueueDRAIntegration is beta and on by default in v0.19)",
-                      dump({"resources": {"deviceClassMappings": [kueue_mapping(flavor)]}})))
-    else:
-        notes.append(("Volcano scheduler configuration (capacity plugin; the proportion plugin ignores DRA)",
-                      dump({"tiers": [{"plugins": [{"name": "capacity", "arguments": {
-                          "capacity.DynamicResourceAllocationEnable": True}}]}]})
-                      + f"The team queues count deviceclass/{flavor.device_class}."))
-    return notes
+    return [("ResourceQuota entry the portal writes per team", f"{flavor.device_class}{DEVICES_SUFFIX}")]
