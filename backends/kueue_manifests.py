@@ -59,7 +59,7 @@ def topology_name(node_labels: list[str]) -> str:
 
 
 def topology_manifest(node_labels: list[str]) -> dict:
-    """The cluster's topology levels, broadest first (kueue v0.19.2 apis/kueue/v1beta2/topology_types.go)."""
+    """The cluster's topology levels, broadest first (kueue apis/kueue/v1beta2/topology_types.go)."""
     return {"apiVersion": KUEUE, "kind": "Topology",
             "metadata": {"name": topology_name(node_labels), "labels": cluster_labels()},
             "spec": {"levels": [{"nodeLabel": label} for label in node_labels]}}
@@ -83,7 +83,7 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
 
     Reserved flavors come before spot ones in each group: Kueue tries a group's flavors in order and, with
     whenCanBorrow MayStopSearch and whenCanPreempt TryNextFlavor, moves on to the next only when one is full
-    and would need preemption (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go,
+    and would need preemption (kueue pkg/scheduler/flavorassigner/flavorassigner.go,
     shouldTryNextFlavor), so spot is where a job lands once reserved capacity is used up. A fair-sharing
     weight other than 1 is written (apis/kueue/v1beta2 FairSharing.Weight; the default is 1)."""
     totals = team.totals()

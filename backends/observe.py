@@ -31,7 +31,7 @@ def true(obj: dict | None, kind: str) -> bool:
 
 
 # Evictions that stop a running workload and queue it again: preemption, and its nodes gone with no replacement
-# (kueue v0.19.2 apis/kueue/v1beta2/workload_types.go WorkloadEvictedByPreemption, WorkloadEvictedDueToNodeFailures).
+# (kueue apis/kueue/v1beta2/workload_types.go WorkloadEvictedByPreemption, WorkloadEvictedDueToNodeFailures).
 EVICTED_REASONS = ("Preempted", "NodeFailures")
 
 

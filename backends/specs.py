@@ -26,13 +26,13 @@ class FlavorSpec:
 
     @property
     def quota_key(self) -> str:
-        """Its ResourceQuota entry: `requests.<extended resource>`, or a DRA class's devices (kubernetes v1.34
+        """Its ResourceQuota entry: `requests.<extended resource>`, or a DRA class's devices (kubernetes
         pkg/quota/v1/evaluator/core/resource_claims.go: `<class>.deviceclass.resource.k8s.io/devices`)."""
         return f"{self.device_class}{DEVICES_SUFFIX}" if self.device_class else f"requests.{self.resource_name}"
 
     @property
     def volcano_key(self) -> str:
-        """Its Volcano Queue resource: a DRA class counts as `deviceclass/<class>` (volcano v1.15.1
+        """Its Volcano Queue resource: a DRA class counts as `deviceclass/<class>` (volcano
         pkg/scheduler/plugins/capacity/capacity.go, DeviceClassCountPrefix; the capacity plugin only)."""
         return f"deviceclass/{self.device_class}" if self.device_class else self.resource_name
 

@@ -79,7 +79,7 @@ def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec
 def volcano_parent_queue_manifest(*, name: str, teams: list[TeamQuotaSpec], parent: str = "",
                                   weight: int = 1) -> dict:
     """A queue holding no jobs of its own, sized to the teams beneath it: guarantee and deserved are the sums of
-    theirs (volcano v1.15.1 pkg/webhooks/admission/queues/validate refuses a parent below its children's sums),
+    theirs (volcano pkg/webhooks/admission/queues/validate refuses a parent below its children's sums),
     capability the sum of theirs (at least the largest, as the same webhook requires of an ancestor)."""
     quotas = [q for team in teams if not team.held for q in team.quotas]
     guaranteed = _volcano_resources(quotas, lambda q: q.guaranteed)

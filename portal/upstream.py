@@ -1,7 +1,8 @@
 """The upstream releases the portal is written against, and the API versions it speaks to them in: one table.
 
-A rule taken from an upstream system names the file it comes from (`kueue pkg/scheduler/...`) and the release
-below, rather than spelling a version in every comment; moving to a newer release starts here. The CRDs of these
+A rule taken from an upstream system names the file it comes from (`kueue pkg/scheduler/...`, `volcano
+pkg/webhooks/...`): the file at the release below, which is spelled here rather than in every comment; moving to a
+newer release starts here. The CRDs of these
 releases are the data the custom objects are validated against in the tests.
 """
 

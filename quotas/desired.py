@@ -2,6 +2,8 @@
 LimitRange (the pure builders in `manifests`), its queues and the scheduler's shared objects (the cluster's
 backend's). Registered with portal.desired by the app config."""
 
+from django.db.models import Prefetch
+
 from backends import backend_for, backends
 from backends.specs import QuotaSpec, TeamQuotaSpec, flavor_spec
 from portal.desired import EVERY_SCHEDULER, Contribution
@@ -10,6 +12,9 @@ from tenants.desired import tier_specs
 from tenants.models import Cluster, Team
 
 from . import manifests as m
+from .models import Quota
+from .services import cluster_flavors_remaking
+from .usage import record_usage
 
 
 def parent_name(team: Team, cluster: Cluster) -> str:
@@ -45,10 +50,11 @@ def team_quota_objects(*, team: Team, cluster: Cluster, quotas, flavors) -> list
     return objects + backend_for(cluster).team_queue_objects(spec, cluster)
 
 
-def cluster_quota_objects(*, cluster: Cluster, tiers) -> list[dict]:
+def cluster_quota_objects(*, cluster: Cluster, tiers, flavors=None) -> list[dict]:
     """Cluster-wide scheduler objects: Kueue flavors, priority classes and department cohorts, or Volcano
     department queues."""
-    flavors = list(cluster.flavors.order_by("name"))
+    if flavors is None:
+        flavors = list(cluster.flavors.order_by("name"))
     departments = list(
         Team.objects.filter(children__isnull=False).exclude(state=TeamState.ARCHIVED).distinct().order_by("slug")
     )
@@ -73,8 +79,42 @@ def team_namespace_quota_objects(team_namespace, *, quotas=None, flavors=None, *
     return team_quota_objects(team=team, cluster=cluster, quotas=quotas, flavors=flavors)
 
 
-def cluster_scheduler_objects(cluster, *, tiers=None, **given) -> list[dict]:
-    return cluster_quota_objects(cluster=cluster, tiers=tiers if tiers is not None else tier_specs())
+def cluster_scheduler_objects(cluster, *, tiers=None, flavors=None, **given) -> list[dict]:
+    return cluster_quota_objects(cluster=cluster, tiers=tiers if tiers is not None else tier_specs(), flavors=flavors)
+
+
+# --- what the composition layer asks of the quota part (portal.desired's hooks) ------------------------------
+
+
+def _shared(cluster) -> dict:
+    return {"flavors": list(cluster.flavors.order_by("name"))}
+
+
+def _prefetch(cluster) -> list[Prefetch]:
+    # Into lists (`to_attr`): a related manager per row would clone a queryset per row.
+    quotas = Quota.objects.filter(flavor__cluster=cluster).select_related("flavor")
+    return [Prefetch("team__quotas", queryset=quotas, to_attr="prefetched_quotas")]
+
+
+def _given(team_namespace) -> dict:
+    return {"quotas": getattr(team_namespace.team, "prefetched_quotas", None)}
+
+
+def _prepare(cluster, desired: list[dict], actual: list[dict], *, widen: bool) -> list[dict]:
+    """As the cluster's scheduler can take them now (`Backend.prepare_cluster`); flavors it must make again are
+    recorded on the cluster, so the teams' queues leave them out meanwhile."""
+    prepared = backend_for(cluster).prepare_cluster(desired, actual, widen=widen)
+    if prepared.remaking is not None:
+        cluster_flavors_remaking(cluster=cluster, names=prepared.remaking)
+    return prepared.desired
+
+
+def _order(cluster, objects: list[dict], *, children_first: bool) -> list[list[dict]]:
+    return backend_for(cluster).apply_levels(objects, children_first=children_first)
+
+
+def _unsettled(cluster) -> bool:
+    return bool(cluster.replacing_flavors)  # its scheduler lets them go once no queue lists them: look again soon
 
 
 CONTRIBUTION = Contribution(
@@ -84,4 +124,11 @@ CONTRIBUTION = Contribution(
     cluster_kinds={backend.name: backend.cluster_kinds for backend in backends()},
     team_objects=team_namespace_quota_objects,
     cluster_objects=cluster_scheduler_objects,
+    shared=_shared,
+    prefetch=_prefetch,
+    given=_given,
+    record=record_usage,
+    prepare=_prepare,
+    order=_order,
+    unsettled=_unsettled,
 )

@@ -27,10 +27,10 @@ SHARED_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 # The names the device plugin registers, which a DRA flavor's Kueue resource must not reuse.
 PLUGIN_RESOURCE = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-.+)$")
 # Kueue's deviceClassMappings[].name: an optional DNS subdomain prefix and '/', then a DNS label
-# (kueue v0.19.2 apis/config/v1beta2/configuration_types.go, DeviceClassMapping).
+# (kueue apis/config/v1beta2/configuration_types.go, DeviceClassMapping).
 LOGICAL_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                               r"[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# resource.k8s.io/v1 CELDeviceSelector.expression is at most 10 Ki characters (kubernetes v1.34
+# resource.k8s.io/v1 CELDeviceSelector.expression is at most 10 Ki characters (kubernetes
 # staging/src/k8s.io/api/resource/v1/types.go, CELSelectorExpressionMaxLength).
 CEL_MAX_LENGTH = 10 * 1024
 
@@ -113,14 +113,14 @@ DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 def quota_resource(flavor, strategy: str) -> str:
     """What a namespace's ResourceQuota counts the flavor as (less `requests.`): its scheduled extended resource,
-    or a DRA class's devices (kubernetes v1.34 pkg/quota/v1/evaluator/core/resource_claims.go)."""
+    or a DRA class's devices (kubernetes pkg/quota/v1/evaluator/core/resource_claims.go)."""
     if flavor.sharing == Sharing.DRA:
         return f"{flavor.device_class}{DEVICES_SUFFIX}"
     return flavor.scheduled_resource(strategy)
 
 
 def volcano_resource(flavor, strategy: str) -> str:
-    """What a Volcano Queue counts the flavor as: a DRA class is `deviceclass/<class>` (volcano v1.15.1
+    """What a Volcano Queue counts the flavor as: a DRA class is `deviceclass/<class>` (volcano
     pkg/scheduler/plugins/capacity/capacity.go, DeviceClassCountPrefix; only the capacity plugin counts it)."""
     if flavor.sharing == Sharing.DRA:
         return f"deviceclass/{flavor.device_class}"

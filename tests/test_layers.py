@@ -26,6 +26,10 @@ KNOWN_LONG: dict[str, int] = {}
 # where a row is declared: the Cluster field's default and the demo's two clusters.
 SCHEDULER_NAMED = {"tenants/models.py", "composition/management/commands/seed_demo.py"}
 SCHEDULER_NAMES = {"kueue", "volcano"}
+# The composition layer composes: what it reconciles it learns from the registry (portal.desired), so beside the
+# rows it reconciles it imports no app's internals. Demo seeding, which drives every app's services, aside.
+COMPOSITION_MAY_IMPORT = {"tenants.models", "tenants.selectors"}
+DEMO_SEEDING = {"composition/management/commands/seed_demo.py", "composition/demo_placement.py"}
 KUEUE_API_VERSION = re.compile(r"kueue\.x-k8s\.io/v\d")  # its one spelling is portal/upstream.py's
 
 
@@ -40,6 +44,16 @@ def modules(root: Path, app: str):
         if "migrations" in parts or "__pycache__" in parts:
             continue
         yield path
+
+
+def imported_modules(source: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
 
 
 def imported_apps(source: str, apps: set[str]) -> set[str]:
@@ -138,6 +152,19 @@ def kueue_api_spellings(root: Path, apps: list[str]) -> list[str]:
             if KUEUE_API_VERSION.search(path.read_text())]
 
 
+def composition_internals(root: Path, apps: list[str]) -> list[str]:
+    """Modules of other apps that composition imports, past the rows it reconciles (demo seeding aside)."""
+    found = []
+    for path in modules(root, "composition"):
+        name = path.relative_to(root).as_posix()
+        if name in DEMO_SEEDING:
+            continue
+        found += [f"{name}: {module}" for module in sorted(imported_modules(path.read_text()))
+                  if module.split(".")[0] in set(apps) - {"composition", "portal"}
+                  and module not in COMPOSITION_MAY_IMPORT]
+    return found
+
+
 def long_modules(root: Path, apps: list[str], known: dict[str, int]) -> list[str]:
     too_long = []
     for app in apps:
@@ -163,6 +190,10 @@ def test_no_import_cycle_between_apps():
 
 def test_no_module_outside_backends_compares_schedulers():
     assert scheduler_comparisons(ROOT, LAYERS) == []
+
+
+def test_composition_imports_no_app_internals():
+    assert composition_internals(ROOT, LAYERS) == []
 
 
 def test_the_kueue_api_version_is_spelled_once():
@@ -238,3 +269,12 @@ def test_a_second_spelling_of_the_kueue_api_version_is_caught(project):
                     "jobs/__init__.py": "", "jobs/sync.py": "LABEL = 'kueue.x-k8s.io/queue-name'\n",
                     "jobs/watch.py": "KIND = ('kueue.x-k8s.io/v1beta2', 'Workload')\n"})
     assert kueue_api_spellings(root, ["portal", "jobs"]) == ["portal/upstream.py", "jobs/watch.py"]
+
+
+def test_composition_importing_an_app_internal_is_caught(project):
+    root = project({"composition/__init__.py": "", "composition/reconcile.py": (
+        "from portal import desired\nfrom tenants.models import Cluster\nfrom quotas.usage import record_usage\n"
+        "def f():\n    from backends.kueue import flavors_to_remake\n")})
+    assert composition_internals(root, ["portal", "tenants", "backends", "quotas", "composition"]) == [
+        "composition/reconcile.py: backends.kueue", "composition/reconcile.py: quotas.usage"]
+
