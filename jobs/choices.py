@@ -1,6 +1,17 @@
+from django.db import models
+
 from backends.choices import JobKind, JobState, Placement
 
-__all__ = ["JobKind", "JobState", "Placement", "TERMINAL_STATES"]
+__all__ = ["JobKind", "JobState", "Placement", "TERMINAL_STATES", "WaitReason"]
 
 
 TERMINAL_STATES = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+
+
+class WaitReason(models.TextChoices):
+    """Why a job that is not running yet waits: its team's quota, room in the nodes (topology, gang), or its
+    team's budget."""
+
+    QUOTA = "quota", "Quota"
+    PLACEMENT = "placement", "Placement"
+    BUDGET = "budget", "Budget"

@@ -244,7 +244,7 @@ def test_the_placement_sentence_for_every_shape_of_placement():
 @pytest.mark.django_db
 def test_new_levels_while_jobs_run_remake_the_flavors_and_the_jobs_go_on(placement_world, run_on_commit):
     """Kueue keeps a topology-placed flavor's topologyName as made: new levels take the flavors out of the team's
-    ClusterQueue, Kueue lets them go, and they come back naming the new Topology (quotas.replacing). The job
+    ClusterQueue, Kueue lets them go, and they come back naming the new Topology (backends.kueue). The job
     admitted before runs on; a rack-bound job submitted after is placed by the new levels."""
     from composition import reconcile
     from portal import kube
