@@ -1,6 +1,8 @@
 from celery import shared_task
 
-from . import services, sync
+from tenants.models import Cluster
+
+from . import estimates, services, sync
 
 
 @shared_task(ignore_result=True)
@@ -17,3 +19,10 @@ def job_reconcile_due_task() -> None:
 @shared_task(ignore_result=True)
 def job_status_sync_task() -> dict:
     return sync.job_status_sync_all()
+
+
+@shared_task(ignore_result=True)
+def job_estimates_refresh_task(cluster_id: int) -> None:
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is not None:
+        estimates.job_estimates_refresh(cluster=cluster)
