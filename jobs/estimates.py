@@ -85,19 +85,18 @@ def history(*, cluster: Cluster, keys: set[tuple[int, str, str]], now: datetime)
 
 def run_span(job: Job, runs: list[dict], now: datetime) -> forecast.Span:
     """The job's run time from the best evidence: comparable runs (same flavor and size first), its limit."""
-    same = [r["seconds"] for r in runs if r["flavor"] == job.flavor_id and r["gpus"] == job.total_gpus]
-    samples, level = runtimes.choose_samples([same, [r["seconds"] for r in runs]])
     running_since = _running_since(job)
     elapsed = (now - running_since).total_seconds() if running_since else 0.0
-    described = "earlier runs of this image" + (" at this size" if level == 0 else "")
-    return runtimes.span(limit=job.max_runtime_minutes * 60.0, samples=samples, elapsed=max(0.0, elapsed),
-                         described=described)
+    return runtimes.span_from_runs([(r["seconds"], r["flavor"], r["gpus"]) for r in runs], flavor=job.flavor_id,
+                                   units=job.total_gpus, limit=job.max_runtime_minutes * 60.0, elapsed=elapsed)
 
 
 def _running_since(job: Job) -> datetime | None:
+    """Since its admission: it holds its quota from then, and its runtime limit counts from then (the Job's
+    activeDeadlineSeconds from its start, which is when Kueue unsuspends it)."""
     if job.state not in RUNNING:
         return None
-    return job.started_at or job.admitted_at
+    return job.admitted_at or job.started_at
 
 
 def work_for(job: Job, span: forecast.Span, *, key: int | None = None, seq: tuple | None = None) -> forecast.Work:

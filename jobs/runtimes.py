@@ -79,3 +79,13 @@ def minutes(seconds: float) -> str:
         return f"{hours} h {rest} min" if rest else f"{hours} h"
     days, hours = divmod(round(seconds / 3600), 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def span_from_runs(runs: list[tuple[float, object, int]], *, flavor, units: int, limit: float,
+                   elapsed: float = 0.0) -> Span:
+    """A job's span from its team's runs of the same image and kind, each (seconds, flavor, units): those of its
+    flavor and size first, else all of them."""
+    same = [seconds for seconds, f, u in runs if f == flavor and u == units]
+    samples, level = choose_samples([same, [seconds for seconds, _, _ in runs]])
+    described = "earlier runs of this image" + (" at this size" if level == 0 else "")
+    return span(limit=limit, samples=samples, elapsed=max(0.0, elapsed), described=described)
