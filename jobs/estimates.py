@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from quotas.desired import parent_name
 from quotas.models import Quota
-from tenants.choices import PreemptionPolicy, Scheduler, TeamState
+from tenants.choices import PreemptionPolicy, TeamState
 from tenants.models import Cluster, Team
 
 from . import forecast, runtimes
@@ -30,39 +30,32 @@ RUNNING = (JobState.ADMITTED, JobState.RUNNING)
 PREVIEW_KEY = 0  # the key of a job not yet submitted, in a forecast that asks about it
 
 
+# The forecast's policy of each scheduler, by the name a cluster gives it.
+POLICIES = {"kueue": KueuePolicy, "volcano": VolcanoPolicy}
+
+
 def policy_for(cluster: Cluster) -> forecast.Policy:
-    return KueuePolicy() if cluster.scheduler == Scheduler.KUEUE else VolcanoPolicy()
+    return POLICIES[cluster.scheduler]()
 
 
 # --- what the forecast is fed ---------------------------------------------------------------------------------------
 
 
 def cluster_world(cluster: Cluster) -> forecast.World:
-    """The cluster's queues as the portal configures them: per team nominal = guaranteed, borrowing = burst, under
-    its department's cohort (itself under the cluster's) or the cluster's."""
+    """The cluster's queues as the portal configures them, built by its scheduler's policy from what each team
+    holds."""
     quotas = (Quota.objects.filter(flavor__cluster=cluster).select_related("team__parent", "flavor")
               .order_by("team__slug", "flavor__name"))
-    by_team: dict[str, dict] = {}
-    cohorts: dict[str, forecast.Cohort] = {}
+    holdings = []
     for quota in quotas:
         team = quota.team
-        entry = by_team.setdefault(team.slug, {"parent": parent_name(team, cluster), "nominal": {}, "borrowing": {},
-                                               "held": team.state != TeamState.ACTIVE})
-        entry["nominal"][quota.flavor.name] = quota.guaranteed
-        entry["borrowing"][quota.flavor.name] = quota.burst
-        if team.parent_id and cluster.scheduler == Scheduler.KUEUE:
-            cohorts[entry["parent"]] = forecast.Cohort(entry["parent"], parent=cluster.cohort)
-    queues = {}
-    for slug, entry in by_team.items():
-        borrowing = entry["borrowing"] if entry["parent"] else {}  # Kueue: a borrowing limit only in a cohort
-        queues[slug] = forecast.Queue(slug, entry["parent"], entry["nominal"], borrowing, {}, entry["held"])
+        parent = parent_name(team, cluster)
+        holdings.append(forecast.Holding(
+            team=team.slug, parent=parent, department=parent if team.parent_id else "", flavor=quota.flavor.name,
+            guaranteed=quota.guaranteed, burst=quota.burst, held=team.state != TeamState.ACTIVE))
     flavors = list(cluster.flavors.all())
-    return forecast.World(
-        queues=queues, cohorts=cohorts, capacity={f.name: f.capacity for f in flavors},
-        resources={f.name: f.scheduled_resource(cluster.mig_strategy) for f in flavors},
-        # Volcano's default configuration has no preempt or reclaim action (installer volcano-scheduler.conf);
-        # Kueue's preemption is the portal's ClusterQueue policy.
-        preempt=cluster.scheduler == Scheduler.KUEUE, reclaim=cluster.scheduler == Scheduler.KUEUE)
+    return policy_for(cluster).world(holdings, cohort=cluster.cohort, capacity={f.name: f.capacity for f in flavors},
+                                     resources={f.name: f.scheduled_resource(cluster.mig_strategy) for f in flavors})
 
 
 def history(*, cluster: Cluster, keys: set[tuple[int, str, str]], now: datetime) -> dict[tuple, list[dict]]:

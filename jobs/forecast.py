@@ -114,12 +114,29 @@ class Estimate:
     preempts: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class Holding:
+    """What a team holds of one flavor, as the portal's rows say (for a policy to build its `World`)."""
+
+    team: str
+    parent: str  # the cohort / parent queue its queue joins ("" for none)
+    department: str  # its department's cohort, when the parent is one ("" otherwise)
+    flavor: str
+    guaranteed: int
+    burst: int
+    held: bool = False
+
+
 class Ledger(Protocol):
     def charge(self, work: Work, sign: int) -> None: ...
 
 
 class Policy(Protocol):
-    """One scheduler's admission rule (`backends`): its order, whether a job fits now, whom it would preempt."""
+    """One scheduler's admission rule (`backends`): its world, its order, whether a job fits now, whom it would
+    preempt."""
+
+    def world(self, holdings: list[Holding], *, cohort: str, capacity: dict[str, int],
+              resources: dict[str, str]) -> World: ...
 
     def ledger(self, world: World) -> Ledger: ...
     def impossible(self, world: World, empty, work: Work) -> str: ...  # why it can never start (`empty`: a ledger

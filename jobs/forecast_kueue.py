@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .forecast import Work, World
+from .forecast import Cohort, Holding, Queue, Work, World
 
 
 class _Node:
@@ -115,6 +115,23 @@ class Tree:
 class KueuePolicy:
     def __init__(self):
         self._roots: dict[str, str] = {}
+
+    def world(self, holdings: list[Holding], *, cohort: str, capacity: dict[str, int],
+              resources: dict[str, str]) -> World:
+        """A ClusterQueue per team: nominalQuota = guaranteed, borrowingLimit = burst (only inside a cohort, as
+        Kueue requires), under its department's Cohort (itself under the cluster's) or the cluster's."""
+        teams: dict[str, dict] = {}
+        cohorts = {}
+        for h in holdings:
+            entry = teams.setdefault(h.team, {"parent": h.parent, "nominal": {}, "borrowing": {}, "held": h.held})
+            entry["nominal"][h.flavor] = h.guaranteed
+            if h.parent:
+                entry["borrowing"][h.flavor] = h.burst
+            if h.department:
+                cohorts[h.department] = Cohort(h.department, parent=cohort)
+        queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"])
+                  for team, e in teams.items()}
+        return World(queues=queues, cohorts=cohorts, capacity=capacity, resources=resources)
 
     def ledger(self, world: World) -> Tree:
         tree = Tree(world)

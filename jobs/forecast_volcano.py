@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .forecast import Work, World
+from .forecast import Holding, Queue, Work, World
 
 
 class Shares:
@@ -65,6 +65,20 @@ class Shares:
 class VolcanoPolicy:
     def __init__(self):
         self._resources: dict[str, str] = {}
+
+    def world(self, holdings: list[Holding], *, cohort: str, capacity: dict[str, int],
+              resources: dict[str, str]) -> World:
+        """A Queue per team (capability = guaranteed + burst, deserved = guarantee = guaranteed). The default
+        scheduler configuration has no preempt or reclaim action (installer/helm/chart/volcano/config/
+        volcano-scheduler.conf), so neither is assumed."""
+        teams: dict[str, dict] = {}
+        for h in holdings:
+            entry = teams.setdefault(h.team, {"parent": h.parent, "nominal": {}, "borrowing": {}, "held": h.held})
+            entry["nominal"][h.flavor] = h.guaranteed
+            entry["borrowing"][h.flavor] = h.burst
+        queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"])
+                  for team, e in teams.items()}
+        return World(queues=queues, capacity=capacity, resources=resources, preempt=False, reclaim=False)
 
     def ledger(self, world: World) -> Shares:
         self._resources = dict(world.resources)
