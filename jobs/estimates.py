@@ -211,6 +211,24 @@ def job_estimates_refresh(*, cluster: Cluster, now: datetime | None = None) -> i
     return len(changed)
 
 
+STALE_AFTER = 60  # seconds past a likely start or end that no change has come to revise
+
+
+def job_estimates_refresh_stale(*, now: datetime | None = None) -> list[int]:
+    """Refresh the clusters where time has overtaken an estimate with nothing changing meanwhile (a job still
+    waiting past its likely start, or running past its likely end): what it rested on was wrong, and the next
+    estimate knows more (the run outlived its evidence). Returns the clusters refreshed."""
+    now = now or timezone.now()
+    cutoff = iso(now.timestamp() - STALE_AFTER)
+    stale = (Job.objects.exclude(state__in=TERMINAL_STATES).filter(estimate__likely__lt=cutoff)
+             .values_list("cluster_id", flat=True).distinct().order_by())
+    refreshed = []
+    for cluster in Cluster.objects.filter(pk__in=list(stale), active=True).order_by("pk"):
+        job_estimates_refresh(cluster=cluster, now=now)
+        refreshed.append(cluster.pk)
+    return refreshed
+
+
 def preview(*, team: Team, flavor, kind: str, image: str, workers: int, gpus_per_worker: int, tier,
             max_runtime_minutes: int, topology_level: str = "", topology_mode: str = "",
             now: datetime | None = None) -> dict:

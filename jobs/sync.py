@@ -272,7 +272,7 @@ def _write_changes(changed: list[tuple[Job, dict]]) -> None:
     for cluster_id in {job.cluster_id for job, _ in changed}:
         # The cluster's jobs moved, so may every estimate on it: recomputed once the states are committed, by a
         # worker, outside the sync's own budget.
-        transaction.on_commit(lambda cluster_id=cluster_id: tasks.job_estimates_refresh_task.delay(cluster_id))
+        transaction.on_commit(lambda cluster_id=cluster_id: tasks.job_estimates_refresh_soon(cluster_id))
 
 
 def owner_name(obj: dict) -> str:

@@ -1,4 +1,5 @@
 from celery import shared_task
+from django.core.cache import cache
 
 from tenants.models import Cluster
 
@@ -26,3 +27,17 @@ def job_estimates_refresh_task(cluster_id: int) -> None:
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is not None:
         estimates.job_estimates_refresh(cluster=cluster)
+
+
+REFRESH_COALESCE = 2  # seconds: the changes of a busy cluster within this share one refresh
+
+
+def job_estimates_refresh_soon(cluster_id: int) -> None:
+    """One refresh of the cluster's estimates for however many changes come within REFRESH_COALESCE seconds."""
+    if cache.add(f"jobs:estimates-refresh:{cluster_id}", 1, timeout=REFRESH_COALESCE):
+        job_estimates_refresh_task.apply_async((cluster_id,), countdown=REFRESH_COALESCE)
+
+
+@shared_task(ignore_result=True)
+def job_estimates_refresh_stale_task() -> list[int]:
+    return estimates.job_estimates_refresh_stale()

@@ -152,3 +152,16 @@ def test_a_submission_may_ask_for_the_teams_earliest_cluster(simulating_sandbox,
                                         "command": ["python", "run.py"], "gpus_per_worker": 8,
                                         "earliest_cluster": True}, format="json")
     assert placed.status_code == 201 and placed.json()["cluster"] == "west"
+
+
+def test_an_estimate_that_time_overtook_is_made_again(simulating_sandbox, run_on_commit):
+    world = build_world(simulating_sandbox.url, "kueue", guaranteed=8, burst=0)
+    first = submit(world, run_on_commit, name="first", workers=1, gpus_per_worker=8, max_runtime_minutes=30)
+    second = submit(world, run_on_commit, name="second", workers=1, gpus_per_worker=8)
+    step(simulating_sandbox, 0)
+    sync(world)
+    refresh(world, 10)
+    assert estimates.job_estimates_refresh_stale(now=at(600)) == []  # nothing overdue yet
+    assert estimates.job_estimates_refresh_stale(now=at(1800 + 120)) == [world["cluster"].pk]
+    assert likely(Job.objects.get(pk=first.pk)) == at(1800 + 120)  # outran its limit's end: ends now at the latest
+    assert likely(Job.objects.get(pk=second.pk)) >= at(1800 + 120)
