@@ -24,6 +24,17 @@ class PeriodSerializer(serializers.Serializer):
     end = serializers.DateTimeField()
 
 
+class SignalSpanSerializer(serializers.Serializer):
+    signal = serializers.CharField(help_text="The dcgm-exporter field used GPU-hours were read from: "
+                                             "DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE or "
+                                             "DCGM_FI_DEV_GPU_UTIL ('' for hours collected before it was recorded).")
+    label = serializers.CharField()
+    time_based = serializers.BooleanField(help_text="True when the field counts the time any kernel ran, so a loop "
+                                                    "of tiny kernels reads as busy; only SM activity is not.")
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(help_text="Exclusive.")
+
+
 class StatementLineSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     flavor = serializers.CharField()
@@ -36,6 +47,10 @@ class StatementLineSerializer(serializers.Serializer):
     efficiency = serializers.CharField(allow_null=True)
     cost = serializers.CharField()
     idle_cost = serializers.CharField()
+    utilisation_signal = serializers.CharField(help_text="The field used GPU-hours were read from; when it changed "
+                                                         "within the line, each field with its hours "
+                                                         "(`FIELD start/end; …`).")
+    utilisation_signals = SignalSpanSerializer(many=True)
 
 
 class StatementTotalsSerializer(serializers.Serializer):
@@ -65,6 +80,8 @@ class StatementSerializer(serializers.Serializer):
     billing_period = PeriodSerializer()
     lines = StatementLineSerializer(many=True)
     totals = StatementTotalsSerializer()
+    utilisation_signals = SignalSpanSerializer(many=True, help_text="Every signal of the month, in time order: more "
+                                                                    "than one means the cluster's exporter changed.")
     missing_hours = MissingHoursSerializer(many=True)
 
 

@@ -62,7 +62,7 @@ def _team_usage_page(request, team, month, *, budget_form=None, status=200):
         "team": team, "month": month, "nav": _month_nav(month, first=selectors.first_month(team=team)),
         "statement": statement, "budget": budget,
         "can_budget": can_budget, "budget_form": budget_form,
-        "idle": selectors.idle_jobs(user=request.user, team=team),
+        "idle": selectors.idle_report(user=request.user, team=team),
         "usage_chart": charts.figure_html(charts.usage_by_flavor_figure(usage_rows), div_id="usage-chart"),
         "cost_chart": charts.figure_html(charts.cost_vs_budget_figure(
             cost_rows, start=start, end=end, budget=budget.budget.amount if budget.budget else None,
@@ -156,7 +156,7 @@ def console_usage(request):
         "month": month, "nav": _month_nav(month, first=selectors.first_month()), "statements": statements,
         "rollups": rollups,
         "total": sum((s.total_cost for s in statements), selectors.ZERO), "currency": currency,
-        "idle": selectors.idle_jobs(user=request.user),
+        "idle": selectors.idle_report(user=request.user),
         "team_chart": charts.figure_html(charts.cost_by_group_figure(
             team_rows, title="Cost by team", currency=currency), div_id="team-cost-chart"),
         "cost_center_chart": charts.figure_html(charts.cost_by_group_figure(
