@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0004_placement'),
+        ('jobs', '0005_job_waits'),
     ]
 
     operations = [
