@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from backends.observe import Observed
 from portal import kube
 from portal.errors import Conflict
 from portal.naming import managed_selector
@@ -20,7 +21,7 @@ from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record
 
-from . import placement, selectors, status, sync, tasks
+from . import placement, selectors, sync, tasks
 from .choices import JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -153,9 +154,9 @@ def job_reconcile(*, job_id: int) -> Outcome:
     outcome = record(job, generation, converge(client, the_plan))
     if outcome.error is None:
         if job.cancel_requested_at and job.state != JobState.CANCELLED:
-            sync.set_state(job, status.Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
+            sync.set_state(job, Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
         elif job.state == JobState.PENDING and desired:
-            sync.set_state(job, status.Observed(JobState.QUEUED), timezone.now())
+            sync.set_state(job, Observed(JobState.QUEUED), timezone.now())
     return outcome
 
 
