@@ -21,9 +21,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from backends import forecast
+from backends.kueue_forecast import KueuePolicy
 from bench.support import median, table
-from jobs import forecast, runtimes
-from jobs.forecast_kueue import KueuePolicy
+from jobs import runtimes
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 T0 = 1_800_000_000.0

@@ -13,15 +13,14 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from backends import backend_for, forecast
 from quotas.desired import parent_name
 from quotas.models import Quota
 from tenants.choices import PreemptionPolicy, TeamState
 from tenants.models import Cluster, Team
 
-from . import forecast, runtimes
+from . import runtimes
 from .choices import TERMINAL_STATES, JobState, Placement
-from .forecast_kueue import KueuePolicy
-from .forecast_volcano import VolcanoPolicy
 from .models import Job
 
 HISTORY_DAYS = 30
@@ -30,20 +29,11 @@ RUNNING = (JobState.ADMITTED, JobState.RUNNING)
 PREVIEW_KEY = 0  # the key of a job not yet submitted, in a forecast that asks about it
 
 
-# The forecast's policy of each scheduler, by the name a cluster gives it.
-POLICIES = {"kueue": KueuePolicy, "volcano": VolcanoPolicy}
-
-
-def policy_for(cluster: Cluster) -> forecast.Policy:
-    return POLICIES[cluster.scheduler]()
-
-
 # --- what the forecast is fed ---------------------------------------------------------------------------------------
 
 
 def cluster_world(cluster: Cluster) -> forecast.World:
-    """The cluster's queues as the portal configures them, built by its scheduler's policy from what each team
-    holds."""
+    """The cluster's queues as the portal configures them, built by its backend from what each team holds."""
     quotas = (Quota.objects.filter(flavor__cluster=cluster).select_related("team__parent", "flavor")
               .order_by("team__slug", "flavor__name"))
     holdings = []
@@ -54,8 +44,9 @@ def cluster_world(cluster: Cluster) -> forecast.World:
             team=team.slug, parent=parent, department=parent if team.parent_id else "", flavor=quota.flavor.name,
             guaranteed=quota.guaranteed, burst=quota.burst, held=team.state != TeamState.ACTIVE))
     flavors = list(cluster.flavors.all())
-    return policy_for(cluster).world(holdings, cohort=cluster.cohort, capacity={f.name: f.capacity for f in flavors},
-                                     resources={f.name: f.scheduled_resource(cluster.mig_strategy) for f in flavors})
+    return backend_for(cluster).estimate_world(
+        holdings, cohort=cluster.cohort, capacity={f.name: f.capacity for f in flavors},
+        resources={f.name: f.scheduled_resource(cluster.mig_strategy) for f in flavors})
 
 
 def history(*, cluster: Cluster, keys: set[tuple[int, str, str]], now: datetime) -> dict[tuple, list[dict]]:
@@ -186,7 +177,7 @@ def _between(early: float, late: float, now: float) -> str:
 
 def cluster_documents(cluster: Cluster, now: datetime, extra: list[Job] = ()) -> tuple[list[Job], dict[int, dict]]:
     world, jobs, works = cluster_inputs(cluster, now, extra)
-    estimates = forecast.forecast(world, works, policy_for(cluster), now.timestamp())
+    estimates = backend_for(cluster).estimate(world, works, now.timestamp())
     by_key = {w.key: w for w in works}
     return jobs, {key: document(e, by_key, now.timestamp()) for key, e in estimates.items()}
 

@@ -9,7 +9,7 @@ scheduler stops it there); with no evidence the limit is all there is.
 
 from __future__ import annotations
 
-from .forecast import Span
+from backends.forecast import Span
 
 MIN_SAMPLES = 3  # a closer match with fewer runs than this gives way to a broader one with more
 OUTLIVED_SHARE = 0.25  # a run that outlived every comparable one is expected to end within this share of their median

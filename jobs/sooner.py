@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from backends import backend_for
 from tenants.choices import Role
 from tenants.models import GpuFlavor, PriorityTier
 from tenants.selectors import team_role
@@ -115,7 +116,7 @@ def _estimate_without(job: Job, copy: Job, now: datetime) -> dict:
     cluster = copy.flavor.cluster
     world, jobs, works = estimates.cluster_inputs(cluster, now, [copy])
     works = [w for w in works if w.key != job.pk]
-    found = estimates.forecast.forecast(world, works, estimates.policy_for(cluster), now.timestamp())
+    found = backend_for(cluster).estimate(world, works, now.timestamp())
     by_key = {w.key: w for w in works}
     return estimates.document(found[estimates.PREVIEW_KEY], by_key, now.timestamp())
 

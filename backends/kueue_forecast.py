@@ -1,4 +1,4 @@
-"""Kueue's admission for the forecast (`forecast.Policy`), as Kueue v0.19.2 admits the portal's ClusterQueues:
+"""Kueue's admission for the forecast (`forecast.Policy`), as Kueue admits the portal's ClusterQueues:
 BestEffortFIFO (a workload that does not fit does not block the next), workloads that need no borrowing before
 those that do, then higher priority, then first come (pkg/scheduler/scheduler.go); quota from the cohort tree, a
 ClusterQueue's nominal quota lent up to its cohort less what its lendingLimit keeps and borrowed back within its

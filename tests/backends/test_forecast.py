@@ -5,10 +5,10 @@ import time
 
 import pytest
 
+from backends.forecast import Cohort, Holding, Queue, Span, Work, World, forecast
+from backends.kueue_forecast import KueuePolicy
+from backends.volcano_forecast import VolcanoPolicy
 from jobs import runtimes
-from jobs.forecast import Cohort, Queue, Span, Work, World, forecast
-from jobs.forecast_kueue import KueuePolicy
-from jobs.forecast_volcano import VolcanoPolicy
 
 NOW = 1_000_000.0
 POLICIES = {"kueue": KueuePolicy, "volcano": VolcanoPolicy}
@@ -141,6 +141,18 @@ def test_volcano_enqueue_keeps_a_queue_within_its_real_capability():
     result = forecast(world, works, VolcanoPolicy(), NOW)
     assert result[1].never and "more than its queue may ever hold (8)" in result[1].never
     assert starts(result, 2, 3) == [0, 0]
+
+
+def test_volcano_with_the_capacity_plugin_bounds_a_queue_by_its_capability_and_reclaims():
+    world = VolcanoPolicy(capacity_plugin=True).world(
+        [Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 0)], cohort="", capacity={"h100": 16},
+        resources={})
+    assert world.reclaim and not world.preempt
+    result = forecast(world, [waiting(1, "a", 12)], VolcanoPolicy(capacity_plugin=True), NOW)
+    assert starts(result, 1) == [0]  # within a's capability of 16, b's guarantee notwithstanding
+    works = [running(1, "a", 16, ends_in=1000), waiting(2, "b", 8)]
+    result = forecast(world, works, VolcanoPolicy(capacity_plugin=True), NOW)
+    assert starts(result, 2) == [0] and result[2].preempts == (1,)  # b takes its deserved 8 back
 
 
 def test_volcano_preempts_and_reclaims_only_when_configured():

@@ -1,9 +1,10 @@
-"""Volcano's admission for the forecast (`forecast.Policy`), as Volcano v1.15.1 treats the portal's queues
+"""Volcano's admission for the forecast (`forecast.Policy`), as Volcano treats the portal's queues
 (capability = guaranteed + burst, deserved = guarantee = guaranteed, per resource name: flavors of one resource add
 up). Jobs go by priority then first come across queues (plugins/priority JobOrderFn); a job that does not fit does
 not block the next. The enqueue action admits a PodGroup when its queue's allocation plus the gang's minimum stays
-within the queue's real capability: its capability, at most the cluster less every other queue's guarantee
-(plugins/proportion); allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every
+within the queue's bound: with the capacity plugin (the portal's configuration) its capability (plugins/capacity),
+with proportion its real capability, at most the cluster less every other queue's guarantee (plugins/proportion);
+allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every
 worker). Preempt (same queue, lower priority) and reclaim (queues above their deserved share) run only when the
 scheduler's configuration lists those actions (actions/preempt, actions/reclaim); a victim goes whole, since a
 portal job's gang is all of its pods."""
@@ -18,8 +19,8 @@ from .forecast import Holding, Queue, Work, World
 class Shares:
     """Per queue and resource what the replay's running jobs hold, and the queues' bounds."""
 
-    def __init__(self, world: World):
-        self.world = world
+    def __init__(self, world: World, capacity_plugin: bool = False):
+        self.world, self.capacity_plugin = world, capacity_plugin
         self.resource = {f: world.resources.get(f, f) for q in world.queues.values() for f in q.nominal}
         self.capability: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.guarantee: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -45,6 +46,8 @@ class Shares:
         self.running: dict[str, dict[int, Work]] = defaultdict(dict)
 
     def real_capability(self, queue: str, r: str) -> int:
+        if self.capacity_plugin:
+            return self.capability[queue][r]
         room = max(0, self.cluster[r] - self.guarantees[r]) + self.guarantee[queue][r]
         return min(room, self.capability[queue][r])
 
@@ -63,14 +66,15 @@ class Shares:
 
 
 class VolcanoPolicy:
-    def __init__(self):
+    def __init__(self, capacity_plugin: bool = False):
+        self.capacity_plugin = capacity_plugin
         self._resources: dict[str, str] = {}
 
     def world(self, holdings: list[Holding], *, cohort: str, capacity: dict[str, int],
               resources: dict[str, str]) -> World:
-        """A Queue per team (capability = guaranteed + burst, deserved = guarantee = guaranteed). The default
+        """A Queue per team (capability = guaranteed + burst, deserved = guarantee = guaranteed). Upstream's default
         scheduler configuration has no preempt or reclaim action (installer/helm/chart/volcano/config/
-        volcano-scheduler.conf), so neither is assumed."""
+        volcano-scheduler.conf); the portal's (`Volcano.scheduler_setup`) adds reclaim, with the capacity plugin."""
         teams: dict[str, dict] = {}
         for h in holdings:
             entry = teams.setdefault(h.team, {"parent": h.parent, "nominal": {}, "borrowing": {}, "held": h.held})
@@ -78,11 +82,12 @@ class VolcanoPolicy:
             entry["borrowing"][h.flavor] = h.burst
         queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"])
                   for team, e in teams.items()}
-        return World(queues=queues, capacity=capacity, resources=resources, preempt=False, reclaim=False)
+        return World(queues=queues, capacity=capacity, resources=resources, preempt=False,
+                     reclaim=self.capacity_plugin)
 
     def ledger(self, world: World) -> Shares:
         self._resources = dict(world.resources)
-        return Shares(world)
+        return Shares(world, self.capacity_plugin)
 
     def impossible(self, world: World, shares: Shares, work: Work) -> str:
         queue = world.queues.get(work.queue)
