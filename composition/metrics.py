@@ -22,7 +22,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY
 
-from jobs.models import Job
 from portal import metrics
 from tenants.models import Cluster, TeamNamespace
 
@@ -58,8 +57,7 @@ class SystemCollector:
                           retrying=Count("pk", filter=Q(attempts__gt=0, next_attempt_at__isnull=False)),
                           attempts=Sum("attempts", filter=Q(observed_generation__lt=F("generation")))))
         by_cluster = {row["cluster"]: row for row in rows}
-        due = dict(Job.objects.filter(next_attempt_at__lte=timezone.now(), cluster__in=clusters)
-                   .values_list("cluster").annotate(n=Count("pk")))
+        due = metrics.due_counts(list(clusters)).get("jobs", {})
         for pk, cluster in clusters.items():
             row = by_cluster.get(pk, {})
             own = 1 if cluster.attempts and cluster.next_attempt_at else 0

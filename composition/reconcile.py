@@ -15,7 +15,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from backends import backend_for
 from portal import desired as registry
 from portal import kube
 from portal.desired import cluster_desired, team_namespace_desired
@@ -48,7 +47,7 @@ def _team_actual(client: kube.ClusterClient, row: TeamNamespace) -> list[dict]:
 def _queues_under_cluster_queues(cluster: Cluster) -> bool:
     """Whether the team's queues sit under queues of the cluster's own (Volcano's department and cohort queues), which
     its webhook requires to hold them at every moment."""
-    return backend_for(cluster).queues_under_cluster_queues
+    return registry.cluster_nests_team_objects(cluster=cluster)
 
 
 def _parents_widened(cluster: Cluster) -> None:

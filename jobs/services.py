@@ -99,6 +99,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
 
 def _nudge(job: Job) -> None:
     enqueue_on_commit(tasks.job_reconcile_task, job.pk)
+    enqueue_on_commit(tasks.job_estimates_refresh_task, job.cluster_id)
 
 
 @transaction.atomic

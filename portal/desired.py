@@ -62,7 +62,9 @@ class Contribution:
     - `prepare(cluster, desired, actual, widen=)`: the cluster objects as the cluster can take them now;
       `widen` asks for a first step that lets what sits beneath change either way (exact sizes follow);
     - `order(cluster, objects, children_first=)`: the applies in levels, each after the one before;
-    - `unsettled(cluster)`: the cluster's objects are mid-change: look again soon.
+    - `unsettled(cluster)`: the cluster's objects are mid-change: look again soon;
+    - `nested(cluster)`: its team objects sit under cluster objects that must hold them at every moment (so
+      those grow before the team's change and shrink after it).
     """
 
     name: str
@@ -78,6 +80,7 @@ class Contribution:
     prepare: Callable[..., list[dict]] = _as_is
     order: Callable[..., list[list[dict]]] = _one_level
     unsettled: Callable[[Any], bool] = _never
+    nested: Callable[[Any], bool] = _never
 
 
 _contributions: dict[str, Contribution] = {}
@@ -155,6 +158,10 @@ def cluster_apply_levels(*, cluster, objects: list[dict], children_first: bool =
 
 def cluster_unsettled(*, cluster) -> bool:
     return any(c.unsettled(cluster) for c in contributions())
+
+
+def cluster_nests_team_objects(*, cluster) -> bool:
+    return any(c.nested(cluster) for c in contributions())
 
 
 # --- asking for a reconcile ----------------------------------------------------------------------------------

@@ -32,6 +32,18 @@ ENQUEUE_FAILURES = Counter("gpu_portal_enqueue_failures_total",
 
 TASK_OUTCOMES_KEY = "gpu-portal:metrics:task-outcomes"
 
+# Counts of rows due for work per cluster, registered by the apps that own them (e.g. jobs), so the system gauges
+# read them without importing those apps: name -> fn(cluster ids) -> {cluster id: count}.
+_due_counters: dict = {}
+
+
+def register_due_counter(name: str, count) -> None:
+    _due_counters[name] = count
+
+
+def due_counts(cluster_ids) -> dict[str, dict[int, int]]:
+    return {name: count(cluster_ids) for name, count in _due_counters.items()}
+
 
 class RequestMetricsMiddleware:
     """Times every request and counts it by the view it resolved to (its URL name: bounded, unlike paths)."""

@@ -117,6 +117,10 @@ def _unsettled(cluster) -> bool:
     return bool(cluster.replacing_flavors)  # its scheduler lets them go once no queue lists them: look again soon
 
 
+def _nested(cluster) -> bool:
+    return backend_for(cluster).queues_under_cluster_queues
+
+
 CONTRIBUTION = Contribution(
     name="quotas",
     team_kinds={EVERY_SCHEDULER: [("v1", "ResourceQuota"), ("v1", "LimitRange")],
@@ -131,4 +135,5 @@ CONTRIBUTION = Contribution(
     prepare=_prepare,
     order=_order,
     unsettled=_unsettled,
+    nested=_nested,
 )
