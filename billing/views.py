@@ -92,7 +92,7 @@ def budget_set(request, slug):
                                                        amount=form.cleaned_data["amount"],
                                                        source_ip=source_ip(request)),
             message=lambda budget: f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.",
-            to=f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}")
+            to=f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}#main")
         if done:
             return done
     return _team_usage_page(request, team, selectors.current_month(), budget_form=form, status=400)

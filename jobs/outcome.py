@@ -31,6 +31,16 @@ _EXIT = re.compile(r"pod (?P<pod>\S+) failed with exit code (?P<code>\d+)", re.I
 _BACKOFF = re.compile(r"BackoffLimitExceeded", re.I)
 _DEADLINE = re.compile(r"DeadlineExceeded|active deadline", re.I)
 _OOM = re.compile(r"OOMKilled", re.I)
+# The API server's answer when it refuses to create an object for good (portal/kube.py KubeError: "<code> <reason>:
+# <message>"); an admission webhook's words follow "denied the request:" (k8s.io/apiserver
+# pkg/admission/plugin/webhook/errors/statuserror.go).
+_REFUSED = re.compile(r"^(?:400|403|404|409|422) \w+: (?:admission webhook \"(?P<hook>[^\"]+)\" denied the request: )?"
+                      r"(?P<why>.*)$", re.S)
+
+
+# A preempted job is not over: Kueue requeues its evicted Workload and Volcano restarts its vcjob (see status.py),
+# so the page offers Cancel, not Resubmit, and says so.
+REQUEUED = "It queues again by itself and restarts when the GPUs are free; cancel it if it is no longer needed."
 
 
 def _preempted(message: str) -> str:
@@ -41,19 +51,24 @@ def _preempted(message: str) -> str:
     volcano = _VOLCANO_PREEMPTED.search(message)
     if volcano and volcano["how"].lower() == "reclaim":
         return f"Preempted: another team took back the quota this job was borrowing, for {volcano['who']}. " \
-               "Resubmit it to run again."
+               f"{REQUEUED}"
     if volcano:
         return f"Preempted: the scheduler stopped this job to make room for {volcano['who']}, which has a higher " \
-               "priority. Resubmit it to run again."
+               f"priority. {REQUEUED}"
     kueue = _KUEUE_PREEMPTED.search(message)
     if kueue:
         why = _KUEUE_REASONS.get((kueue["reason"] or "").strip())
         if why:
-            return f"Preempted: {why}. Resubmit it to run again."
-    return "Preempted: a higher-priority job needed the GPUs. Resubmit it to run again."
+            return f"Preempted: {why}. {REQUEUED}"
+    return f"Preempted: a higher-priority job needed the GPUs. {REQUEUED}"
 
 
 def _failed(message: str) -> str:
+    refused = _REFUSED.match(message)
+    if refused:
+        by = f"its admission policy ({refused['hook']})" if refused["hook"] else "its API server"
+        return f"Refused: the cluster would not create this job; {by} said: {refused['why']}. It never ran. " \
+               "Change what it names and submit it again."
     if _OOM.search(message):
         return "Failed: a container ran out of memory. Ask for more memory per worker and resubmit."
     exit_code = _EXIT.search(message)

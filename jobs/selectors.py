@@ -4,6 +4,7 @@ offers (flavors the team holds quota of, its saved templates)."""
 
 import functools
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -226,9 +227,10 @@ def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
 
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
-SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "admitted_at", "started_at",
-               "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug", "cluster__scheduler",
-               "cluster__connection", "cluster__server", "cluster__context", "placement", "topology_level")
+SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "submitted_at", "admitted_at",
+               "started_at", "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug",
+               "cluster__scheduler", "cluster__connection", "cluster__server", "cluster__context", "placement",
+               "topology_level")
 
 
 def active_jobs(*, cluster) -> QuerySet[Job]:
@@ -237,11 +239,26 @@ def active_jobs(*, cluster) -> QuerySet[Job]:
 
 
 def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:
-    """Per flavor the team holds: (its limit, the GPUs its admitted and running jobs hold now)."""
-    held = dict(Job.objects.filter(team=team, state__in=[JobState.ADMITTED, JobState.RUNNING])
-                .values("flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
-                .values_list("flavor_id", "gpus"))
-    return {q.flavor_id: (q.limit, held.get(q.flavor_id) or 0) for q in Quota.objects.filter(team=team)}
+    """Per flavor the team holds: (its limit, the GPUs it can start a job on now).
+
+    Its guaranteed units are its own; burst is borrowed, so only as far as the flavor has units no job holds. The
+    limit alone ("24 free") promised what a job then waited for."""
+    quotas = list(Quota.objects.filter(team=team).select_related("flavor"))
+    held = defaultdict(int)  # (team id, flavor id) → GPUs its admitted and running jobs hold
+    for team_id, flavor_id, gpus in (Job.objects.filter(flavor__in=[q.flavor_id for q in quotas],
+                                                        state__in=[JobState.ADMITTED, JobState.RUNNING])
+                                     .values("team_id", "flavor_id").annotate(gpus=Sum(F("workers") *
+                                                                                      F("gpus_per_worker")))
+                                     .values_list("team_id", "flavor_id", "gpus")):
+        held[(team_id, flavor_id)] += gpus or 0
+    room = {}
+    for quota in quotas:
+        mine = held[(team.pk, quota.flavor_id)]
+        idle = max(0, quota.flavor.capacity - sum(g for (_, f), g in held.items() if f == quota.flavor_id))
+        own = max(0, quota.guaranteed - mine)
+        # Its own unheld guarantee is free even when borrowed by others (the scheduler reclaims it).
+        room[quota.flavor_id] = (quota.limit, max(0, min(quota.limit - mine, max(own, idle))))
+    return room
 
 
 def submit_flavors(*, team) -> QuerySet[GpuFlavor]:

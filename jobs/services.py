@@ -142,6 +142,8 @@ def job_reconcile(*, job_id: int) -> Outcome:
     job = Job.objects.select_related("team", "cluster", "flavor", "priority_tier").filter(pk=job_id).first()
     if job is None or not job.cluster.active:
         return Outcome(statuses=[], writes=0)
+    if job.state == JobState.FAILED and job.observed_generation == 0:
+        return Outcome(statuses=job.objects_status, writes=0)  # refused for good (below): never created later
     generation = job.generation
     desired = selectors.job_desired(job=job)
     try:
@@ -151,6 +153,10 @@ def job_reconcile(*, job_id: int) -> Outcome:
         return record(job, generation, Outcome(statuses=job.objects_status, writes=0, error=exc))
     the_plan = plan(desired, actual, update=False)
     outcome = record(job, generation, converge(client, the_plan))
+    if outcome.error is not None and not outcome.error.transient and job.state == JobState.PENDING:
+        # Refused for good (an admission webhook, a validation): the job can never start, so it has failed, and
+        # says why, rather than waiting as Pending with a Cancel button.
+        sync.set_state(job, status.Observed(JobState.FAILED, f"{outcome.error}"), timezone.now())
     if outcome.error is None:
         if job.cancel_requested_at and job.state != JobState.CANCELLED:
             sync.set_state(job, status.Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())

@@ -116,6 +116,8 @@ def _status_context(request, job: Job) -> dict:
         "why": selectors.why_waiting(job=job),
         "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
         "can_act": role in (Role.ADMIN, Role.MEMBER),
+        # What services.job_cancel allows: a member cancels only her own jobs, a team admin anyone's.
+        "can_cancel": role == Role.ADMIN or (role == Role.MEMBER and job.submitted_by_id == request.user.pk),
         "outcome": outcome.explain(job.state, job.state_message),
         "placed": placement.placement_sentence(job, selectors.spot_flavor_names(cluster=job.cluster)),
         "spot_warning": placement.SPOT_WARNING if job.spot_allowed else "",

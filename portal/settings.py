@@ -185,6 +185,8 @@ AXES_CLIENT_IP_CALLABLE = "portal.lockout.client_ip"
 AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_SENSITIVE_PARAMETERS = ["password", "token"]
+# No start-up banner from every process and management command (django-axes axes/apps.py prints it when verbose).
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -298,7 +300,8 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
-    "DESCRIPTION": "Quotas, jobs and usage of the GPU portal. Authenticate with 'Authorization: Bearer <token>'.",
+    "DESCRIPTION": "Quotas, jobs and usage of the GPU portal. Authenticate with `Authorization: Bearer gpp_…`: a "
+                   "personal access token from the portal's Access tokens page (/tokens/).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",

@@ -82,6 +82,17 @@ def submit_team_list(*, user) -> QuerySet[Team]:
     return teams
 
 
+def team_admin_names(*, team: Team) -> list[str]:
+    """Whom a viewer asks for what she may not do herself."""
+    return list(team.memberships.filter(role=Role.ADMIN).order_by("user__username")
+                .values_list("user__username", flat=True))
+
+
+def viewer_team_list(*, user) -> QuerySet[Team]:
+    """The teams the user only views (she may read but not submit or request)."""
+    return team_list(user=user).filter(memberships__user=user, memberships__role=Role.VIEWER)
+
+
 def can_manage_members(*, user, team: Team) -> bool:
     return team_role(user=user, team=team) == Role.ADMIN and team.state != TeamState.ARCHIVED
 

@@ -211,11 +211,22 @@ def _tokens_page(request, *, form=None, new_token=None, status=200):
     }, status=status)
 
 
+NEW_TOKEN_KEY = "new_access_token"
+
+
 @login_required
 def token_list(request):
-    """The user's tokens; creating one shows its secret on this response only (it is never stored)."""
+    """The user's tokens; creating one redirects to this page, which shows its secret once (kept in the session
+    only until then; the database keeps a hash)."""
     if request.method != "POST":
-        return _tokens_page(request)
+        # Shown once, on the page the creation redirects to: a reload neither creates another token nor shows it.
+        created = request.session.pop(NEW_TOKEN_KEY, None)
+        token = selectors.access_token_list(user=request.user).filter(pk=created["pk"]).first() if created else None
+        if token is None:
+            return _tokens_page(request)
+        response = _tokens_page(request, new_token={"token": token, "secret": created["secret"]})
+        response["Cache-Control"] = "no-store"  # the secret must not be kept by a browser or proxy cache
+        return response
     form = AccessTokenForm(request.POST)
     if form.is_valid():
         try:
@@ -225,9 +236,8 @@ def token_list(request):
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            response = _tokens_page(request, new_token={"token": token, "secret": raw})
-            response["Cache-Control"] = "no-store"  # the secret must not be kept by a browser or proxy cache
-            return response
+            request.session[NEW_TOKEN_KEY] = {"pk": token.pk, "secret": raw}
+            return redirect("tenants:token-list")
     return _tokens_page(request, form=form, status=400)
 
 
