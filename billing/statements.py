@@ -93,6 +93,7 @@ class Statement:
     currency: str
     lines: list[StatementLine] = field(default_factory=list)
     missing: list[MissingHours] = field(default_factory=list)
+    first_usage: datetime | None = None  # the month's first hour with usage (a team may predate its portal row)
 
     @property
     def total_cost(self) -> Decimal:
@@ -183,6 +184,10 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
         if statement is not None:
             period = periods[row["period"]] if row["period"] != UNPRICED else None
             statement.lines.append(_line(flavors[row["flavor_id"]], row, period, start, end))
+    for team_id, first in (rows.filter(hour__gte=start, hour__lt=end).values("team_id")
+                           .annotate(first=Min("hour")).order_by().values_list("team_id", "first")):
+        if team_id in statements:
+            statements[team_id].first_usage = first
     # Each team sees the gaps of the clusters it has a namespace in.
     namespaces = TeamNamespace.objects.filter(team__in=list(statements)) if few else TeamNamespace.objects.all()
     team_clusters = defaultdict(set)

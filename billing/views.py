@@ -25,7 +25,6 @@ from . import budgets, capacity, charts, selectors
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
-HEATMAP_DAYS = 30
 
 
 def _month(request, value: str | None = None):
@@ -147,8 +146,9 @@ def console_usage(request):
     team_rows = [selectors.RollupRow(key=s.team.slug, teams=1, allocated_gpu_hours=s.allocated_gpu_hours,
                                      used_gpu_hours=s.used_gpu_hours, cost=s.total_cost, idle_cost=s.total_idle_cost)
                  for s in statements if s.lines]
-    end = selectors.floor_hour(timezone.now()) + selectors.HOUR
-    start = end - timedelta(days=HEATMAP_DAYS)
+    # The charts cover the month shown (up to now), like the tables beside them.
+    start, month_end = selectors.month_bounds(month)
+    end = min(month_end, selectors.floor_hour(timezone.now()) + selectors.HOUR)
     clusters = capacity.cluster_capacity(month=month)
     return render(request, "billing/console_usage.html", {
         "clusters": clusters, "unallocated_cost": sum((c.unallocated_cost for c in clusters), selectors.ZERO),

@@ -19,11 +19,14 @@ DEFAULT_COMMANDS = {
 class JobSubmitForm(forms.Form):
     flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.none())
     name = forms.RegexField(regex=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$", max_length=40,
-                            error_messages={"invalid": "Lowercase letters, digits and '-', at most 40 characters."})
+                            error_messages={"invalid": "Lowercase letters, digits and '-', at most 40 characters."},
+                            help_text="Its objects are named after it and the job's number; a name that starts "
+                                      "with a digit gets an x- in front (1st-run → x-1st-run-12).")
     image = forms.CharField(max_length=300, help_text="e.g. ghcr.io/acme/train:1.2",
                             widget=forms.TextInput(attrs={"class": "input-wide"}))
-    command = forms.CharField(max_length=8000, widget=forms.TextInput(attrs={"class": "input-wide"}), help_text="Split into arguments like a shell would, but never run "
-                                                          "through a shell: quote arguments that contain spaces.")
+    command = forms.CharField(max_length=8000, widget=forms.TextInput(attrs={"class": "input-wide"}),
+                              help_text="Split into arguments like a shell would, but never run through a shell: "
+                                        "quote arguments that contain spaces.")
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="KEY=value per line")
     workers = forms.IntegerField(min_value=1, max_value=MAX_WORKERS, initial=1, label="Workers")
     gpus_per_worker = forms.IntegerField(min_value=1, max_value=64, initial=1, label="GPUs per worker")

@@ -261,6 +261,14 @@ def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:
     return room
 
 
+def gpus_held_by_flavor(flavor_ids) -> dict[tuple[int, int], int]:
+    """{(team id, flavor id): GPUs its admitted and running jobs hold} for these flavors, in one query."""
+    return {(team_id, flavor_id): gpus or 0 for team_id, flavor_id, gpus in
+            Job.objects.filter(flavor__in=flavor_ids, state__in=[JobState.ADMITTED, JobState.RUNNING])
+            .values("team_id", "flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
+            .values_list("team_id", "flavor_id", "gpus")}
+
+
 def submit_flavors(*, team) -> QuerySet[GpuFlavor]:
     """The flavors the team may submit jobs to: those it holds quota of."""
     held = [q.flavor_id for q in team_quotas(team=team) if q.limit > 0]

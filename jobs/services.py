@@ -75,18 +75,29 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
               submitted_by=actor, notify=notify, resubmit_of=resubmit_of, next_attempt_at=timezone.now(),
               spot_allowed=spot_allowed, topology_level=topology_level,
               topology_mode=(topology_mode or Placement.REQUIRED) if topology_level else "")
+    # Every problem at once, per field, as the API reports them: not one group per submit.
+    errors: dict[str, list] = {}
+
+    def collect(check) -> None:
+        try:
+            check()
+        except ValidationError as exc:
+            for name, messages in exc.update_error_dict({}).items():
+                errors.setdefault(name, []).extend(messages)
+
     if flavor.spot and not spot_allowed:
-        raise ValidationError({"spot_allowed": f"{flavor.name} is spot capacity: allow spot to use it. "
-                                               f"{placement.SPOT_WARNING}"})
+        errors["spot_allowed"] = [f"{flavor.name} is spot capacity: allow spot to use it. {placement.SPOT_WARNING}"]
     problem = placement.topology_problem(cluster=flavor.cluster, flavor=flavor, kind=kind, level=topology_level,
                                          mode=job.topology_mode)
     if problem:
-        raise ValidationError({"topology_level": problem})
+        errors["topology_level"] = [problem]
     if kind == JobKind.RAY and not job.command:
-        raise ValidationError({"command": "A Ray job needs an entrypoint command."})
-    job.full_clean(exclude=["priority_tier"] if priority_tier is None else None)
-    job_check_feasible(team=team, flavor=flavor, tier=priority_tier, workers=workers,
-                       gpus_per_worker=gpus_per_worker)
+        errors["command"] = ["A Ray job needs an entrypoint command."]
+    collect(lambda: job.full_clean(exclude=["priority_tier"] if priority_tier is None else None))
+    collect(lambda: job_check_feasible(team=team, flavor=flavor, tier=priority_tier, workers=workers,
+                                       gpus_per_worker=gpus_per_worker))
+    if errors:
+        raise ValidationError(errors)
     job.save()
     audit_record(actor=actor, action="job.submit", obj=job, team=team,
                  after={"kind": kind, "workers": workers, "gpus_per_worker": gpus_per_worker,

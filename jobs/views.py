@@ -74,6 +74,8 @@ def job_submit(request, slug, kind):
     form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
                          room=selectors.team_flavor_room(team=team), levels=levels)
     preview = None
+    if request.method == "POST" and not form.is_valid():
+        _feasibility_errors(form, team)  # with the form's own errors, not on the next submit
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()
         if "preview" in request.POST:
@@ -95,11 +97,26 @@ def job_submit(request, slug, kind):
                     services.job_template_save(actor=request.user, team=team, kind=kind,
                                                name=form.cleaned_data["save_as_template"],
                                                values=form.template_values())
-                messages.success(request, f"Job {job.name} submitted.")
+                named = "" if job.object_name.startswith(f"{job.name}-") else \
+                    f" Its objects are named {job.object_name}: a Kubernetes name starts with a letter."
+                messages.success(request, f"Job {job.name} submitted.{named}")
                 return redirect("jobs:job-detail", pk=job.pk)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
                                                   "form": form, "preview": preview, "templates": templates},
                   status=400 if form.errors else 200)
+
+
+def _feasibility_errors(form, team) -> None:
+    """The feasibility check's errors on a form that has errors of its own, as far as its fields are valid."""
+    data = form.cleaned_data
+    if not all(name in data for name in ("flavor", "workers", "gpus_per_worker")):
+        return
+    tier = data.get("priority_tier") or form.fields["priority_tier"].queryset.first()
+    try:
+        services.job_check_feasible(team=team, flavor=data["flavor"], tier=tier, workers=data["workers"],
+                                    gpus_per_worker=data["gpus_per_worker"])
+    except ValidationError as exc:
+        add_service_errors(form, exc)
 
 
 def _preview(team, kind, fields) -> str:

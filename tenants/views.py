@@ -21,7 +21,7 @@ from portal.desired import team_namespace_desired
 from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 
 from . import selectors, services
-from .choices import SyncState
+from .choices import Role, SyncState, TeamState
 from .forms import (
     AccessTokenForm,
     MemberAddForm,
@@ -80,6 +80,9 @@ def _team_page(request, team, *, add_form=None, member_form=None, status=200):
         "add_form": add_form or MemberAddForm(),
         "member_form": member_form,
         "namespaces": namespaces,
+        "can_submit": team.state == TeamState.ACTIVE and selectors.team_role(user=request.user, team=team) in (
+            Role.ADMIN, Role.MEMBER),
+        "submit_teams": [team],
         # While a namespace is still converging the section refreshes itself (HTMX); settled pages stay still.
         "settling": any(item["row"].sync_state in (SyncState.PENDING, SyncState.RETRYING) for item in namespaces),
     }, status=status)

@@ -131,7 +131,7 @@ def test_a_refused_form_brings_its_errors_into_view(browser, live_server, world)
     error = page.locator(f"#id_a{pk}-burst-error")
     error.wait_for()
     assert page.evaluate("location.hash") == f"#approve-{pk}"
-    assert page.evaluate("document.querySelector('#approve-%s').getBoundingClientRect().top" % pk) < 900
+    assert page.evaluate(f"document.querySelector('#approve-{pk}').getBoundingClientRect().top") < 900
 
     page.goto(f"{base}/teams/nlp/usage/")
     page.fill("#budget-form input[name=amount]", "-5")
@@ -179,4 +179,47 @@ def test_the_command_box_is_as_wide_as_the_form(browser, live_server, world):  #
     command = page.evaluate("document.querySelector('#id_command').getBoundingClientRect().width")
     form = page.evaluate("document.querySelector('main form.form').getBoundingClientRect().width")
     assert command >= 0.9 * form and command > 500
+    page.close()
+
+
+def test_a_team_page_leads_with_what_a_member_does(browser, live_server, world):  # noqa: F811
+    _password(world["member"])
+    page = signed_in(browser, live_server.url, world["member"].username, 390)
+    page.goto(f"{live_server.url}/teams/nlp/")
+    page.locator("#team-spend #usage-facts").wait_for()  # this month's spend, loaded after the page
+    assert "cost to date" in page.inner_text("#team-spend").lower()
+    page.click(".new-job-menu summary")
+    page.click(".new-job-team a:has-text('Batch')")
+    assert page.url.endswith("/teams/nlp/jobs/new/batch/")
+    page.goto(f"{live_server.url}/teams/nlp/")
+    # The Kubernetes objects follow, folded: the page does not open with NetworkPolicy and RoleBinding tables.
+    assert not page.locator("#namespaces table.objects").first.is_visible()
+    page.close()
+
+
+def _on_screen(page, selector: str) -> bool:
+    return page.evaluate("""(selector) => {
+      const el = document.querySelector(selector);
+      if (!el) return false;
+      const r = el.getBoundingClientRect();
+      return r.width > 0 && r.left >= 0 && r.right <= document.documentElement.clientWidth + 1;
+    }""", selector)
+
+
+def test_phones_show_each_tables_key_column_without_scrolling(browser, live_server, world):  # noqa: F811
+    member, base, pk = world["member"], live_server.url, world["request"].pk
+    _password(member)
+    page = signed_in(browser, base, member.username, 390)
+    page.goto(f"{base}/jobs/")
+    assert _on_screen(page, "#job-table tbody tr:first-child td:nth-child(7) .badge")  # State
+    page.goto(f"{base}/teams/nlp/quota/")
+    assert _on_screen(page, "#quota-table tbody tr:first-child td:nth-child(5)")  # In use
+    page.goto(f"{base}/teams/nlp/usage/statements/" + page.evaluate("new Date().toISOString().slice(0, 7)") + "/")
+    assert _on_screen(page, "#statement-total")  # Cost
+    page.close()
+    page = signed_in(browser, base, "admin", 390)
+    page.goto(f"{base}/console/usage/")
+    assert _on_screen(page, "#team-costs tbody tr:first-child td:nth-child(6)")  # Cost
+    page.goto(f"{base}/console/approvals/")
+    assert _on_screen(page, f"#impact-{pk} [data-impact=guaranteed-after]")  # the approval's "after"
     page.close()

@@ -80,3 +80,50 @@ def test_a_job_is_never_admitted_before_it_was_submitted():
     assert changes["admitted_at"] == job.submitted_at
     job.admitted_at = job.submitted_at - timedelta(seconds=1)  # a row synced before the clamp
     assert job.queue_wait_seconds == 0
+
+
+@pytest.mark.django_db
+def test_capacity_adds_up_in_whole_gpus_and_names_its_units(admin_client):
+    from tenants.choices import Sharing
+
+    cluster = ClusterFactory(name="gpu-east")
+    GpuFlavorFactory(cluster=cluster, name="a100", capacity=64, gpus_per_node=8)
+    GpuFlavorFactory(cluster=cluster, name="a100-1g", resource_name="nvidia.com/mig-1g.10gb", sharing=Sharing.MIG,
+                     capacity=56, gpus_per_node=56)
+    clusters = admin_client.get("/console/clusters/").content.decode()
+    assert "Capacity (GPUs)" in clusters and ">72<" in clusters.replace(" ", "")  # 64 GPUs + 56 slices of 1/7
+    detail = admin_client.get("/console/clusters/gpu-east/").content.decode()
+    assert "GPUs / node" not in detail
+    assert '56 <span class="muted">slices</span>' in detail and '8 <span class="muted">GPUs</span>' in detail
+
+
+@pytest.mark.django_db
+def test_the_console_usage_charts_cover_the_month_shown(admin_client):
+    from datetime import UTC, datetime
+
+    from tests.factories import UsageHourFactory
+
+    team, flavor = TeamFactory(slug="nlp"), GpuFlavorFactory()
+    for day in (datetime(2026, 9, 20, 5, tzinfo=UTC), datetime(2026, 10, 3, 5, tzinfo=UTC)):
+        UsageHourFactory(team=team, flavor=flavor, cluster=flavor.cluster, hour=day)
+    page = admin_client.get("/console/usage/?month=2026-10")
+    assert "2026-10-03" in page.context["heatmap"] and "2026-09-20" not in page.context["heatmap"]
+    assert "2026-09-20" not in page.context["utilisation_chart"]
+
+
+@pytest.mark.django_db
+def test_audit_rows_read_as_words_and_filter_by_who_and_object(admin_client):
+    from tenants.models import AuditEvent
+
+    team = TeamFactory(slug="nlp")
+    AuditEvent.objects.create(actor=admin_client.admin, action="quota_request.approve", object_type="quotarequest",
+                              object_id="18", object_repr="#18", team=team, before={"state": "pending"},
+                              after={"state": "approved", "granted_guaranteed": 12})
+    AuditEvent.objects.create(action="job.submit", object_type="job", object_id="4", object_repr="nlp/train",
+                              team=team, after={"kind": "batch"})
+    page = admin_client.get("/console/audit/").content.decode()
+    assert "#18 #18" not in page.replace("</span>", "")
+    assert "{&#x27;state&#x27;" not in page and "{'state'" not in page
+    assert "pending → approved" in page and "granted guaranteed</span> 12" in page
+    assert len(admin_client.get("/console/audit/", {"actor": "root-admin"}).context["page"].object_list) == 1
+    assert len(admin_client.get("/console/audit/", {"object_type": "job"}).context["page"].object_list) == 1
