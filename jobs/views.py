@@ -19,7 +19,7 @@ from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import outcome, placement, selectors, services
+from . import cost, outcome, placement, selectors, services
 from .choices import JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
@@ -101,9 +101,27 @@ def job_submit(request, slug, kind):
                     f" Its objects are named {job.object_name}: a Kubernetes name starts with a letter."
                 messages.success(request, f"Job {job.name} submitted.{named}")
                 return redirect("jobs:job-detail", pk=job.pk)
+    prices = cost.unit_prices(flavors)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
-                                                  "form": form, "preview": preview, "templates": templates},
+                                                  "form": form, "preview": preview, "templates": templates,
+                                                  "cost": _cost(form, prices),
+                                                  "prices": {pk: [str(p), c] for pk, (p, c) in prices.items()}},
                   status=400 if form.errors else 200)
+
+
+def _cost(form, prices) -> str:
+    """The estimate for what the form holds (typed, else its initial values); the page's script keeps it current."""
+    def value(name):
+        raw = form[name].value()
+        try:
+            return int(getattr(raw, "pk", raw))
+        except (TypeError, ValueError):
+            return None
+    flavor, workers, gpus = value("flavor"), value("workers"), value("gpus_per_worker")
+    if flavor is None or workers is None or gpus is None:
+        return ""
+    return cost.estimate_sentence(units=workers * gpus, price=prices.get(flavor),
+                                  max_runtime_minutes=value("max_runtime_minutes"))
 
 
 def _feasibility_errors(form, team) -> None:

@@ -72,6 +72,10 @@ class AccessToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Fine-grained scope (as GitHub's fine-grained tokens): reads only, and only these teams (ids of teams the
+    # owner is a member of; empty: all of them). A token limited to teams never acts as a platform admin.
+    read_only = models.BooleanField(default=False, help_text="The token may read but not change anything.")
+    team_ids = models.JSONField(default=list, blank=True, help_text="The teams it may act in; empty for all.")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -208,8 +208,13 @@ def object_live(request, slug, cluster_name, group, version, kind, name):
 
 
 def _tokens_page(request, *, form=None, new_token=None, status=200):
+    teams = selectors.member_team_list(user=request.user)
+    names = dict(teams.values_list("pk", "slug"))
+    tokens = list(selectors.access_token_list(user=request.user))
+    for token in tokens:
+        token.team_slugs = [names.get(pk, "a team you left") for pk in token.team_ids]
     return render(request, "tenants/token_list.html", {
-        "tokens": selectors.access_token_list(user=request.user), "form": form or AccessTokenForm(),
+        "tokens": tokens, "form": form or AccessTokenForm(teams=teams),
         "new_token": new_token, "now": timezone.now(),
     }, status=status)
 
@@ -230,11 +235,13 @@ def token_list(request):
         response = _tokens_page(request, new_token={"token": token, "secret": created["secret"]})
         response["Cache-Control"] = "no-store"  # the secret must not be kept by a browser or proxy cache
         return response
-    form = AccessTokenForm(request.POST)
+    form = AccessTokenForm(request.POST, teams=selectors.member_team_list(user=request.user))
     if form.is_valid():
         try:
             token, raw = services.access_token_create(actor=request.user, name=form.cleaned_data["name"],
                                                       expires_in_days=form.cleaned_data["expires_in_days"],
+                                                      read_only=form.cleaned_data["access"] == "read",
+                                                      teams=form.cleaned_data["teams"],
                                                       source_ip=source_ip(request))
         except ValidationError as exc:
             add_service_errors(form, exc)

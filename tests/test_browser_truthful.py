@@ -223,3 +223,17 @@ def test_phones_show_each_tables_key_column_without_scrolling(browser, live_serv
     page.goto(f"{base}/console/approvals/")
     assert _on_screen(page, f"#impact-{pk} [data-impact=guaranteed-after]")  # the approval's "after"
     page.close()
+
+
+def test_the_submit_form_keeps_its_cost_estimate_current(browser, live_server, world):  # noqa: F811
+    _password(world["member"])
+    page = signed_in(browser, live_server.url, world["member"].username, 390)
+    page.goto(f"{live_server.url}/teams/nlp/jobs/new/pytorch/")
+    page.select_option("#id_flavor", str(world["flavor"].pk))
+    page.fill("#id_workers", "2")
+    page.fill("#id_gpus_per_worker", "4")
+    page.fill("#id_max_runtime_minutes", "600")
+    page.wait_for_function("() => document.querySelector('#cost-estimate').textContent.includes('160 USD')")
+    assert page.inner_text("#cost-estimate") == \
+        "About 16.00 USD per hour at today's rates, 160 USD at its runtime limit."
+    page.close()

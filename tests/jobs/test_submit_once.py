@@ -62,3 +62,30 @@ def test_the_api_needs_no_team_from_someone_who_submits_for_one(world):  # noqa:
     MembershipFactory(team=TeamFactory(slug="vision"), user=world["member"], role=Role.MEMBER)
     several = api.post("/api/v1/jobs/", body, format="json")
     assert several.status_code == 400 and "team" in several.content.decode()
+
+
+def test_the_cost_estimate_sentence():
+    from decimal import Decimal
+
+    from jobs.cost import estimate_sentence
+
+    assert estimate_sentence(units=16, price=(Decimal("2.20"), "USD"), max_runtime_minutes=1440) == \
+        "About 35.20 USD per hour at today's rates, 845 USD at its runtime limit."
+    assert estimate_sentence(units=1, price=None, max_runtime_minutes=60) == ""
+
+
+def test_the_submit_form_prices_the_job_at_todays_rate(world):  # noqa: F811
+    from decimal import Decimal
+
+    from billing.pricing import month_bounds
+    from tests.factories import RateCardFactory
+
+    start = month_bounds(__import__("billing.selectors", fromlist=["x"]).current_month())[0]
+    RateCardFactory(flavor=world["flavor"], price_per_gpu_hour=Decimal("2.00"), effective_from=start)
+    client = Client()
+    client.force_login(world["member"])
+    response = client.post("/teams/nlp/jobs/new/pytorch/", {
+        "flavor": world["flavor"].pk, "name": "train", "image": "ghcr.io/acme/train:1", "command": "python x.py",
+        "workers": 2, "gpus_per_worker": 4, "cpu_per_worker": 4, "memory_gib_per_worker": 32,
+        "priority_tier": world["tier"].pk, "max_runtime_minutes": 600, "preview": "1"})
+    assert "About 16.00 USD per hour at today's rates, 160 USD at its runtime limit." in text(response)
