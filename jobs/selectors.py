@@ -295,6 +295,27 @@ def team_flavor_quota(*, team, flavor) -> Quota | None:
     return Quota.objects.filter(team=team, flavor=flavor).first()
 
 
+@dataclass
+class QueuedTeam:
+    """One team's queue in a cluster: its waiting jobs in admission order (position 1 starts first)."""
+
+    team: object
+    jobs: list  # Job rows, each with `position`
+
+
+def cluster_queue(*, user, cluster, team=None) -> list[QueuedTeam]:
+    """The waiting jobs of the cluster the user may see, per team queue, in the order the scheduler admits them:
+    higher priority first, then the earlier submission (the order of Kueue's ClusterQueue heap, its queueOrderingFunc
+    under BestEffortFIFO and StrictFIFO; Volcano's priority plugin orders a Queue's jobs alike). One query."""
+    jobs = job_list(user=user, team=team).filter(cluster=cluster, state__in=[JobState.PENDING, JobState.QUEUED])
+    queues: dict[int, QueuedTeam] = {}
+    for job in jobs.order_by("team__slug", "-priority_tier__value", "submitted_at", "id"):
+        queue = queues.setdefault(job.team_id, QueuedTeam(team=job.team, jobs=[]))
+        job.position = len(queue.jobs) + 1
+        queue.jobs.append(job)
+    return list(queues.values())
+
+
 def jobs_ahead(*, job: Job) -> QuerySet[Job]:
     """Jobs of the same team queue that were waiting before this one."""
     return (Job.objects.filter(team=job.team, cluster=job.cluster, state=JobState.QUEUED,

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal import yamltext
 from portal.http import add_service_errors, confirmed_write, source_ip
 from portal.kube import KubeError
+from quotas import fair_share
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
@@ -52,7 +53,9 @@ def job_list(request):
     return render(request, "jobs/job_list.html", {"page": page, "live": any(not job.terminal for job in page),
                                                   "filters": filterset.form, "query": query.urlencode(),
                                                   "known_users": known_users, "known_flavors": known_flavors,
-                                                  "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
+                                                  "submit_teams": tenant_selectors.submit_team_list(user=request.user),
+                                                  "queue_clusters": tenant_selectors.queue_cluster_list(
+                                                      user=request.user)})
 
 
 @login_required
@@ -169,6 +172,41 @@ def job_detail(request, pk):
     return render(request, "jobs/job_detail.html", {**_status_context(request, job),
                                                     "command": shlex.join([*job.command, *job.args]),
                                                     "manifests": yamltext.dump_all(manifests)})
+
+
+@login_required
+@require_GET
+def queue(request, cluster_name):
+    """A cluster's queues as the user may see them (KueueViz's and Volcano's queue views): each team's waiting jobs
+    in admission order with their position, its quota per flavor (nominal, in use, borrowed, unused and so lendable)
+    and the cohort tree. The rows are the database's, which the cluster watcher keeps live; the page re-reads them."""
+    clusters = tenant_selectors.queue_cluster_list(user=request.user)
+    cluster = next((c for c in clusters if c.name == cluster_name), None)
+    if cluster is None:
+        raise Http404("No such cluster")
+    team = None
+    if request.GET.get("team"):
+        team = tenant_selectors.team_get(user=request.user, slug=request.GET["team"])
+    visible = {t.pk for t in tenant_selectors.team_list(user=request.user)}
+    shares = [row for row in fair_share.fair_shares(cluster=cluster)
+              if (row.department or row.team.pk in visible) and (team is None or row.team.pk == team.pk)]
+    return render(request, "jobs/queue.html", {
+        "cluster": cluster, "clusters": clusters, "team": team,
+        "queues": selectors.cluster_queue(user=request.user, cluster=cluster, team=team),
+        "quota": [{"team": row.team.slug, "flavor": name, "nominal": nominal, "in_use": used,
+                   "borrowed": max(0, used - nominal), "unused": max(0, nominal - used)}
+                  for row in shares if not row.department for name, (nominal, used) in row.flavors.items()],
+        "tree": _cohort_tree(shares),
+    })
+
+
+def _cohort_tree(rows) -> list[tuple[str, list]]:
+    """(cohort, [team rows]) in page order: the teams under the cohort their queue borrows in."""
+    tree: dict[str, list] = {}
+    for row in rows:
+        if not row.department:
+            tree.setdefault(row.cohort or "", []).append(row)
+    return sorted(tree.items())
 
 
 @login_required

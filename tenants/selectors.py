@@ -90,6 +90,16 @@ def submit_team_list(*, user) -> QuerySet[Team]:
     return teams
 
 
+def queue_cluster_list(*, user) -> list[Cluster]:
+    """The active clusters whose queues the user may look at: all for platform admins, else where a team of hers
+    has a namespace."""
+    clusters = Cluster.objects.filter(active=True).order_by("name")
+    if not is_platform_admin(user):
+        clusters = clusters.filter(team_namespaces__team__in=team_list(user=user),
+                                   team_namespaces__deleted_at__isnull=True)
+    return list(clusters.distinct())
+
+
 def member_team_list(*, user) -> QuerySet[Team]:
     """The teams the user is a member of (whatever the role), for limiting a token to some of them."""
     return Team.objects.filter(memberships__user=user).order_by("slug")

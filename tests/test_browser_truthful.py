@@ -31,8 +31,9 @@ def test_the_jobs_page_shows_no_template_source(browser, live_server, world):  #
     page = signed_in(browser, live_server.url, world["member"].username, 1440)
     page.goto(f"{live_server.url}/jobs/")
     page.locator("#job-table").wait_for()
-    text = page.inner_text("main")
-    assert "{#" not in text and "#}" not in text and "While a job" not in text
+    text, source = page.inner_text("main"), page.content()
+    assert "{#" not in text and "#}" not in text
+    assert "While a job" not in source  # not even where the layout happens to hide it
     page.close()
 
 
@@ -237,3 +238,25 @@ def test_the_submit_form_keeps_its_cost_estimate_current(browser, live_server, w
     assert page.inner_text("#cost-estimate") == \
         "About 16.00 USD per hour at today's rates, 160 USD at its runtime limit."
     page.close()
+
+
+def test_the_queue_view_fits_both_widths_and_shows_positions(browser, live_server, world):  # noqa: F811
+    from tests.test_browser_ux import OVERFLOW
+
+    job, member = world["job"], world["member"]
+    _password(member)
+    Job.objects.filter(pk=job.pk).update(state="queued")
+    for width in (1440, 390):
+        page = signed_in(browser, live_server.url, member.username, width)
+        page.goto(f"{live_server.url}/jobs/")
+        page.click(f"a:has-text('Queue · {world['cluster'].name}')")
+        row = page.locator("table.queue-table tbody tr").first
+        assert row.get_attribute("data-position") == "1" and "bert-large" in row.inner_text()
+        fit = page.evaluate(OVERFLOW)
+        assert fit["out"] == [] and fit["scroll"] <= fit["width"], (width, fit)
+        assert page.locator("#queue-quota tr[data-flavor=h100] [data-cell=borrowed]").is_visible()
+        assert world["team"].name in page.inner_text("#cohort-tree")
+        page.goto(f"{live_server.url}/jobs/{job.pk}/")
+        page.click("#queue-link")
+        assert page.url.endswith(f"?team={world['team'].slug}")
+        page.close()

@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 PASSWORD = "demo-gpu-portal"
@@ -42,6 +43,8 @@ PAGES = [
     ("carol", "/teams/ml-research/"),
     ("carol", "/teams/ml-research/quota/request/"),
     ("carol", "/quota/requests/"),
+    ("erin", "/queue/gpu-east/"),
+    ("admin", "/queue/gpu-west/"),
 ]
 
 
@@ -88,7 +91,10 @@ def main(argv=None) -> int:
                         continue
                     path = found
                 page.goto(f"{args.base}{path}")
-                page.wait_for_load_state("networkidle")
+                try:  # pages that poll (live jobs, queues) may never be idle for long: shoot them as they are
+                    page.wait_for_load_state("networkidle", timeout=10_000)
+                except PlaywrightTimeout:
+                    pass
                 page.screenshot(path=str(out / _name(user, label, width_name)), full_page=True)
                 scroll = page.evaluate("document.documentElement.scrollWidth")
                 if scroll > width:
