@@ -77,7 +77,7 @@ def job_submit(request, slug, kind):
     form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
                          room=selectors.team_flavor_room(team=team), levels=levels)
     preview = None
-    if request.method == "POST" and not form.is_valid():
+    if form.is_bound and not form.is_valid():
         _feasibility_errors(form, team)  # with the form's own errors, not on the next submit
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()

@@ -61,6 +61,7 @@ class AccessTokenForm(forms.Form):
                  ("", "never")],
     )
     access = forms.ChoiceField(choices=[("write", "read and write"), ("read", "read only")], initial="write",
+                               required=False,
                                label="Access", help_text="Read only: lists, status, logs, usage; no submit or cancel.")
     teams = forms.ModelMultipleChoiceField(
         queryset=Team.objects.none(), required=False, label="Teams", widget=forms.CheckboxSelectMultiple,
