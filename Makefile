@@ -16,7 +16,8 @@ UV := $(abspath $(BIN))/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock' pyproject.toml --group build
 
-.PHONY: install lock lock-check run test bench lint check-migrations screenshots services clean
+.PHONY: install lock lock-check run test bench lint check-migrations screenshots services clean \
+	controllers-bin controllers test-controllers
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
 # hashed uv pin, so the environment needs no pip of its own.
@@ -70,6 +71,42 @@ screenshots: $(STAMP) $(ASSETS)
 # Debian's packages when missing; needs root for that).
 services:
 	bash tools/services.sh
+
+# The batch schedulers themselves (tools/controllers/): Kueue's manager, Volcano's scheduler, controller manager and
+# webhook manager, the KubeRay operator, kwok and kube-scheduler, each built from its upstream Go module into the
+# git-ignored var/bin/. Kueue, Volcano, KubeRay and kwok pin different k8s.io releases, so each has a module of its
+# own; kube-scheduler is Kubernetes 1.34's, from tools/controlplane's module. `make controllers-bin` builds them
+# (rebuilt only when a module's go.mod or go.sum changes); `make test-controllers` runs the `controllers` lane.
+GO ?= go
+GO_BUILD = $(GO) build -buildvcs=false -trimpath -ldflags=-s
+VOLCANO_BINS := var/bin/vc-scheduler var/bin/vc-controller-manager var/bin/vc-webhook-manager
+CONTROLLER_BINS := var/bin/kube-scheduler var/bin/kwok var/bin/kueue $(VOLCANO_BINS) var/bin/kuberay-operator
+
+var/bin/kube-scheduler: tools/controlplane/go.mod tools/controlplane/go.sum
+	cd tools/controlplane && $(GO_BUILD) -o $(abspath $@) k8s.io/kubernetes/cmd/kube-scheduler
+
+var/bin/kwok: tools/controllers/kwok/go.mod tools/controllers/kwok/go.sum
+	cd tools/controllers/kwok && $(GO_BUILD) -o $(abspath $@) sigs.k8s.io/kwok/cmd/kwok
+
+var/bin/kueue: tools/controllers/kueue/go.mod tools/controllers/kueue/go.sum
+	cd tools/controllers/kueue && $(GO_BUILD) -o $(abspath $@) sigs.k8s.io/kueue/cmd/kueue
+
+$(VOLCANO_BINS): var/bin/vc-%: tools/controllers/volcano/go.mod tools/controllers/volcano/go.sum
+	cd tools/controllers/volcano && $(GO_BUILD) -o $(abspath $@) volcano.sh/volcano/cmd/$*
+
+var/bin/kuberay-operator: tools/controllers/kuberay/go.mod tools/controllers/kuberay/go.sum
+	cd tools/controllers/kuberay && $(GO_BUILD) -o $(abspath $@) github.com/ray-project/kuberay/ray-operator
+
+controllers-bin: $(CONTROLLER_BINS)
+
+# `make controllers SCHEDULERS=kueue,volcano,kuberay` (the default: all three): the control plane with the chosen
+# schedulers and four fake 8-GPU nodes, in the foreground until Ctrl-C (kubeconfig: var/controlplane/kubeconfig).
+SCHEDULERS ?= kueue,volcano,kuberay
+controllers: $(STAMP) controlplane-bin controllers-bin
+	$(BIN)/python -m tools.controllers --schedulers $(SCHEDULERS)
+
+test-controllers: $(STAMP) $(ASSETS) controlplane-bin controllers-bin
+	$(BIN)/pytest -m controllers tests/controllers
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

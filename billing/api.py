@@ -5,15 +5,23 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.exceptions import ValidationError as InputError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.limits import DAY_PATTERN, EARLIEST_YEAR, LATEST_YEAR, MONTH_PATTERN, year_in_range
+from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import selectors
-from .serializers import BudgetSerializer, StatementSerializer, UsageSerializer
+from . import evidence, selectors
+from .serializers import (
+    BudgetSerializer,
+    EvidenceSerializer,
+    RecommendationSerializer,
+    StatementSerializer,
+    UsageSerializer,
+)
 
 MAX_USAGE_DAYS = 366
 
@@ -88,3 +96,27 @@ class BudgetView(APIView):
             "amount": status.budget.amount if status.budget else None, "spent": status.spent,
             "forecast": status.forecast, "percent": status.percent, "forecast_percent": status.forecast_percent,
         }).data)
+
+
+class QuotaRequestEvidenceView(APIView):
+    @extend_schema(responses=EvidenceSerializer, summary="The last 30 days of the request's team and flavor",
+                   description="Hour by hour: guaranteed, held and borrowed units and the units waiting for quota; "
+                               "in total: allocated and used GPU-hours, p50/p95 of the units held at once, the idle "
+                               "share and its cost, and the GPU-hours its jobs waited by reason (quota, placement, "
+                               "budget). For the request's team and platform admins.")
+    def get(self, request, pk):
+        quota_request = quota_selectors.request_get(user=request.user, pk=pk)
+        (found,) = evidence.evidence_for([(quota_request.team, quota_request.flavor)])
+        return Response(EvidenceSerializer(found).data)
+
+
+class RightsizingView(APIView):
+    @extend_schema(responses=RecommendationSerializer(many=True),
+                   summary="Recommended guaranteed quota per team and flavor (platform and team admins)",
+                   description="p95 of the units held over the last 30 days, less the idle share, plus the units "
+                               "its quota waits ask for; the largest changes first. Team admins get their teams' "
+                               "rows; others a 403.")
+    def get(self, request):
+        if not evidence.can_see_rightsizing(user=request.user):
+            raise PermissionDenied("Platform admins and team admins only.")
+        return Response(RecommendationSerializer(evidence.rightsizing(user=request.user), many=True).data)

@@ -122,3 +122,20 @@ def utilisation_heatmap(cells: list[dict]) -> go.Figure:
     figure.update_layout(**{**LAYOUT, "height": max(240, 26 * len(teams) + 120)},
                          title="Utilisation by team and day")
     return figure
+
+
+def evidence_figure(*, hours: list, guaranteed: list, allocated: list, borrowed: list, quota_waiting: list,
+                    flavor: str) -> go.Figure:
+    """A team's units of one flavor hour by hour: held (the part beyond its guarantee shaded as borrowed), its
+    guarantee as a step line, and the units its jobs waited for quota."""
+    figure = go.Figure()
+    figure.add_scatter(name="held", x=hours, y=[_f(a) for a in allocated], mode="lines", fill="tozeroy",
+                       line={"width": 1})
+    figure.add_scatter(name="borrowed", x=hours, y=[_f(b) for b in borrowed], mode="lines", fill="tozeroy",
+                       line={"width": 1, "color": "#b54708"})
+    figure.add_scatter(name="guaranteed", x=hours, y=guaranteed, mode="lines", line={"shape": "hv", "dash": "dot"})
+    figure.add_scatter(name="waiting for quota", x=hours, y=[_f(w) for w in quota_waiting], mode="lines",
+                       line={"width": 1, "color": "#b42318"})
+    figure.update_layout(**{**LAYOUT, "height": 260}, title=f"{flavor} units per hour, last 30 days",
+                         yaxis_title="units")
+    return figure

@@ -14,3 +14,14 @@ class StatementState(models.TextChoices):
     # The month is over but some of its hours are missing or partial and will still be collected again.
     PENDING = "pending", "Awaiting collection"
     FINAL = "final", "Final"
+
+
+class UtilisationSignal(models.TextChoices):
+    """The dcgm-exporter field a usage row's "used" GPU-hours were read from, best first (billing/activity.py).
+
+    SM activity is the share of SMs with work, so a loop of tiny kernels reads near zero; the other two are the share
+    of time any kernel ran, so the same loop reads busy."""
+
+    SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE", "SM activity"
+    GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "graphics engine activity (time-based)"
+    GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL", "GPU utilisation (time-based)"

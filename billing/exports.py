@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 from .pricing import unit_price
-from .statements import Statement
+from .statements import SignalSpan, Statement
 
 # --- exports -------------------------------------------------------------------------------------------------
 
@@ -17,7 +17,7 @@ FOCUS_COLUMNS = [
     "ChargeDescription", "SubAccountId", "SubAccountName", "RegionName", "ResourceId", "ResourceName",
     "ResourceType", "SkuId", "ConsumedQuantity", "ConsumedUnit", "PricingQuantity", "PricingUnit", "ListUnitPrice",
     "BilledCost", "EffectiveCost", "BillingCurrency", "Tags", "x_CostCenter", "x_Department", "x_UsedGpuHours",
-    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState", "x_UnpricedGpuHours",
+    "x_Efficiency", "x_IdleCost", "x_PriceFrom", "x_StatementState", "x_UnpricedGpuHours", "x_UtilisationSignal",
 ]
 
 
@@ -51,8 +51,15 @@ def focus_rows(statement: Statement) -> list[dict]:
             "x_IdleCost": str(line.idle_cost), "x_PriceFrom": line.price_from, "x_StatementState": statement.state,
             # No rate card covered these hours: BilledCost 0 means "not priced", not "free".
             "x_UnpricedGpuHours": "0" if line.priced else str(line.allocated_gpu_hours),
+            # The dcgm-exporter field x_UsedGpuHours was read from; each with its hours when it changed.
+            "x_UtilisationSignal": line.utilisation_signal,
         })
     return rows
+
+
+def _spans(spans: list[SignalSpan]) -> list[dict]:
+    return [{"signal": span.signal, "label": span.label, "time_based": span.time_based, "start": _iso(span.start),
+             "end": _iso(span.end)} for span in spans]
 
 
 def statement_json(statement: Statement) -> dict:
@@ -70,7 +77,9 @@ def statement_json(statement: Statement) -> dict:
             "allocated_gpu_hours": str(line.allocated_gpu_hours), "used_gpu_hours": str(line.used_gpu_hours),
             "efficiency": None if line.efficiency is None else str(line.efficiency),
             "cost": str(line.cost), "idle_cost": str(line.idle_cost),
+            "utilisation_signal": line.utilisation_signal, "utilisation_signals": _spans(line.signals),
         } for line in statement.lines],
+        "utilisation_signals": _spans(statement.signals),
         "totals": {"allocated_gpu_hours": str(statement.allocated_gpu_hours),
                    "used_gpu_hours": str(statement.used_gpu_hours), "cost": str(statement.total_cost),
                    "idle_cost": str(statement.total_idle_cost),

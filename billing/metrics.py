@@ -30,7 +30,7 @@ from django.conf import settings
 
 from tenants.choices import ScrapeShape
 
-from . import promql
+from . import activity, promql
 from .devices import claim_labels
 
 HOUR = timedelta(hours=1)
@@ -66,12 +66,17 @@ class Usage:
     memory_gib_hours: float = 0.0
     # Energy of the devices held, from their power draw (a MIG slice's is its parent GPU's: see the collector).
     energy_kwh: float = 0.0
+    # GPU-hours weighted by SM and by tensor-pipe activity (jobs only; read where the exporter reports them).
+    sm_active_gpu_hours: float = 0.0
+    tensor_active_gpu_hours: float = 0.0
 
     def add(self, other: Usage) -> None:
         self.allocated_gpu_hours += other.allocated_gpu_hours
         self.used_gpu_hours += other.used_gpu_hours
         self.memory_gib_hours += other.memory_gib_hours
         self.energy_kwh += other.energy_kwh
+        self.sm_active_gpu_hours += other.sm_active_gpu_hours
+        self.tensor_active_gpu_hours += other.tensor_active_gpu_hours
 
 
 @dataclass
@@ -95,6 +100,10 @@ class HourUsage:
     steps_missing: int = 0
     # How the series carried the pods' labels this hour (a ScrapeShape; '' when no pod held a GPU to show it).
     scrape_shape: str = ""
+    # The activity field "used" was read from (a UtilisationSignal; '' when the exporter reported none), and every
+    # activity field reported for the whole hour (activity.FIELDS).
+    signal: str = ""
+    exported: frozenset[str] = frozenset()
 
     def namespace_usage(self, key: tuple[str, str, str]) -> Usage:
         return self.namespaces.setdefault(key, Usage())
@@ -119,7 +128,6 @@ def check_hour(hour: datetime) -> datetime:
 # --- Prometheus ------------------------------------------------------------------------------------------------
 
 # The queries themselves, and what the series look like upstream, are in promql.py.
-QUERIES = promql.queries(ScrapeShape.EITHER, settings.BILLING_STEP_SECONDS)
 NODE_DEVICES = promql.NODE_DEVICES
 
 
@@ -134,7 +142,6 @@ class PrometheusSource:
         if 3600 % self.step:
             raise ValueError("the step must divide an hour")
         self.shape = shape
-        self.queries = promql.queries(shape, self.step)
         self.session = session or requests.Session()
 
     # -- HTTP API
@@ -178,17 +185,28 @@ class PrometheusSource:
                 kinds.setdefault(node, set()).add((labels.get("modelName", ""), labels.get("GPU_I_PROFILE", "")))
         return {node: next(iter(found)) for node, found in kinds.items() if len(found) == 1}
 
+    def _exported(self, start: datetime, end: datetime) -> frozenset[str]:
+        """The activity fields dcgm-exporter reported in every step it answered: one added or dropped mid-hour
+        counts from the first hour it covers whole, so an hour is read on one signal throughout."""
+        steps = {series["metric"].get("field", ""): len(series["values"])
+                 for series in self.query_range(promql.activity_fields(self.step), start, end, self.step)}
+        answered = steps.pop("", 0)
+        return frozenset(field for field, count in steps.items() if answered and count >= answered)
+
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
         steps = 3600 // self.step
         # Each answer at t covers the step (t - step, t]: evaluated from the end of the first step to the end of the
         # hour, the hour's samples are each read once, and none of the next hour's.
         start, end = hour + timedelta(seconds=self.step), hour + HOUR
-        answers = {name: self.query_range(expr, start, end, self.step) for name, expr in self.queries.items()}
+        exported = self._exported(start, end)
+        signal = activity.best_signal(exported)
+        queries = promql.queries(self.shape, self.step, signal or activity.GR_ENGINE_ACTIVE, exported)
+        answers = {name: self.query_range(expr, start, end, self.step) for name, expr in queries.items()}
         node_units = self._node_units(hour)
         shapes = {series["metric"].get("shape") for series in self.query(promql.SHAPE, hour + HOUR)}
 
-        usage = HourUsage(hour=hour, steps=steps)
+        usage = HourUsage(hour=hour, steps=steps, signal=signal, exported=exported)
         usage.scrape_shape = (ScrapeShape.EXPORTED if ScrapeShape.EXPORTED in shapes
                               else ScrapeShape.DIRECT if ScrapeShape.DIRECT in shapes else "")
         hours_per_step = self.step / 3600
@@ -201,7 +219,7 @@ class PrometheusSource:
 
         def integrate(name: str) -> Iterable[tuple[dict, float]]:
             """Each series' steps summed; a NaN or infinite step is left out (and said), the rest is billed."""
-            for series in answers[name]:
+            for series in answers.get(name, ()):
                 values = [float(value) for _, value in series["values"]]
                 finite = [v for v in values if math.isfinite(v)]
                 if len(finite) < len(values):
@@ -232,10 +250,13 @@ class PrometheusSource:
             for labels, total in integrate(name):
                 measured = usage.namespace_usage((labels.get("namespace", ""), *unit(labels)))
                 setattr(measured, attr, getattr(measured, attr) + total * scale)
-        for name, attr in (("job_allocated", "allocated_gpu_hours"), ("job_used", "used_gpu_hours")):
+        for name, attr, scale in (("job_allocated", "allocated_gpu_hours", 1), ("job_used", "used_gpu_hours", 1),
+                                  ("job_memory", "memory_gib_hours", 1 / MIB_PER_GIB),
+                                  ("job_sm_active", "sm_active_gpu_hours", 1),
+                                  ("job_tensor_active", "tensor_active_gpu_hours", 1)):
             for labels, total in integrate(name):
                 job = usage.job_usage((labels.get("namespace", ""), labels.get(KSM_JOB_LABEL, "")))
-                setattr(job, attr, getattr(job, attr) + total)
+                setattr(job, attr, getattr(job, attr) + total * scale)
         for name in ("capacity", "held"):
             for labels, total in integrate(name):
                 seen = usage.capacity.setdefault(unit(labels), Capacity())

@@ -13,9 +13,11 @@ from django.db.models.functions import Round
 
 from tenants.models import Cluster, GpuFlavor, Team
 
-from .choices import HourState
+from .choices import HourState, UtilisationSignal
 
 GPU_HOURS = {"max_digits": 14, "decimal_places": 6}
+# The activity field "used" was read from; '' on rows collected before the collector recorded it.
+SIGNAL = {"max_length": 40, "choices": UtilisationSignal.choices, "blank": True}
 MONEY = {"max_digits": 14, "decimal_places": 4}
 
 
@@ -31,6 +33,7 @@ class UsageHour(models.Model):
     used_gpu_hours = models.DecimalField(**GPU_HOURS, validators=[MinValueValidator(Decimal(0))])
     gpu_memory_used_gib_avg = models.FloatField(default=0)
     energy_kwh = models.DecimalField(**GPU_HOURS, default=Decimal(0))
+    utilisation_signal = models.CharField(**SIGNAL)
 
     class Meta:
         constraints = [
@@ -53,6 +56,11 @@ class JobUsageHour(models.Model):
     allocated_gpu_hours = models.DecimalField(**GPU_HOURS)
     used_gpu_hours = models.DecimalField(**GPU_HOURS)
     utilisation_avg = models.FloatField(default=0, help_text="0..1 over the hour, weighted by GPUs held.")
+    utilisation_signal = models.CharField(**SIGNAL)
+    gpu_memory_used_gib_avg = models.FloatField(default=0, help_text="GPU memory the job's pods held, hour average.")
+    # 0..1 like utilisation_avg; null where the exporter did not report the field that hour.
+    sm_active_avg = models.FloatField(null=True, blank=True)
+    tensor_active_avg = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "flavor", "hour"], name="job_usage_hour_unique")]
@@ -98,6 +106,9 @@ class CollectedHour(models.Model):
     message = models.TextField(blank=True)
     # Steps of the hour an exporter did not answer (a partial hour bills the others until it is re-collected).
     steps_missing = models.PositiveSmallIntegerField(default=0)
+    # The signal the hour's usage was read from, and every activity field the exporter reported all hour.
+    utilisation_signal = models.CharField(**SIGNAL)
+    activity_fields = models.JSONField(default=list, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     collected_at = models.DateTimeField()
 

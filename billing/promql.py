@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from tenants.choices import ScrapeShape
 
+from . import activity
 from .devices import DRA_ALLOCATED
 
 JOB_LABEL = "gpu-portal.io/job"
@@ -82,18 +83,28 @@ def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str
     return direct if shape == ScrapeShape.DIRECT else f"{exported} or {direct}"
 
 
-def utilisation(shape: str, step: int) -> str:
-    """0..1 per pod: GPU_UTIL (percent) does not exist for MIG instances, the graphics engine activity does."""
-    whole = pod_usage("DCGM_FI_DEV_GPU_UTIL", shape, step=step, matchers=WHOLE_GPU)
-    mig = pod_usage("DCGM_FI_PROF_GR_ENGINE_ACTIVE", shape, step=step, matchers=MIG_SLICE)
+def utilisation(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE) -> str:
+    """0..1 per pod on `signal`, one field for whole GPUs and MIG instances alike, except GPU_UTIL (percent), which
+    MIG instances do not report: with it, they read the graphics engine activity."""
+    if signal not in activity.PERCENT:
+        return pod_usage(signal, shape, step=step)
+    whole = pod_usage(signal, shape, step=step, matchers=WHOLE_GPU)
+    mig = pod_usage(activity.GR_ENGINE_ACTIVE, shape, step=step, matchers=MIG_SLICE)
     return f"({whole}) / 100 or {mig}"
 
 
-def queries(shape: str, step: int) -> dict[str, str]:
-    """Range queries evaluated at the end of each step; each answer covers the step that ends there."""
+def _per_job(expr: str) -> str:
+    return (f"sum by (namespace, {KSM_JOB_LABEL}) (({expr}) * on (namespace, pod) group_left ({KSM_JOB_LABEL}) "
+            f"{POD_JOB})")
+
+
+def queries(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE,
+            exported: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Range queries evaluated at the end of each step; each answer covers the step that ends there. `signal` is
+    the activity field "used" is read from; SM and tensor-pipe activity per job are asked for when `exported`."""
     per_namespace = f"sum by (namespace, {UNITS})"
-    used = utilisation(shape, step)
-    return {
+    used = utilisation(shape, step, signal)
+    found = {
         "allocated": f"sum by (namespace, resource, node) ({GPU_REQUESTS} * on (namespace, pod, uid) group_left () "
                      f"{RUNNING_OBJECT})",
         "dra_allocated": DRA_ALLOCATED,  # devices DRA claims hold: no resource request counts them
@@ -103,8 +114,8 @@ def queries(shape: str, step: int) -> dict[str, str]:
         "job_allocated": f"sum by (namespace, {KSM_JOB_LABEL}) ({GPU_REQUESTS} * on (namespace, pod, uid) "
                          f"group_left () {RUNNING_OBJECT} * on (namespace, pod) group_left ({KSM_JOB_LABEL}) "
                          f"{POD_JOB})",
-        "job_used": f"sum by (namespace, {KSM_JOB_LABEL}) (({used}) * on (namespace, pod) group_left "
-                    f"({KSM_JOB_LABEL}) {POD_JOB})",
+        "job_used": _per_job(used),
+        "job_memory": _per_job(pod_usage("DCGM_FI_DEV_FB_USED", shape, step=step)),
         # Every device the exporters report, and those running GPU pods hold: the rest is unallocated capacity.
         "capacity": f"count by ({UNITS}) (DCGM_FI_DEV_POWER_USAGE)",
         "held": f"sum by ({UNITS}) ({pod_usage('DCGM_FI_DEV_POWER_USAGE', shape, per_pod='count')})",
@@ -113,6 +124,18 @@ def queries(shape: str, step: int) -> dict[str, str]:
                      f'label_replace(count(count_over_time(DCGM_FI_DEV_POWER_USAGE[{step}s])), "exporter", '
                      '"dcgm-exporter", "", "")'),
     }
+    for name, field in (("job_sm_active", activity.SM_ACTIVE), ("job_tensor_active", activity.TENSOR_ACTIVE)):
+        if field in exported:
+            found[name] = _per_job(pod_usage(field, shape, step=step))
+    return found
+
+
+def activity_fields(step: int) -> str:
+    """Range query: per step, which activity fields dcgm-exporter reported (label `field`), beside its power series
+    (`field=""`), so a field that is there for fewer steps than power (added or dropped mid-hour) can be told."""
+    seen = [f'label_replace(count(count_over_time({field}[{step}s])), "field", "{field}", "", "")'
+            for field in activity.FIELDS]
+    return " or ".join([*seen, f"count(count_over_time(DCGM_FI_DEV_POWER_USAGE[{step}s]))"])
 
 
 # Instant queries at the end of the hour.

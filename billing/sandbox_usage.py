@@ -1,5 +1,11 @@
 """Usage of a sandbox cluster: deterministic series derived from its pods (the portal's gateway lists them), for
-the embedded default cluster and the demo, answering `hour_usage(hour)` as `metrics.PrometheusSource` does."""
+the embedded default cluster and the demo, answering `hour_usage(hour)` as `metrics.PrometheusSource` does.
+
+It reports the activity fields a dcgm-exporter with SM activity turned on reports (activity.FIELDS) unless told
+fewer, and reads "used" from the best of them, as the collector does. A job sets what its GPUs do with the
+environment variable SANDBOX_GPU_ACTIVITY on its containers (ACTIVITIES: busy, busy-no-tensor, tiny-kernels,
+idle-memory-held); without it, a pod works or idles by a hash of its name and the hour.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,38 @@ from datetime import UTC, datetime
 from portal import kube
 from portal.naming import managed_selector
 
-from . import devices
+from . import activity, devices
 from .metrics import HOUR, JOB_LABEL, Capacity, HourUsage, MetricsError, Usage, check_hour, ksm_resource
 
 GPU_PREFIX = "nvidia.com/"
+ACTIVITY_ENV = "SANDBOX_GPU_ACTIVITY"
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What each activity field reads (0..1) on a GPU doing one kind of thing, and the memory it holds (GiB; None
+    for a share of the unit's memory that grows with the work)."""
+
+    gpu_util: float
+    gr_engine_active: float
+    sm_active: float
+    tensor_active: float
+    memory_gib: float | None = None
+
+    def reading(self, field: str) -> float:
+        return {activity.GPU_UTIL: self.gpu_util, activity.GR_ENGINE_ACTIVE: self.gr_engine_active,
+                activity.SM_ACTIVE: self.sm_active, activity.TENSOR_ACTIVE: self.tensor_active}.get(field, 0.0)
+
+
+# The means per phase measured on an NVIDIA H200 (the GPU probe's summary): bf16 matmuls back to back, a loop of
+# one-element kernels, 40 GiB held with no kernels. Tensor-pipe activity was not measured there; matmuls in bf16
+# keep the tensor pipe busy, taken as 0.8, and "busy-no-tensor" is the same work done without tensor cores.
+ACTIVITIES = {
+    "busy": Activity(0.9887, 0.9705, 0.9329, 0.8, memory_gib=1.7),
+    "busy-no-tensor": Activity(0.9887, 0.9705, 0.9329, 0.0, memory_gib=1.7),
+    "tiny-kernels": Activity(0.2383, 0.2364, 0.0003, 0.0, memory_gib=1.5),
+    "idle-memory-held": Activity(0.0004, 0.0001, 0.0, 0.0, memory_gib=41.5),
+}
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -37,6 +71,14 @@ def pod_utilisation(pod_name: str, hour: datetime) -> float:
     return round(0.35 + 0.6 * unit(pod_name, hour), 4)
 
 
+def pod_activity(run: PodRun, hour: datetime) -> Activity:
+    """The pod's set activity, else a hashed one: every field reads the same, the tensor pipe a share of it."""
+    if run.activity in ACTIVITIES:
+        return ACTIVITIES[run.activity]
+    used = pod_utilisation(run.name, hour)
+    return Activity(used, used, used, round(used * unit(run.name, "tensor"), 4))
+
+
 @dataclass(frozen=True)
 class PodRun:
     """What a pod held and when: the facts a sandbox pod (or a synthetic history) gives the sandbox source."""
@@ -51,6 +93,7 @@ class PodRun:
     gpu_model: str = ""
     memory_gib: float = 80.0  # of one unit
     max_power_watts: float = 700.0  # of the device (the parent GPU for a MIG slice)
+    activity: str = ""  # a key of ACTIVITIES, from the pod's SANDBOX_GPU_ACTIVITY
 
 
 def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float]] | None = None,
@@ -84,6 +127,8 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                      if c.get("type") == "Ready" and c.get("status") == "False"]
             finished = max((e for e in ends if e), default=started)
         selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items()))
+        doing = next((e.get("value", "") for c in spec.get("containers") or [] for e in c.get("env") or []
+                      if e.get("name") == ACTIVITY_ENV), "")
         units = {(name, *(models or {}).get((name, selector), ("", 80.0))): count for name, count in held.items()}
         for entry in status.get("resourceClaimStatuses") or []:
             for unit, count in (claims or {}).get((meta.get("namespace", ""), entry.get("resourceClaimName")),
@@ -96,18 +141,22 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                                resource=ksm_resource(flavor_resource[0] if flavor_resource else name), gpus=count,
                                started_at=started, finished_at=finished,
                                job=(meta.get("labels") or {}).get(JOB_LABEL, ""), gpu_model=model,
-                               memory_gib=memory))
+                               memory_gib=memory, activity=doing))
     return runs
 
 
 class SandboxSource:
-    """Deterministic usage from pod runs: allocation from when each pod ran, utilisation from a hash. With
-    `capacity` ((resource, GPU model) → units the cluster has), every hour also reports those units as seen, the
-    pods' allocation as held (a sandbox has no exporters to say more)."""
+    """Deterministic usage from pod runs: allocation from when each pod ran, activity as each pod sets it (or from a
+    hash), read on the best of the `exported` fields. With `capacity` ((resource, GPU model) → units the cluster
+    has), every hour also reports those units as seen, the pods' allocation as held (a sandbox has no exporters to
+    say more)."""
 
-    def __init__(self, runs: Callable[[], Iterable[PodRun]], capacity: dict[tuple[str, str], int] | None = None):
+    def __init__(self, runs: Callable[[], Iterable[PodRun]], capacity: dict[tuple[str, str], int] | None = None,
+                 exported: Iterable[str] = activity.FIELDS):
         self._runs = runs
         self._capacity = capacity or {}
+        self.exported = frozenset(exported)
+        self.signal = activity.best_signal(self.exported)
 
     @classmethod
     def for_cluster(cls, cluster) -> SandboxSource:
@@ -124,20 +173,24 @@ class SandboxSource:
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
         end = hour + HOUR
-        usage = HourUsage(hour=hour)
+        usage = HourUsage(hour=hour, signal=self.signal, exported=self.exported)
         for run in self._runs():
             overlap = (min(run.finished_at or end, end) - max(run.started_at, hour)).total_seconds()
             if overlap <= 0:
                 continue
             held = run.gpus * overlap / 3600
-            utilisation = pod_utilisation(run.name, hour)
-            row = Usage(allocated_gpu_hours=held, used_gpu_hours=held * utilisation,
-                        memory_gib_hours=held * run.memory_gib * min(1.0, 0.2 + utilisation),
-                        energy_kwh=held * run.max_power_watts * (0.1 + 0.9 * utilisation) / 1000)
+            doing = pod_activity(run, hour)
+            memory = (min(run.memory_gib, doing.memory_gib) if doing.memory_gib is not None
+                      else run.memory_gib * min(1.0, 0.2 + doing.sm_active))
+            row = Usage(allocated_gpu_hours=held, used_gpu_hours=held * doing.reading(self.signal),
+                        memory_gib_hours=held * memory,
+                        energy_kwh=held * run.max_power_watts * (0.1 + 0.9 * doing.sm_active) / 1000)
             usage.namespace_usage((run.namespace, run.resource, run.gpu_model)).add(row)
             if run.job:
-                usage.job_usage((run.namespace, run.job)).add(
-                    Usage(allocated_gpu_hours=row.allocated_gpu_hours, used_gpu_hours=row.used_gpu_hours))
+                usage.job_usage((run.namespace, run.job)).add(Usage(
+                    allocated_gpu_hours=held, used_gpu_hours=row.used_gpu_hours, memory_gib_hours=held * memory,
+                    sm_active_gpu_hours=held * doing.reading(activity.SM_ACTIVE),
+                    tensor_active_gpu_hours=held * doing.reading(activity.TENSOR_ACTIVE)))
         for unit, units in self._capacity.items():
             held = sum(u.allocated_gpu_hours for (_, resource, model), u in usage.namespaces.items()
                        if (resource, model) == unit)

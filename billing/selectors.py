@@ -11,18 +11,20 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, Min, OuterRef, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from jobs.choices import JobState
 from jobs.models import Job
 from jobs.selectors import job_list
-from tenants.models import Team
+from tenants.models import Cluster, Team
 from tenants.selectors import team_list
 
+from . import activity
+from .choices import HourState
 from .exports import FOCUS_COLUMNS, focus_rows, statement_json, write_focus_csv  # noqa: F401 - re-exported
-from .models import Budget, BudgetAlert, JobUsageHour, UsageHour
+from .models import Budget, BudgetAlert, CollectedHour, JobUsageHour, UsageHour
 from .pricing import (  # noqa: F401 - re-exported: selectors is the entry point for reads
     CENT,
     GPU_HOURS_PLACES,
@@ -176,11 +178,14 @@ class IdleJob:
     wasted_gpu_hours: Decimal
     wasted_cost: Decimal
     cost_per_hour: Decimal | None  # what the job's GPUs cost each hour while it keeps running
+    verdict: activity.Verdict | None = None
+    signal: str = ""  # the weakest signal of the window's hours
 
 
 def idle_jobs(*, user, team: Team | None = None, now: datetime | None = None) -> list[IdleJob]:
-    """Running jobs whose utilisation stayed under IDLE_GPU_THRESHOLD in every hour of the last IDLE_GPU_WINDOW_HOURS
-    collected hours (the window ends at the newest hour collected before now; a job needs a row for each hour)."""
+    """Running jobs that did no work (activity.judge_idle on their peak hour, memory held or not) in every hour of
+    the last IDLE_GPU_WINDOW_HOURS collected hours (the window ends at the newest hour collected before now; a job
+    needs a row for each hour)."""
     now = now or timezone.now()
     window = settings.IDLE_GPU_WINDOW_HOURS
     newest = JobUsageHour.objects.filter(hour__lt=floor_hour(now)).aggregate(newest=Max("hour"))["newest"]
@@ -190,24 +195,57 @@ def idle_jobs(*, user, team: Team | None = None, now: datetime | None = None) ->
     jobs = job_list(user=user, team=team).filter(state=JobState.RUNNING)
     sums = (JobUsageHour.objects.filter(job__in=jobs, hour__gte=window_start, hour__lt=window_end)
             .values("job_id").annotate(hours=Count("hour", distinct=True), allocated=Sum("allocated_gpu_hours"),
-                                       used=Sum("used_gpu_hours"),
-                                       busy=Count("id", filter=Q(utilisation_avg__gte=settings.IDLE_GPU_THRESHOLD)),
-                                       peak=Max("utilisation_avg"))
-            .filter(hours=window, busy=0).order_by())
-    sums = {row["job_id"]: row for row in sums}
-    if not sums:
+                                       used=Sum("used_gpu_hours"), peak=Max("utilisation_avg"),
+                                       memory=Max("gpu_memory_used_gib_avg"),
+                                       # Field names sort best last, so the minimum is the weakest signal.
+                                       signal=Min("utilisation_signal"))
+            .filter(hours=window).order_by())
+    verdicts = {row["job_id"]: (row, activity.judge_idle(
+        signal=row["signal"], utilisation=row["peak"] or 0.0, threshold=settings.IDLE_GPU_THRESHOLD,
+        # the GPUs it held on average over the window (each hour's allocation is GPU-hours of one hour)
+        memory_gib=(row["memory"] or 0.0) / max(float(row["allocated"] or 0) / window, 1e-9))) for row in sums}
+    verdicts = {pk: found for pk, found in verdicts.items() if found[1].idle}
+    if not verdicts:
         return []
     periods = price_periods(start=window_start, end=window_end + HOUR)
     result = []
-    for job in jobs.filter(pk__in=sums):
-        row = sums[job.pk]
+    for job in jobs.filter(pk__in=verdicts):
+        row, verdict = verdicts[job.pk]
         wasted = (row["allocated"] or ZERO) - (row["used"] or ZERO)
         period = next((p for p in reversed(periods) if p.flavor_id == job.flavor_id), None)
         price = period.price if period else None
         result.append(IdleJob(job=job, window_start=window_start, window_end=window_end,
                               utilisation_max=row["peak"] or 0.0, wasted_gpu_hours=wasted,
                               wasted_cost=money(wasted * price) if price is not None else ZERO,
-                              cost_per_hour=money(job.total_gpus * price) if price is not None else None))
+                              cost_per_hour=money(job.total_gpus * price) if price is not None else None,
+                              verdict=verdict, signal=row["signal"]))
     return sorted(result, key=lambda i: (-i.wasted_gpu_hours, i.job.pk))
 
 
+@dataclass
+class IdleReport:
+    jobs: list[IdleJob]
+    # Clusters whose newest hour was read from a time-based signal: a job running only tiny kernels reads busy there
+    # and is missing from `jobs`.
+    time_based_clusters: list[str]
+    caveat: str = activity.TINY_KERNELS
+
+
+def cluster_signals(*, clusters=None):
+    """Clusters with the signal (`utilisation_signal`) and activity fields (`activity_fields`) of their newest
+    collected hour, and that hour (`signal_hour`); None where no hour was collected."""
+    newest = (CollectedHour.objects.filter(cluster=OuterRef("pk")).exclude(state=HourState.FAILED)
+              .order_by("-hour"))
+    clusters = Cluster.objects.all() if clusters is None else clusters
+    return clusters.annotate(utilisation_signal=Subquery(newest.values("utilisation_signal")[:1]),
+                             activity_fields=Subquery(newest.values("activity_fields")[:1]),
+                             signal_hour=Subquery(newest.values("hour")[:1]))
+
+
+def idle_report(*, user, team: Team | None = None, now: datetime | None = None) -> IdleReport:
+    jobs = idle_jobs(user=user, team=team, now=now)
+    clusters = (Cluster.objects.filter(team_namespaces__team=team) if team is not None
+                else Cluster.objects.filter(active=True))
+    weak = [c.name for c in cluster_signals(clusters=clusters.distinct().order_by("name"))
+            if c.signal_hour is not None and activity.time_based(c.utilisation_signal)]
+    return IdleReport(jobs=jobs, time_based_clusters=weak)

@@ -20,7 +20,7 @@ from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin
 from tenants.services import audit_record
 
-from . import metrics, selectors, sources, tasks
+from . import activity, metrics, selectors, sources, tasks
 from .choices import HourState
 from .devices import flavor_unit, is_dra
 from .models import CapacityHour, CollectedHour, JobUsageHour, UsageHour
@@ -80,7 +80,7 @@ class _Owners:
                                   # Utilisation and requests are sampled apart: use never exceeds allocation.
                                   used_gpu_hours=min(allocated, _gpu_hours(total.used_gpu_hours)),
                                   gpu_memory_used_gib_avg=round(total.memory_gib_hours, 3),
-                                  energy_kwh=_gpu_hours(total.energy_kwh * share)))
+                                  energy_kwh=_gpu_hours(total.energy_kwh * share), utilisation_signal=usage.signal))
         return rows
 
     def capacity_rows(self, usage: metrics.HourUsage, notes: set[str]) -> list[CapacityHour]:
@@ -112,8 +112,14 @@ class _Owners:
             if job is None or job.team.namespace != namespace or allocated <= 0:
                 continue
             used = min(allocated, _gpu_hours(measured.used_gpu_hours))
+            sm, tensor = (round(min(1.0, gpu_hours / float(allocated)), 4) if field in usage.exported else None
+                          for gpu_hours, field in ((measured.sm_active_gpu_hours, activity.SM_ACTIVE),
+                                                   (measured.tensor_active_gpu_hours, activity.TENSOR_ACTIVE)))
             rows.append(JobUsageHour(job=job, flavor=job.flavor, hour=usage.hour, allocated_gpu_hours=allocated,
-                                     used_gpu_hours=used, utilisation_avg=round(float(used / allocated), 4)))
+                                     used_gpu_hours=used, utilisation_avg=round(float(used / allocated), 4),
+                                     utilisation_signal=usage.signal,
+                                     gpu_memory_used_gib_avg=round(measured.memory_gib_hours, 3),
+                                     sm_active_avg=sm, tensor_active_avg=tensor))
         return rows
 
 
@@ -174,8 +180,9 @@ def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime) -> list[Co
     job_ids = {int(label) for usage in collected for _, label in usage.jobs if label.isdigit()}
     jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids, cluster=cluster).select_related("team",
                                                                                                        "flavor")}
-    rows, job_rows, capacity_rows, messages, missing = [], [], [], {}, {}
+    rows, job_rows, capacity_rows, messages, missing, signals = [], [], [], {}, {}, {}
     for usage in collected:
+        signals[usage.hour] = (usage.signal, sorted(usage.exported))
         notes: set[str] = set()
         rows += owners.rows(usage, notes)
         job_rows += owners.job_rows(usage, jobs)
@@ -203,10 +210,13 @@ def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime) -> list[Co
         ledger.message = messages.get(hour, message)
         # A failed attempt leaves the hour's rows as they were, so it keeps the count of the steps they miss.
         ledger.steps_missing = missing.get(hour, ledger.steps_missing if state == HourState.FAILED else 0)
+        if hour in signals:  # likewise the signal its rows were read from
+            ledger.utilisation_signal, ledger.activity_fields = signals[hour]
         ledger.attempts += 1
         ledgers.append(ledger)
     CollectedHour.objects.bulk_update([lg for lg in ledgers if lg.pk is not None],
-                                      ["state", "message", "steps_missing", "attempts", "collected_at"],
+                                      ["state", "message", "steps_missing", "utilisation_signal", "activity_fields",
+                                       "attempts", "collected_at"],
                                       batch_size=1000)
     CollectedHour.objects.bulk_create([lg for lg in ledgers if lg.pk is None], batch_size=1000)
     return ledgers

@@ -12,12 +12,13 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Min
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import team_list
 
+from . import activity
 from .choices import HourState, StatementState
 from .models import CollectedHour, UsageHour
 from .pricing import (
@@ -38,6 +39,31 @@ from .pricing import (
 # --- statements ----------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SignalSpan:
+    """The hours [start, end) of a line whose "used" GPU-hours were read from one activity field."""
+
+    signal: str  # a UtilisationSignal, '' for rows collected before the collector recorded it
+    start: datetime
+    end: datetime
+
+    @property
+    def label(self) -> str:
+        return activity.signal_label(self.signal)
+
+    @property
+    def time_based(self) -> bool:
+        return activity.time_based(self.signal)
+
+
+def describe_signals(spans: list[SignalSpan]) -> str:
+    """One field name, or each field with its hours when the signal changed within the period."""
+    if len({span.signal for span in spans}) <= 1:
+        return spans[0].signal if spans else ""
+    return "; ".join(f"{span.signal or 'unrecorded'} {span.start:%Y-%m-%dT%H:%M:%SZ}/{span.end:%Y-%m-%dT%H:%M:%SZ}"
+                     for span in spans)
+
+
 @dataclass
 class StatementLine:
     """One flavor over one rate period of the month (most months: one line per flavor)."""
@@ -52,6 +78,12 @@ class StatementLine:
     used_gpu_hours: Decimal
     cost: Decimal  # allocation cost, rounded once
     idle_cost: Decimal  # the part of `cost` nobody used: cost − used × price, so the two always add up
+    # What "used" was read from, in time order; more than one signal means the exporter changed in the period.
+    signals: list[SignalSpan] = field(default_factory=list)
+
+    @property
+    def utilisation_signal(self) -> str:
+        return describe_signals(self.signals)
 
     @property
     def efficiency(self) -> Decimal | None:
@@ -137,6 +169,24 @@ class Statement:
     def state_label(self) -> str:
         return StatementState(self.state).label
 
+    @property
+    def signals(self) -> list[SignalSpan]:
+        """Each signal "used" was read from this month, from its first to its last hour over every line."""
+        spans: dict[str, SignalSpan] = {}
+        for span in (span for line in self.lines for span in line.signals):
+            seen = spans.get(span.signal)
+            spans[span.signal] = span if seen is None else SignalSpan(span.signal, min(seen.start, span.start),
+                                                                      max(seen.end, span.end))
+        return sorted(spans.values(), key=lambda span: (span.start, span.signal))
+
+    @property
+    def signal_changed(self) -> bool:
+        return len(self.signals) > 1
+
+    @property
+    def time_based_signal(self) -> bool:
+        return any(span.time_based for span in self.signals)
+
 
 def statement_state(month: date, now: datetime | None = None, missing: list[MissingHours] = ()) -> str:
     """Draft while the month is open; then awaiting collection while any of its hours is missing or partial and
@@ -178,12 +228,17 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
     # Lines come out in statement order (cluster, flavor, rate period) when the sums are taken in that order.
     rank = {pk: i for i, pk in enumerate(sorted(flavors, key=lambda pk: (flavors[pk].cluster.name, flavors[pk].name)))}
     sums = usage_sums(rows, by=("team_id", "flavor_id"), start=start, end=end, periods=periods)
+    spans = _signal_spans(rows, start=start, end=end)
     sums.sort(key=lambda s: (rank[s["flavor_id"]], periods[s["period"]].start if s["period"] != UNPRICED else start))
     for row in sums:
         statement = statements.get(row["team_id"])
         if statement is not None:
             period = periods[row["period"]] if row["period"] != UNPRICED else None
-            statement.lines.append(_line(flavors[row["flavor_id"]], row, period, start, end))
+            line = _line(flavors[row["flavor_id"]], row, period, start, end)
+            line.signals = [SignalSpan(span.signal, max(span.start, line.charge_start), min(span.end, line.charge_end))
+                            for span in spans.get((row["team_id"], row["flavor_id"]), [])
+                            if span.start < line.charge_end and span.end > line.charge_start]
+            statement.lines.append(line)
     for team_id, first in (rows.filter(hour__gte=start, hour__lt=end).values("team_id")
                            .annotate(first=Min("hour")).order_by().values_list("team_id", "first")):
         if team_id in statements:
@@ -204,6 +259,17 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
         statement.missing = list(by_clusters[mine])
         statement.state = statement_state(month, now, statement.missing)
     return statements
+
+
+def _signal_spans(rows, *, start: datetime, end: datetime) -> dict[tuple[int, int], list[SignalSpan]]:
+    """(team, flavor) → the hours each signal covered in [start, end), in time order (one aggregate query)."""
+    spans = defaultdict(list)
+    found = (rows.filter(hour__gte=start, hour__lt=end).values("team_id", "flavor_id", "utilisation_signal")
+             .annotate(first=Min("hour"), last=Max("hour")).order_by("first"))
+    for row in found:
+        spans[(row["team_id"], row["flavor_id"])].append(SignalSpan(row["utilisation_signal"], row["first"],
+                                                                    row["last"] + HOUR))
+    return spans
 
 
 def first_month(*, team: Team | None = None) -> date:

@@ -23,6 +23,8 @@ urlpatterns = [
     path("teams/<slug:slug>/usage/statements/<month:month>/", views.team_statement, name="team-statement"),
     path("teams/<slug:slug>/usage/statements/<month:month>.<str:fmt>", views.team_statement_export,
          name="team-statement-export"),
+    path("quota/requests/<int:pk>/evidence/", views.request_evidence, name="request-evidence"),
+    path("quota/rightsizing/", views.rightsizing, name="rightsizing"),
     path("console/usage/", views.console_usage, name="console-usage"),
     path("console/usage/statements/<month:month>.csv", views.console_statements_csv, name="console-statements-csv"),
     path("console/rates/", views.console_rates, name="console-rates"),

@@ -19,9 +19,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.http import platform_admin_required, source_ip, write_from_form
+from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import budgets, capacity, charts, selectors
+from . import budgets, capacity, charts, evidence, selectors
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
@@ -61,7 +62,7 @@ def _team_usage_page(request, team, month, *, budget_form=None, status=200):
         "team": team, "month": month, "nav": _month_nav(month, first=selectors.first_month(team=team)),
         "statement": statement, "budget": budget,
         "can_budget": can_budget, "budget_form": budget_form,
-        "idle": selectors.idle_jobs(user=request.user, team=team),
+        "idle": selectors.idle_report(user=request.user, team=team),
         "usage_chart": charts.figure_html(charts.usage_by_flavor_figure(usage_rows), div_id="usage-chart"),
         "cost_chart": charts.figure_html(charts.cost_vs_budget_figure(
             cost_rows, start=start, end=end, budget=budget.budget.amount if budget.budget else None,
@@ -156,7 +157,7 @@ def console_usage(request):
         "month": month, "nav": _month_nav(month, first=selectors.first_month()), "statements": statements,
         "rollups": rollups,
         "total": sum((s.total_cost for s in statements), selectors.ZERO), "currency": currency,
-        "idle": selectors.idle_jobs(user=request.user),
+        "idle": selectors.idle_report(user=request.user),
         "team_chart": charts.figure_html(charts.cost_by_group_figure(
             team_rows, title="Cost by team", currency=currency), div_id="team-cost-chart"),
         "cost_center_chart": charts.figure_html(charts.cost_by_group_figure(
@@ -202,3 +203,37 @@ def console_rates(request):
         "form": form, "cards": selectors.rate_cards(), "month": month,
         "flavors": [{"flavor": f, "now": in_force.get(f.pk), "unpriced": unpriced.get(f.pk)} for f in flavors],
     }, status=400 if form.errors else 200)
+
+
+# --- evidence for quota decisions ----------------------------------------------------------------------------
+
+
+def evidence_chart(found: evidence.Evidence, *, div_id: str) -> str:
+    return charts.figure_html(charts.evidence_figure(
+        hours=found.hours, guaranteed=found.guaranteed, allocated=found.allocated, borrowed=found.borrowed,
+        quota_waiting=found.quota_waiting, flavor=found.flavor.name), div_id=div_id)
+
+
+@login_required
+@require_GET
+def request_evidence(request, pk):
+    """What the team did with the flavor in the last 30 days, beside the request: for its approver and its team."""
+    quota_request = quota_selectors.request_get(user=request.user, pk=pk)
+    (found,) = evidence.evidence_for([(quota_request.team, quota_request.flavor)])
+    return render(request, "billing/request_evidence.html", {
+        "r": quota_request, "e": found, "recommendation": evidence.Recommendation(evidence=found),
+        "is_platform_admin": tenant_selectors.is_platform_admin(request.user),
+        "chart": evidence_chart(found, div_id="evidence-chart"),
+    })
+
+
+@login_required
+@require_GET
+def rightsizing(request):
+    """Every team × flavor with the guaranteed quota its evidence supports; team admins see their teams' rows."""
+    platform = tenant_selectors.is_platform_admin(request.user)
+    if not platform and not evidence.can_see_rightsizing(user=request.user):
+        raise PermissionDenied("Platform admins and team admins only.")
+    return render(request, "billing/rightsizing.html", {"rows": evidence.rightsizing(user=request.user),
+                                                        "is_platform_admin": platform,
+                                                        "days": evidence.WINDOW_DAYS})

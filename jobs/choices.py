@@ -27,3 +27,12 @@ class Placement(models.TextChoices):
 
     REQUIRED = "required", "Required"
     PREFERRED = "preferred", "Preferred"
+
+
+class WaitReason(models.TextChoices):
+    """Why a job that is not running yet waits: its team's quota, room in the nodes (topology, gang), or its
+    team's budget."""
+
+    QUOTA = "quota", "Quota"
+    PLACEMENT = "placement", "Placement"
+    BUDGET = "budget", "Budget"

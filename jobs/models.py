@@ -9,7 +9,7 @@ from django.utils import timezone
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, dns_label
 from tenants.reconciled import Reconciled
 
-from .choices import TERMINAL_STATES, JobKind, JobState, Placement
+from .choices import TERMINAL_STATES, JobKind, JobState, Placement, WaitReason
 from .manifests import job_object_name
 
 # Matched whole (fullmatch): `$` would also match before a final newline, letting "NAME\n" through.
@@ -147,3 +147,19 @@ class Job(Reconciled):
         if self.started_at is None:
             return None
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+
+class JobWait(models.Model):
+    """One stretch of a job's wait with one reason, as the status sync saw it begin and end (open while it lasts).
+    A job's timeline says how long it waited; these say why, so unmet demand can be split by reason."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="waits")
+    reason = models.CharField(max_length=16, choices=WaitReason.choices)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["started_at"]), models.Index(fields=["job", "ended_at"])]
+
+    def __str__(self):
+        return f"job {self.job_id} waited for {self.reason} from {self.started_at:%Y-%m-%d %H:%M}"

@@ -20,7 +20,7 @@ from tenants.models import Cluster
 from tenants.selectors import active_clusters
 from tenants.services import notify_users
 
-from . import hypernodes, selectors, status
+from . import hypernodes, selectors, status, waits
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
 from .models import Job
@@ -84,7 +84,9 @@ def set_state(job: Job, observed: status.Observed, now) -> bool:
     changes = _state_changes(job, observed, now)
     if not changes:
         return False
-    Job.objects.filter(pk=job.pk).update(**changes)
+    with transaction.atomic():
+        waits.wait_changes_write([(job, changes)], now)
+        Job.objects.filter(pk=job.pk).update(**changes)
     _changed(job, changes)
     return True
 
@@ -268,6 +270,7 @@ def _write_changes(changed: list[tuple[Job, dict]]) -> None:
     for job, changes in changed:  # keyed by their text: a placement is a dict
         groups.setdefault(json.dumps(changes, sort_keys=True, default=str), (changes, []))[1].append(job.pk)
     with transaction.atomic():
+        waits.wait_changes_write(changed, timezone.now())
         for changes, pks in groups.values():
             Job.objects.filter(pk__in=pks).update(**changes)
     for job, changes in changed:

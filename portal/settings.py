@@ -242,6 +242,7 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
     "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
+    "reservations": {"task": "quotas.tasks.reservation_apply_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
     "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},

@@ -11,17 +11,21 @@ from portal.api import valid_input
 from portal.http import source_ip
 from tenants import selectors as tenant_selectors
 
-from . import selectors, services
-from .choices import RequestState
+from . import reservations, selectors, services
+from .choices import RequestState, ReservationState
 from .forms import QuotaRequestForm
-from .models import MAX_UNITS, Quota, QuotaRequest
+from .models import MAX_UNITS, Quota, QuotaRequest, Reservation
 from .serializers import (
     ApproveInputSerializer,
+    BookInputSerializer,
+    CalendarSerializer,
     ImpactSerializer,
     QuotaRequestInputSerializer,
     QuotaRequestSerializer,
     QuotaSerializer,
     RejectInputSerializer,
+    ReservationInputSerializer,
+    ReservationSerializer,
 )
 
 
@@ -154,3 +158,101 @@ class QuotaRequestRejectView(_RequestActionView):
         data = valid_input(RejectInputSerializer, request)
         services.quota_request_reject(actor=request.user, request=quota_request, note=data["note"],
                                       source_ip=source_ip(request))
+
+
+class ReservationListView(generics.ListAPIView):
+    queryset = Reservation.objects.none()
+    serializer_class = ReservationSerializer
+    ordering = "-id"
+
+    @extend_schema(parameters=[
+        OpenApiParameter("state", str, enum=ReservationState.values, description="Only reservations in this state"),
+        OpenApiParameter("team", str, description="Only this team's reservations (its slug)"),
+    ])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        state = self.request.query_params.get("state", "")
+        if state and state not in ReservationState.values:
+            raise ValidationError({"state": [f"One of {', '.join(ReservationState.values)}."]})
+        return selectors.reservation_list(user=self.request.user, state=state or None,
+                                          team_slug=self.request.query_params.get("team"))
+
+    @extend_schema(request=ReservationInputSerializer, responses={201: ReservationSerializer},
+                   summary="Book units of a flavor for a future window (team admins and members)",
+                   description="Decided by a platform admin like a quota request; refused on approval if at any "
+                               "instant of the window the flavor's guarantees would exceed what capacity allows.")
+    def post(self, request):
+        data = valid_input(ReservationInputSerializer, request)
+        team = tenant_selectors.team_get(user=request.user, slug=data["team"])
+        flavor = tenant_selectors.flavor_named(name=data["flavor"], cluster=data.get("cluster"))
+        if data["ends_at"] <= data["starts_at"]:
+            raise ValidationError({"ends_at": ["The window must end after it starts."]})
+        created = reservations.reservation_create(actor=request.user, team=team, flavor=flavor, units=data["units"],
+                                                  starts_at=data["starts_at"], ends_at=data["ends_at"],
+                                                  justification=data["justification"], source_ip=source_ip(request))
+        return Response(ReservationSerializer(selectors.reservation_get(user=request.user, pk=created.pk)).data,
+                        status=status.HTTP_201_CREATED)
+
+
+class ReservationDetailView(APIView):
+    @extend_schema(responses=ReservationSerializer)
+    def get(self, request, pk):
+        return Response(ReservationSerializer(selectors.reservation_get(user=request.user, pk=pk)).data)
+
+
+# POST on one reservation, scoped to the user: act through the service, answer with the reservation as it now is.
+class _ReservationActionView(APIView):
+
+    def act(self, request, reservation) -> None:
+        raise NotImplementedError
+
+    def post(self, request, pk):
+        self.act(request, selectors.reservation_get(user=request.user, pk=pk))
+        return Response(ReservationSerializer(selectors.reservation_get(user=request.user, pk=pk)).data)
+
+
+@extend_schema_view(post=extend_schema(request=None, responses=ReservationSerializer,
+                                       summary="Cancel a pending or booked reservation before it starts"))
+class ReservationCancelView(_ReservationActionView):
+    def act(self, request, reservation):
+        reservations.reservation_cancel(actor=request.user, reservation=reservation, source_ip=source_ip(request))
+
+
+@extend_schema_view(post=extend_schema(request=BookInputSerializer, responses=ReservationSerializer,
+                                       summary="Book it, if it fits at every instant (platform admins)"))
+class ReservationApproveView(_ReservationActionView):
+    def act(self, request, reservation):
+        data = valid_input(BookInputSerializer, request)
+        reservations.reservation_approve(actor=request.user, reservation=reservation, note=data["note"],
+                                         source_ip=source_ip(request))
+
+
+@extend_schema_view(post=extend_schema(request=RejectInputSerializer, responses=ReservationSerializer,
+                                       summary="Reject with a note the team sees (platform admins)"))
+class ReservationRejectView(_ReservationActionView):
+    def act(self, request, reservation):
+        data = valid_input(RejectInputSerializer, request)
+        reservations.reservation_reject(actor=request.user, reservation=reservation, note=data["note"],
+                                        source_ip=source_ip(request))
+
+
+class CalendarView(APIView):
+    @extend_schema(responses=CalendarSerializer, summary="Guaranteed units per day of a flavor, and what is free",
+                   parameters=[OpenApiParameter("flavor", {"type": "string", "minLength": 1, "maxLength": 63},
+                                                required=True, description="The flavor's name"),
+                               OpenApiParameter("cluster", {"type": "string", "maxLength": 63},
+                                                description="When several clusters have it"),
+                               OpenApiParameter("days", {"type": "integer", "minimum": 1, "maximum": 366},
+                                                description="How many days from today (default 56)")])
+    def get(self, request):
+        name = request.query_params.get("flavor")
+        if not name:
+            raise ValidationError({"flavor": ["Name the flavor."]})
+        flavor = tenant_selectors.flavor_named(name=name, cluster=request.query_params.get("cluster"))
+        days = request.query_params.get("days", str(selectors.CALENDAR_DAYS))
+        if not days.isdigit() or not 1 <= int(days) <= 366:
+            raise ValidationError({"days": ["A whole number from 1 to 366."]})
+        return Response(CalendarSerializer(selectors.capacity_calendar(user=request.user, flavor=flavor,
+                                                                       days=int(days))).data)

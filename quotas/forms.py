@@ -54,6 +54,45 @@ class QuotaRequestForm(forms.Form):
         return data
 
 
+_LOCAL = "datetime-local"
+
+
+class ReservationForm(forms.Form):
+    flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.none(), label="Cluster and GPU flavor")
+    units = forms.IntegerField(min_value=1, max_value=MAX_UNITS, label="Units",
+                               help_text="Guaranteed on top of what the team holds, for the whole window")
+    starts_at = forms.DateTimeField(label="Starts at (UTC)", widget=forms.DateTimeInput(attrs={"type": _LOCAL}))
+    ends_at = forms.DateTimeField(label="Ends at (UTC)", widget=forms.DateTimeInput(attrs={"type": _LOCAL}))
+    justification = forms.CharField(min_length=10, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+
+    def __init__(self, *args, flavors=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["flavor"].queryset = flavors if flavors is not None else GpuFlavor.objects.none()
+        self.fields["flavor"].label_from_instance = lambda f: f"{f.cluster.name} · {f.name} ({f.resource_name})"
+
+    def clean(self):
+        data = super().clean()
+        starts, ends = data.get("starts_at"), data.get("ends_at")
+        for name in ("starts_at", "ends_at"):
+            if data.get(name) and not year_in_range(data[name].year):
+                self.add_error(name, f"Use a date before {LATEST_YEAR + 1}.")
+        if starts and starts <= timezone.now():
+            self.add_error("starts_at", "A reservation starts in the future.")
+        if starts and ends and ends <= starts:
+            self.add_error("ends_at", "The window must end after it starts.")
+        return data
+
+
+class QuotaSetForm(forms.Form):
+    """A platform admin's direct change of a team's quota (from a right-sizing recommendation, say)."""
+
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units")
+    burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Burst units")
+    cpu_cores = forms.IntegerField(min_value=0, max_value=MAX_CPU_CORES, label="CPU cores")
+    memory_gib = forms.IntegerField(min_value=0, max_value=MAX_MEMORY_GIB, label="Memory (GiB)")
+    storage_gib = forms.IntegerField(min_value=0, max_value=MAX_STORAGE_GIB, label="Storage (GiB)")
+
+
 class ApproveForm(forms.Form):
     guaranteed = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Guaranteed units")
     burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, label="Burst units")

@@ -1,12 +1,13 @@
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinLengthValidator
+from django.core.validators import MaxValueValidator, MinLengthValidator, MinValueValidator
 from django.db import models
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tenants.models import GpuFlavor, Team
 
-from .choices import RequestState
+from .choices import RequestState, ReservationState
 
 # Upper bounds that catch typos ("3200" for "32") long before a capacity check would.
 MAX_UNITS = 100_000
@@ -57,6 +58,23 @@ class Quota(Amounts):
         return f"{self.team.slug}: {self.guaranteed}+{self.burst} {self.flavor.name}"
 
 
+class QuotaLevel(models.Model):
+    """What a team was guaranteed, and could borrow, of one flavor from `since` until its next level: the history
+    that evidence on a request reads. Written by every service that changes a quota's guaranteed or burst."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, related_name="+")
+    guaranteed = models.PositiveIntegerField()
+    burst = models.PositiveIntegerField()
+    since = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "flavor", "since"])]
+
+    def __str__(self):
+        return f"{self.team_id}/{self.flavor_id}: {self.guaranteed}+{self.burst} from {self.since:%Y-%m-%d %H:%M}"
+
+
 class QuotaRequest(Amounts):
     """A team's ask for a new amount of one flavor, and the platform team's decision on it."""
 
@@ -86,3 +104,35 @@ class QuotaRequest(Amounts):
     def clean(self):
         if self.ends_at and self.ends_at <= timezone.now() and self.state == RequestState.PENDING:
             raise ValidationError({"ends_at": "The end date must be in the future."})
+
+
+class Reservation(models.Model):
+    """Units of a flavor a team books for a future window [starts_at, ends_at): decided like a quota request; at
+    its start the team's guaranteed quota rises by `units`, at its end it comes down again."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="reservations")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="reservations")
+    units = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_UNITS)])
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    justification = models.TextField(validators=[MinLengthValidator(10)])
+    state = models.CharField(max_length=16, choices=ReservationState.choices, default=ReservationState.PENDING)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["starts_at", "pk"]
+        constraints = [models.CheckConstraint(condition=Q(ends_at__gt=F("starts_at")), name="reservation_not_empty")]
+        indexes = [models.Index(fields=["flavor", "state", "starts_at"]), models.Index(fields=["state", "ends_at"])]
+
+    def __str__(self):
+        return (f"#{self.pk} {self.team.slug}: {self.units} {self.flavor.name} "
+                f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} ({self.state})")
+
+    def clean(self):
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": "The window must end after it starts."})

@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from quotas.models import MAX_CPU_CORES, MAX_MEMORY_GIB, MAX_STORAGE_GIB, MAX_UNITS
 
-from .choices import RequestState
+from .choices import RequestState, ReservationState
 
 
 class QuotaSerializer(serializers.Serializer):
@@ -129,3 +129,52 @@ class ImpactSerializer(serializers.Serializer):
     def get_shrinking(self, impact):
         return [{"team": slug, "borrowable_before_units": before, "borrowable_after_units": after}
                 for slug, before, after in impact.shrinking]
+
+
+class ReservationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    team = serializers.CharField(source="team.slug")
+    cluster = serializers.CharField(source="flavor.cluster.name")
+    flavor = serializers.CharField(source="flavor.name")
+    units = serializers.IntegerField(help_text="Guaranteed on top of the team's quota over the window.")
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField(help_text="Exclusive: a window ending when another starts never overlaps it.")
+    justification = serializers.CharField()
+    state = serializers.ChoiceField(choices=ReservationState.choices)
+    requested_by = serializers.CharField(source="requested_by.username")
+    requested_at = serializers.DateTimeField()
+    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    decision_note = serializers.CharField()
+
+
+class ReservationInputSerializer(serializers.Serializer):
+    team = serializers.SlugField(max_length=63)
+    flavor = serializers.CharField(max_length=63, help_text="The GPU flavor's name, as job submission takes it.")
+    cluster = serializers.CharField(max_length=63, required=False,
+                                    help_text="The cluster's name, when flavors of that name exist in several.")
+    units = serializers.IntegerField(min_value=1, max_value=MAX_UNITS)
+    starts_at = serializers.DateTimeField(help_text="In the future (ISO 8601).")
+    ends_at = serializers.DateTimeField(help_text="After starts_at.")
+    justification = serializers.CharField(min_length=10, max_length=2000)
+
+
+class BookInputSerializer(serializers.Serializer):
+    note = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class CalendarDaySerializer(serializers.Serializer):
+    day = serializers.DateField()
+    guaranteed_units = serializers.IntegerField(source="total", help_text="At the day's busiest instant.")
+    free_units = serializers.IntegerField(source="free")
+    by_team = serializers.DictField(child=serializers.IntegerField(),
+                                    help_text='Team slug → units; other teams\' together as "other teams" for '
+                                              "everyone but platform admins.")
+
+
+class CalendarSerializer(serializers.Serializer):
+    cluster = serializers.CharField(source="flavor.cluster.name")
+    flavor = serializers.CharField(source="flavor.name")
+    capacity_units = serializers.IntegerField(source="flavor.capacity")
+    allowed_units = serializers.IntegerField(source="allowed")
+    days = CalendarDaySerializer(many=True)

@@ -22,13 +22,19 @@ from tenants.services import audit_record, notify_users, team_namespaces_touch
 
 from . import capacity, selectors
 from .choices import RequestState
-from .models import MAX_UNITS, Quota, QuotaRequest
+from .models import MAX_UNITS, Quota, QuotaLevel, QuotaRequest
 
 REQUEST_FIELDS = ["guaranteed", "burst", "cpu_cores", "memory_gib", "storage_gib"]
 
 
 def _amounts(obj) -> dict:
     return {name: getattr(obj, name) for name in REQUEST_FIELDS}
+
+
+def _record_level(quota: Quota) -> None:
+    """The quota's new guaranteed and burst from now on: the history the evidence on requests reads."""
+    QuotaLevel.objects.create(team_id=quota.team_id, flavor_id=quota.flavor_id, guaranteed=quota.guaranteed,
+                              burst=quota.burst)
 
 
 def _touch_cluster_of(team: Team, flavor: GpuFlavor) -> None:
@@ -120,7 +126,9 @@ def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guara
         raise Conflict(f"The team is {request.team.get_state_display().lower()}.")
     if request.ends_at and request.ends_at <= timezone.now():
         raise Conflict("The requested end date has passed; ask the team for a new request.")
-    effect = selectors.impact(flavor=flavor, team=request.team, guaranteed=granted_g, burst=granted_b)
+    # Units of an active reservation stay on top of whatever total is granted while it lasts.
+    reserved = capacity.reserved_active(team_id=request.team_id, flavor_id=flavor.pk)
+    effect = selectors.impact(flavor=flavor, team=request.team, guaranteed=granted_g + reserved, burst=granted_b)
     if not effect.fits:
         raise Conflict(
             f"Approving would guarantee {effect.guaranteed_after} {flavor.name} units, more than the "
@@ -137,10 +145,13 @@ def quota_request_approve(*, actor, request: QuotaRequest, note: str = "", guara
         quota.expires_at, quota.expiry_notice_sent_at = request.ends_at, None
     else:
         quota.expires_at = None
-    quota.guaranteed, quota.burst = granted_g, granted_b
+    quota.guaranteed, quota.burst = granted_g + reserved, granted_b
     quota.cpu_cores, quota.memory_gib, quota.storage_gib = request.cpu_cores, request.memory_gib, request.storage_gib
+    capacity.check_future(flavor=flavor, team=request.team, guaranteed=quota.guaranteed, expires_at=quota.expires_at,
+                          revert_guaranteed=quota.revert_guaranteed, now=timezone.now())
     quota.full_clean()
     quota.save()
+    _record_level(quota)
     request.state, request.decided_by, request.decided_at = RequestState.APPROVED, actor, timezone.now()
     request.decision_note, request.granted_guaranteed, request.granted_burst = note, granted_g, granted_b
     request.save()
@@ -179,16 +190,20 @@ def quota_set(*, actor, team: Team, flavor: GpuFlavor, guaranteed: int, burst: i
     """A platform admin sets a quota directly (seeding, corrections); the same capacity rule applies."""
     _require_platform_admin(actor)
     (flavor,) = capacity.lock_flavors([flavor.pk])
+    guaranteed += capacity.reserved_active(team_id=team.pk, flavor_id=flavor.pk)
     effect = selectors.impact(flavor=flavor, team=team, guaranteed=guaranteed, burst=burst)
     if not effect.fits:
         raise ValidationError(f"{effect.guaranteed_after} guaranteed exceeds the {effect.allowed} allowed.")
     quota = (Quota.objects.select_for_update().filter(team=team, flavor=flavor).first()
              or Quota(team=team, flavor=flavor))
+    capacity.check_future(flavor=flavor, team=team, guaranteed=guaranteed, expires_at=quota.expires_at,
+                          revert_guaranteed=quota.revert_guaranteed, now=timezone.now())
     before = _amounts(quota) if quota.pk else None
     quota.guaranteed, quota.burst = guaranteed, burst
     quota.cpu_cores, quota.memory_gib, quota.storage_gib = cpu_cores, memory_gib, storage_gib
     quota.full_clean()
     quota.save()
+    _record_level(quota)
     audit_record(actor=actor, action="quota.set", obj=quota, team=team, before=before, after=_amounts(quota),
                  source_ip=source_ip)
     _touch_cluster_of(team, flavor)
@@ -239,6 +254,7 @@ def _quota_revert(*, quota_id: int, now) -> bool:
     locked.expires_at = locked.expiry_notice_sent_at = None
     locked.revert_cpu_cores = locked.revert_memory_gib = locked.revert_storage_gib = None
     locked.save()
+    _record_level(locked)
     flavor = locked.flavor
     short = ""
     if restored < wanted:

@@ -15,9 +15,18 @@ from tenants import services as tenant_services
 from tenants.choices import Role
 from tenants.sharing import cluster_setup, sharing_isolation
 
-from . import fair_share, selectors, services
+from . import fair_share, reservations, selectors, services
 from .choices import RequestState
-from .forms import ApproveForm, FairShareWeightForm, GpuFlavorForm, PriorityTierForm, QuotaRequestForm, RejectForm
+from .forms import (
+    ApproveForm,
+    FairShareWeightForm,
+    GpuFlavorForm,
+    PriorityTierForm,
+    QuotaRequestForm,
+    QuotaSetForm,
+    RejectForm,
+    ReservationForm,
+)
 
 
 @login_required
@@ -29,6 +38,7 @@ def team_quota(request, slug):
         "team": team,
         "rows": rows,
         "requests": selectors.team_requests(team=team)[:50],
+        "reservations": selectors.reservation_list(user=request.user, team_slug=team.slug).order_by("-starts_at")[:50],
         "can_request": role in (Role.ADMIN, Role.MEMBER),
         "is_team_admin": role == Role.ADMIN,
     })
@@ -161,6 +171,31 @@ def request_decide(request, pk, decision):
 
 
 @platform_admin_required
+def quota_set(request, slug, flavor_pk):
+    """Set a team's quota of one flavor directly, pre-filled from the query (a right-sizing recommendation): the
+    same capacity check and audit as any quota change."""
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    flavor = tenant_selectors.flavor_get(pk=flavor_pk)
+    held = selectors.team_quotas(team=team).filter(flavor=flavor).first()
+    initial = {name: getattr(held, name, 0) for name in services.REQUEST_FIELDS}
+    if (typed := request.GET.get("guaranteed", "")).isdigit():
+        initial["guaranteed"] = int(typed)
+    form = QuotaSetForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        done = write_from_form(
+            request, form, lambda: services.quota_set(actor=request.user, team=team, flavor=flavor,
+                                                      source_ip=source_ip(request), **form.cleaned_data),
+            message=lambda q: f"{team.slug} now holds {q.guaranteed} + {q.burst} {flavor.name}.",
+            to="quotas:capacity")
+        if done:
+            return done
+    amounts = form.cleaned_data if form.is_bound and form.is_valid() else initial
+    effect = selectors.impact(flavor=flavor, team=team, guaranteed=amounts["guaranteed"], burst=amounts["burst"])
+    return render(request, "quotas/quota_set.html", {"team": team, "flavor": flavor, "held": held, "form": form,
+                                                      "i": effect}, status=400 if form.errors else 200)
+
+
+@platform_admin_required
 def capacity(request):
     overview = selectors.capacity_overview()
     sharing = [(cluster, fair_share.fair_shares(cluster=cluster))
@@ -227,3 +262,89 @@ def tier_list(request):
         if done:
             return done
     return render(request, "quotas/tier_list.html", {"tiers": tenant_selectors.tier_list(), "form": form})
+
+
+# --- reservations and the capacity calendar ------------------------------------------------------------------
+
+
+def _chosen_flavor(flavors, raw):
+    if raw and str(raw).isdigit():
+        return flavors.filter(pk=int(raw)).first()
+    return None
+
+
+@login_required
+def reservation_create(request, slug):
+    """Book units of a flavor for a future window, beside the flavor's calendar so a window that fits is seen."""
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    flavors = selectors.requestable_flavors(team=team).order_by("cluster__name", "name")
+    form = ReservationForm(request.POST or None, flavors=flavors,
+                           initial={"flavor": request.GET.get("flavor")} if request.GET.get("flavor") else None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        done = write_from_form(
+            request, form, lambda: reservations.reservation_create(actor=request.user, team=team,
+                                                                   source_ip=source_ip(request), **data),
+            message=lambda r: f"Reservation #{r.pk} sent to the platform team.", to="quotas:team-quota",
+            slug=team.slug)
+        if done:
+            return done
+    flavor = (_chosen_flavor(flavors, request.POST.get("flavor") or request.GET.get("flavor"))
+              or flavors.first())
+    calendar = selectors.capacity_calendar(user=request.user, flavor=flavor) if flavor else None
+    return render(request, "quotas/reservation_form.html", {"team": team, "form": form, "calendar": calendar},
+                  status=400 if form.errors else 200)
+
+
+@require_POST
+@login_required
+def reservation_cancel(request, pk):
+    reservation = selectors.reservation_get(user=request.user, pk=pk)
+    try:
+        reservations.reservation_cancel(actor=request.user, reservation=reservation, source_ip=source_ip(request))
+        messages.success(request, f"Reservation #{pk} cancelled.")
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    return redirect("quotas:team-quota", slug=reservation.team.slug)
+
+
+@platform_admin_required
+def reservation_approvals(request):
+    pending = selectors.reservation_list(user=request.user, state="pending").order_by("starts_at", "pk")
+    items = [{"r": r, "calendar": selectors.capacity_calendar(user=request.user, flavor=r.flavor,
+                                                               days=min(selectors.CALENDAR_DAYS, 7))}
+             for r in pending[:50]]
+    return render(request, "quotas/reservation_approvals.html", {"items": items})
+
+
+@require_POST
+@platform_admin_required
+def reservation_decide(request, pk, decision):
+    if decision not in ("approve", "reject"):
+        raise Http404("Unknown decision")
+    reservation = selectors.reservation_get(user=request.user, pk=pk)
+    note = request.POST.get("note", "")
+    try:
+        if decision == "approve":
+            reservations.reservation_approve(actor=request.user, reservation=reservation, note=note,
+                                             source_ip=source_ip(request))
+            messages.success(request, f"Reservation #{pk} booked.")
+        else:
+            reservations.reservation_reject(actor=request.user, reservation=reservation, note=note,
+                                            source_ip=source_ip(request))
+            messages.success(request, f"Reservation #{pk} rejected.")
+    except ValidationError as exc:
+        messages.error(request, f"Reservation #{pk}: {' '.join(exc.messages)}")
+    return redirect("quotas:reservation-approvals")
+
+
+@login_required
+@require_GET
+def capacity_calendar(request, flavor_pk):
+    """A flavor's guaranteed units over the coming weeks against its capacity, free capacity per day."""
+    flavor = tenant_selectors.flavor_get(pk=flavor_pk)
+    calendar = selectors.capacity_calendar(user=request.user, flavor=flavor)
+    others = tenant_selectors.flavor_list().order_by("cluster__name", "name")
+    return render(request, "quotas/calendar.html", {"calendar": calendar, "flavors": others,
+                                                    "is_platform_admin": tenant_selectors.is_platform_admin(
+                                                        request.user)})

@@ -1,7 +1,7 @@
 """One rule for tests that need something outside Python: skip with the reason on a laptop, fail in CI.
 
-CI sets REQUIRE_SERVICES (PostgreSQL, Redis, Prometheus, Chromium, kubectl) and REQUIRE_CRDS (the upstream
-CRDs), so nothing it is meant to prove can quietly skip there.
+CI sets REQUIRE_SERVICES (PostgreSQL, Redis, Prometheus, Chromium, kubectl), REQUIRE_CRDS (the upstream CRDs) and
+REQUIRE_GPU_PROBE (the H200 samples in GPU_PROBE_DIR), so nothing it is meant to prove can quietly skip there.
 """
 
 import os

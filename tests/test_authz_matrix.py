@@ -8,7 +8,7 @@ every request runs in a savepoint that is rolled back, so one role's write never
 """
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,11 +17,13 @@ from django.db import transaction
 from django.shortcuts import resolve_url
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.choices import JobState
 from jobs.models import Job, JobTemplate
 from portal.desired import cluster_desired
+from quotas.reservations import reservation_create
 from tenants.services import access_token_create
 from tests.api.world import World, build_world, token_for
 from tests.factories import UserFactory
@@ -73,6 +75,7 @@ TEAM_READ = rule(*TEAM_ROLES)
 TEAM_WRITE = rule("member", "team_admin", "platform_admin")
 TEAM_ADMIN = rule("team_admin", "platform_admin")
 PLATFORM = rule("platform_admin", outsider=403)
+RESIZERS = rule("team_admin", "outsider", "platform_admin")
 PLATFORM_ON_TEAM_OBJECT = rule("platform_admin", outsider=404)  # the object is looked up (scoped) first
 
 
@@ -129,6 +132,25 @@ def _quota_ask(w: World) -> dict:
     return {"team": "nlp", "flavor_id": w.flavor.pk, "guaranteed_units": 1, "justification": "A short experiment"}
 
 
+def _week_ahead(days: int) -> str:
+    return (timezone.now() + timedelta(days=7 + days)).strftime("%Y-%m-%dT%H:00")
+
+
+def _booking(w: World) -> dict:
+    return {"team": "nlp", "flavor": w.flavor.name, "units": 1, "starts_at": _week_ahead(0) + "Z",
+            "ends_at": _week_ahead(1) + "Z", "justification": "A short experiment"}
+
+
+def _reservation(w: World) -> None:
+    w.reservation = reservation_create(actor=w.member, team=w.team, flavor=w.flavor, units=1,
+                                       starts_at=timezone.now() + timedelta(days=7),
+                                       ends_at=timezone.now() + timedelta(days=8), justification="A short experiment")
+
+
+def reservation(w: World) -> dict:
+    return {"pk": w.reservation.pk}
+
+
 def _namespace_object(w: World) -> dict:
     return {"slug": "nlp", "cluster_name": "east", "group": "core", "version": "v1", "kind": "Namespace",
             "name": "nlp"}
@@ -165,6 +187,16 @@ MATRIX = {
     "api:quota-request-approve": Row(quota_request, {"post": PLATFORM_ON_TEAM_OBJECT}),
     "api:quota-request-reject": Row(quota_request, {"post": PLATFORM_ON_TEAM_OBJECT},
                                     data={"post": lambda w: {"note": "Not this quarter"}}),
+    "api:quota-request-evidence": Row(quota_request, {"get": TEAM_READ}),
+    # Team admins see their own teams' rows (another team's admin too: its own); members and viewers are refused.
+    "api:rightsizing": Row(none, {"get": RESIZERS}),
+    "api:reservation-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _booking}),
+    "api:reservation-detail": Row(reservation, {"get": TEAM_READ}, setup=_reservation),
+    "api:reservation-cancel": Row(reservation, {"post": TEAM_WRITE}, setup=_reservation),
+    "api:reservation-approve": Row(reservation, {"post": PLATFORM_ON_TEAM_OBJECT}, setup=_reservation),
+    "api:reservation-reject": Row(reservation, {"post": PLATFORM_ON_TEAM_OBJECT}, setup=_reservation,
+                                  data={"post": lambda w: {"note": "Not that week"}}),
+    "api:calendar": Row(lambda w: {}, {"get": ANYONE}),
     "api:job-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _submit}),
     "api:job-detail": Row(job, {"get": TEAM_READ}),
     "api:job-cancel": Row(job, {"post": TEAM_WRITE}),
@@ -214,6 +246,18 @@ MATRIX = {
     "quotas:approval-list": Row(none, {"get": PLATFORM}),
     "quotas:request-impact": Row(quota_request, {"get": PLATFORM}),
     "quotas:request-decide": Row(lambda w: {"pk": w.quota_request.pk, "decision": "approve"}, {"post": PLATFORM}),
+    "quotas:quota-set": Row(lambda w: {"slug": "nlp", "flavor_pk": w.flavor.pk}, {"get": PLATFORM, "post": PLATFORM},
+                            data={"post": lambda w: {"guaranteed": 1, "burst": 0, "cpu_cores": 8, "memory_gib": 64,
+                                                     "storage_gib": 0}}),
+    "quotas:reservation-create": Row(team, {"get": TEAM_READ, "post": TEAM_WRITE},
+                                     data={"post": lambda w: {"flavor": w.flavor.pk, "units": 1,
+                                                              "starts_at": _week_ahead(0), "ends_at": _week_ahead(1),
+                                                              "justification": "A short experiment"}}),
+    "quotas:reservation-cancel": Row(reservation, {"post": TEAM_WRITE}, setup=_reservation),
+    "quotas:calendar": Row(lambda w: {"flavor_pk": w.flavor.pk}, {"get": ANYONE}),
+    "quotas:reservation-approvals": Row(none, {"get": PLATFORM}),
+    "quotas:reservation-decide": Row(lambda w: {"pk": w.reservation.pk, "decision": "approve"}, {"post": PLATFORM},
+                                     setup=_reservation),
     "quotas:capacity": Row(none, {"get": PLATFORM}),
     "quotas:team-weight": Row(team, {"post": PLATFORM}, data={"post": lambda w: {"weight": "2"}}),
     "quotas:flavor-create": Row(none, {"get": PLATFORM, "post": PLATFORM}),
@@ -238,6 +282,8 @@ MATRIX = {
     "billing:team-statement": Row(lambda w: {"slug": "nlp", "month": month(w)}, {"get": TEAM_READ}),
     "billing:team-statement-export": Row(lambda w: {"slug": "nlp", "month": month(w), "fmt": "csv"},
                                          {"get": TEAM_READ}),
+    "billing:request-evidence": Row(quota_request, {"get": TEAM_READ}),
+    "billing:rightsizing": Row(none, {"get": RESIZERS}),
     "billing:console-usage": Row(none, {"get": PLATFORM}),
     "billing:console-statements-csv": Row(lambda w: {"month": month(w)}, {"get": PLATFORM}),
     "billing:console-rates": Row(none, {"get": PLATFORM, "post": PLATFORM}),

@@ -108,6 +108,36 @@ class Portal:
                                              "guaranteed_units": guaranteed_units, "justification": justification,
                                              **options})
 
+    def quota_evidence(self, request_id: int) -> dict:
+        """The last 30 days of a request's team and flavor: `sentence`, allocated/used GPU-hours, p50/p95 of units
+        held, idle share and cost, GPU-hours waited by reason, and the hours (guaranteed, held, borrowed,
+        waiting)."""
+        return self.get(f"quota-requests/{request_id}/evidence/")
+
+    def reserve(self, *, flavor: str, units: int, starts_at: str, ends_at: str, justification: str,
+                team: str | None = None, cluster: str | None = None) -> dict:
+        """Book `units` of a flavor for [starts_at, ends_at) (ISO 8601, UTC), on top of the team's quota; a
+        platform admin decides. Windows that only touch never overlap."""
+        return self.post("reservations/", {"team": team or self.default_team(), "flavor": flavor, "units": units,
+                                           "starts_at": starts_at, "ends_at": ends_at, "justification": justification,
+                                           **({"cluster": cluster} if cluster else {})})
+
+    def reservations(self, **filters) -> list[dict]:
+        """The reservations you may see (filters: state, team)."""
+        return list(self.pages("reservations/", **filters))
+
+    def cancel_reservation(self, reservation_id: int) -> dict:
+        return self.post(f"reservations/{reservation_id}/cancel/")
+
+    def calendar(self, flavor: str, *, cluster: str | None = None, days: int = 56) -> dict:
+        """Guaranteed and free units of a flavor per day from today, stacked by team."""
+        return self.get("calendar/", flavor=flavor, days=days, **({"cluster": cluster} if cluster else {}))
+
+    def rightsizing(self) -> list[dict]:
+        """Recommended guaranteed quota per team and flavor, the largest changes first (platform and team
+        admins)."""
+        return self.get("rightsizing/")
+
     # --- jobs -------------------------------------------------------------------------------------------------
 
     def submit(self, *, kind: str, name: str, image: str, command: list[str], flavor: str,

@@ -20,7 +20,7 @@ from gpu_portal_client import (
 from jobs import sync as job_sync
 from tenants.choices import Role
 from tests.api.world import token_for
-from tests.factories import MembershipFactory, TeamFactory
+from tests.factories import MembershipFactory, PlatformAdminFactory, TeamFactory
 from tests.jobs.conftest import build_world
 from tests.jobs.conftest import step as sandbox_step
 
@@ -155,3 +155,34 @@ def test_usage_and_statement(portal, world):
     with pytest.raises(ValidationError) as bad:
         portal.statement("2026-13")
     assert "month" in bad.value.fields
+
+
+def test_evidence_and_rightsizing(portal, world, live_server):
+    asked = portal.request_quota(flavor="h100", guaranteed_units=12, justification="Next quarter's pre-training")
+    found = portal.quota_evidence(asked["id"])
+    assert found["team"] == world["team"].slug and found["guaranteed_units"] == 8
+    assert found["sentence"].startswith(f"{world['team'].slug} used 0 % of its 8 h100 units at p95")
+    assert len(found["hours"]) == 720
+    with pytest.raises(PermissionDenied):
+        portal.rightsizing()  # a member, not a team admin
+    admin = MembershipFactory(team=world["team"], role=Role.ADMIN).user
+    rows = Portal(live_server.url, token_for(admin)).rightsizing()
+    assert [(r["team"], r["flavor"], r["guaranteed_units"]) for r in rows] == [(world["team"].slug, "h100", 8)]
+
+
+def test_reservations_and_the_calendar(portal, world, live_server):
+    from datetime import UTC, datetime, timedelta
+
+    start = (datetime.now(UTC) + timedelta(days=3)).replace(minute=0, second=0, microsecond=0)
+    booked = portal.reserve(flavor="h100", units=4, starts_at=start.isoformat(),
+                            ends_at=(start + timedelta(days=1)).isoformat(), justification="Pre-training next week")
+    assert booked["state"] == "pending" and booked["units"] == 4
+    assert [r["id"] for r in portal.reservations(state="pending")] == [booked["id"]]
+    admin = Portal(live_server.url, token_for(PlatformAdminFactory()))
+    assert admin.post(f"reservations/{booked['id']}/approve/")["state"] == "booked"
+    days = {d["day"]: d for d in portal.calendar("h100", days=7)["days"]}
+    assert days[start.date().isoformat()]["by_team"][world["team"].slug] == 8 + 4
+    assert portal.cancel_reservation(booked["id"])["state"] == "cancelled"
+    with pytest.raises(ValidationError):
+        portal.reserve(flavor="h100", units=4, starts_at=start.isoformat(), ends_at=start.isoformat(),
+                       justification="An empty window is refused")

@@ -29,6 +29,9 @@ STORED_STATE_FIELDS = {
     "POST /api/v1/quota-requests/": {"flavor_id", "flavor", "ends_at"},  # offered to the team; in the future
     "POST /api/v1/teams/{slug}/members/": {"username"},  # an active user of that name
     "GET /api/v1/teams/{slug}/usage/": {"start", "end"},  # a real day; end after start, within 366 days
+    "GET /api/v1/calendar/": {"flavor", "cluster"},  # a flavor of that name (in that cluster)
+    # a flavor offered to the team; starts in the future, ends after it starts; units within the flavor's capacity
+    "POST /api/v1/reservations/": {"flavor", "cluster", "starts_at", "ends_at", "units"},
     "GET /api/v1/quota-requests/{id}/impact/": set(),
 }
 

@@ -66,15 +66,15 @@ class Device:
             labels.update(GPU_I_PROFILE=self.profile, GPU_I_ID=str(self.instance))
         return labels
 
-    # Per-sample values (k: the sample's index within the minute); whole GPUs report utilisation in percent, MIG
-    # slices the engine-active ratio.
+    # Per-sample values (k: the sample's index within the minute); whole GPUs report utilisation in percent and the
+    # engine-active ratio, MIG slices only the ratio.
     def util_percent(self, minute: int, k: int) -> int:
         return (17 * self.gpu + 7 * minute + 29 * k) % 101
 
     def engine_active(self, minute: int, k: int) -> float:
         if self.profile:
             return ((13 * self.instance + 11 * minute + 31 * k) % 100) / 100
-        return round(self.util_percent(minute, k) * 0.009, 4)  # exported for whole GPUs too; GPU_UTIL is used
+        return round(self.util_percent(minute, k) * 0.009, 4)
 
     def fb_used_mib(self, minute: int, k: int) -> int:
         return 1024 * (1 + (self.gpu + self.instance) % 4) + 8 * (minute % 60) + 64 * k
@@ -85,7 +85,8 @@ class Device:
         return 80.0 + 3 * ((5 * self.gpu + minute) % 100) + 11 * k  # a MIG slice reports its parent GPU's power
 
     def utilisation(self, minute: int, k: int) -> float:
-        return self.engine_active(minute, k) if self.profile else self.util_percent(minute, k) / 100
+        """What the collector reads: the best field exported for both, graphics engine activity (no SM activity)."""
+        return self.engine_active(minute, k)
 
 
 @dataclass(frozen=True)

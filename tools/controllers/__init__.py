@@ -1,0 +1,320 @@
+"""The batch schedulers themselves on the control plane of `tools.controlplane`: Kueue's manager, Volcano's
+scheduler, controller manager and webhook manager, the KubeRay operator, kube-scheduler (for the pods Kueue lets
+go) and kwok (fake GPU nodes, and pods that run and complete), as built by `make controllers-bin` from the Go
+modules beside this file into `var/bin/`.
+
+`start(plane, schedulers)` launches them against a running `ControlPlane`, each as the cluster admin, with:
+- the CRDs the built release expects that the control plane lacks, read from the module's own `config/` folder
+  (the portal's pinned CRDs, installed by the control plane, stay as they are);
+- webhooks served for real on 127.0.0.1 under a certificate generated here, with the upstream webhook
+  configurations (Kueue's `config/components/webhook/manifests.yaml`) pointed at them by URL, as Kueue's
+  integration framework (envtest) rewrites them; Volcano's webhook manager registers its own from `--webhook-url`;
+- fake nodes (`nodes()`), which kwok keeps Ready; kwok runs pods that a scheduler bound, and completes a Job's
+  pod once its `pod-complete.stage.kwok.x-k8s.io/delay` annotation says so (tests set it; unset, a pod runs on).
+
+The processes join `plane.processes`, so `plane.stop()` stops them first, in reverse order, before the control
+plane itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from tools import controlplane
+from tools.controlplane import ControlPlane, ControlPlaneError, certs
+
+HERE = Path(__file__).resolve().parent
+BIN_DIR = controlplane.BIN_DIR
+SCHEDULERS = ("kueue", "volcano", "kuberay")
+# What each scheduler needs running, in start order; kube-scheduler binds the pods Kueue admits, Volcano's own
+# scheduler binds its pods; kwok runs them.
+BINARIES = {
+    "base": ("kube-scheduler", "kwok"),
+    "kueue": ("kueue",),
+    "volcano": ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager"),
+    "kuberay": ("kuberay-operator",),
+}
+MODULES = {"kueue": "sigs.k8s.io/kueue", "volcano": "volcano.sh/volcano",
+           "kuberay": "github.com/ray-project/kuberay/ray-operator", "kwok": "sigs.k8s.io/kwok"}
+# The Kueue integrations the portal's jobs use (jobs/manifests.py: batch Jobs and RayJobs, whose RayCluster
+# Kueue also sees); Kueue's default list adds Pods, Deployments and more that the portal never queues.
+KUEUE_INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster")
+# Volcano runs as its development installer (installer/volcano-development.yaml in the module) deploys it: the
+# same arguments, webhook configurations and scheduler configuration, with the network-topology-aware plugin the
+# portal's HyperNode placement relies on added to the second tier when the installer's default lacks it.
+VOLCANO_INSTALLER = "installer/volcano-development.yaml"
+VOLCANO_NAMESPACE = "volcano-system"
+_VOLCANO_DEPLOYMENTS = {"volcano-scheduler": "vc-scheduler", "volcano-controllers": "vc-controller-manager",
+                        "volcano-admission": "vc-webhook-manager"}
+# In-pod paths and service names of the installer's arguments, replaced by what runs here.
+_VOLCANO_DROPPED = ("--tls-", "--ca-cert-file", "--admission-conf", "--webhook-namespace", "--webhook-service-name",
+                    "--scheduler-conf", "--logtostderr", "2>&1", "--port", "--enable-metrics", "-v=")
+
+
+def missing_binaries(schedulers, bin_dir: Path = BIN_DIR) -> list[str]:
+    names = [*BINARIES["base"], *(b for s in schedulers for b in BINARIES[s])]
+    return [name for name in names if not os.access(Path(bin_dir) / name, os.X_OK)]
+
+
+def module_dir(name: str) -> Path:
+    """The upstream module's source in Go's module cache (its `config/` holds the CRDs, webhook manifests and
+    kwok's stages), as resolved by our module that builds it."""
+    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", MODULES[name]], cwd=HERE / name, check=True,
+                         capture_output=True, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
+    return Path(out.stdout.strip())
+
+
+def _yaml_documents(paths) -> list[dict]:
+    docs = []
+    for path in paths:
+        # libyaml's loader: the CRDs run to megabytes, which the pure-Python one takes seconds over.
+        docs += [d for d in yaml.load_all(Path(path).read_text(), Loader=yaml.CSafeLoader) if d]
+    return docs
+
+
+def install_missing_crds(plane: ControlPlane, paths) -> list[str]:
+    """Apply the CRDs of `paths` that the cluster does not serve yet; wait until they are established."""
+    added = []
+    for crd in _yaml_documents(paths):
+        if crd.get("kind") != "CustomResourceDefinition":
+            continue
+        name = crd["metadata"]["name"]
+        status, _ = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        if status == 404:
+            crd.pop("status", None)
+            plane.apply(crd, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            added.append(name)
+    deadline = time.monotonic() + 60
+    for name in added:
+        while True:
+            _, crd = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            if any(c["type"] == "Established" and c["status"] == "True"
+                   for c in crd.get("status", {}).get("conditions", [])):
+                break
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"CRD {name} not established")
+            time.sleep(0.1)
+    return added
+
+
+def webhook_configurations(manifests: list[dict], *, url: str, ca_pem: bytes, keep) -> list[dict]:
+    """Upstream webhook configurations with each webhook's Service reference replaced by a URL on `url`, keeping
+    only the webhooks whose path `keep(path)` accepts (a webhook for a kind whose integration is off has no
+    handler behind it, and its failurePolicy Fail would refuse every such object)."""
+    import base64
+
+    ca = base64.b64encode(ca_pem).decode()
+    out = []
+    for doc in manifests:
+        if doc.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        hooks = []
+        for hook in doc.get("webhooks", []):
+            path = hook["clientConfig"]["service"]["path"]
+            if keep(path):
+                hooks.append({**hook, "clientConfig": {"url": url + path, "caBundle": ca}})
+        if hooks:
+            out.append({**doc, "metadata": {"name": doc["metadata"]["name"]}, "webhooks": hooks})
+    return out
+
+
+# With internal certificate management off, Kueue's manager loads a metrics serving certificate from this fixed
+# path and exits without one, even with metrics off (cmd/kueue/main.go); any valid pair will do.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_certs(pki) -> None:
+    if not (KUEUE_METRICS_CERTS / "tls.crt").exists():
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        (KUEUE_METRICS_CERTS / "tls.crt").write_bytes(pki.serving_cert.read_bytes())
+        (KUEUE_METRICS_CERTS / "tls.key").write_bytes(pki.serving_key.read_bytes())
+
+
+def _kueue_webhook_kept(path: str) -> bool:
+    kinds = ("kueue-x-k8s-io", "batch-v1-job", "ray-io-v1-rayjob", "ray-io-v1-raycluster")
+    return any(kind in path for kind in kinds)
+
+
+class Controllers:
+    """What `start()` launched: ports, the webhook CA, and each controller's log."""
+
+    def __init__(self, plane: ControlPlane, schedulers, bin_dir: Path):
+        self.plane, self.schedulers, self.bin_dir = plane, tuple(schedulers), Path(bin_dir)
+        self.workdir = plane.workdir / "controllers"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.pki = certs.generate(self.workdir / "webhook-pki")
+        self.certdir = self.workdir / "webhook-certs"
+        self.certdir.mkdir(exist_ok=True)
+        # controller-runtime's webhook server reads tls.crt/tls.key from its cert dir.
+        (self.certdir / "tls.crt").write_bytes(self.pki.serving_cert.read_bytes())
+        (self.certdir / "tls.key").write_bytes(self.pki.serving_key.read_bytes())
+
+    def launch(self, name: str, args: list[str]) -> None:
+        log = open(self.plane.workdir / f"{name}.log", "wb")  # noqa: SIM115 (the child holds it)
+        self.plane.processes[name] = subprocess.Popen(
+            [str(self.bin_dir / name), *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=self.workdir, env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)})
+        log.close()
+
+    def wait_http(self, name: str, url: str, timeout: float = 120) -> None:
+        """Until `url` (a health endpoint on loopback; HTTPS under the webhook certificate) answers 200."""
+        import ssl
+        import urllib.request
+
+        context = ssl.create_default_context(cadata=self.pki.ca_pem.decode()) if url.startswith("https") else None
+
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            process = self.plane.processes[name]
+            if process.poll() is not None:
+                raise ControlPlaneError(f"{name} exited with {process.returncode}:\n{self.plane.log_tail(name)}")
+            try:
+                with urllib.request.urlopen(url, timeout=5, context=context) as response:
+                    if response.status == 200:
+                        return
+            except OSError as exc:
+                last = str(exc)
+            time.sleep(0.5)
+        raise ControlPlaneError(f"{name} not ready within {timeout:g} s ({last}):\n{self.plane.log_tail(name)}")
+
+    def ensure_namespace(self, name: str) -> None:
+        self.plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                         f"/api/v1/namespaces/{name}")
+
+    # --- the components ---
+
+    def start_base(self) -> None:
+        self.launch("kube-scheduler", [
+            f"--kubeconfig={self.plane.kubeconfig}", "--leader-elect=false", "--secure-port=0", "--v=0"])
+        kwok_dir = module_dir("kwok") / "kustomize" / "stage"
+        stages = _yaml_documents([kwok_dir / "node" / "fast" / "node-initialize.yaml",
+                                  kwok_dir / "node" / "heartbeat" / "node-heartbeat.yaml",
+                                  kwok_dir / "pod" / "general" / "pod-ready.yaml",
+                                  kwok_dir / "pod" / "general" / "pod-complete.yaml",
+                                  kwok_dir / "pod" / "general" / "pod-delete.yaml"])
+        for stage in stages:
+            if stage["metadata"]["name"] == "pod-complete":
+                # A pod runs until a test says when it ends (the annotation); upstream's default is a second.
+                stage["spec"]["delay"]["durationMilliseconds"] = 24 * 3600 * 1000
+                stage["spec"]["delay"].pop("jitterDurationMilliseconds", None)
+        config = self.workdir / "kwok.yaml"
+        config.write_text(yaml.safe_dump_all([
+            {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
+             "options": {"enableCRDs": []}}, *stages]))
+        self.launch("kwok", [
+            f"--kubeconfig={self.plane.kubeconfig}", f"--config={config}",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--cidr=10.0.0.1/16",
+            "--node-ip=10.0.0.1", f"--server-address=127.0.0.1:{controlplane.free_port()}"])
+
+    def start_kueue(self) -> None:
+        source = module_dir("kueue")
+        install_missing_crds(self.plane, sorted((source / "config/components/crd/bases").glob("*.yaml")))
+        self.ensure_namespace("kueue-system")
+        webhook_port, health_port = controlplane.free_port(), controlplane.free_port()
+        config = self.workdir / "kueue-config.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "namespace": "kueue-system",
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(self.certdir)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+        }))
+        _kueue_metrics_certs(self.pki)
+        self.launch("kueue", [f"--config={config}", f"--kubeconfig={self.plane.kubeconfig}", "--zap-log-level=2"])
+        self.wait_http("kueue", f"http://127.0.0.1:{health_port}/readyz")
+        manifests = _yaml_documents([source / "config/components/webhook/manifests.yaml"])
+        for doc in webhook_configurations(manifests, url=f"https://127.0.0.1:{webhook_port}",
+                                          ca_pem=self.pki.ca_pem, keep=_kueue_webhook_kept):
+            kind = doc["kind"].lower() + "s"
+            name = doc["metadata"]["name"] = f"kueue-{doc['metadata']['name']}"
+            self.plane.apply(doc, f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
+
+
+    def start_volcano(self) -> None:
+        source = module_dir("volcano")
+        install_missing_crds(self.plane, sorted((source / "config/crd/volcano/bases").glob("*.yaml")))
+        self.ensure_namespace(VOLCANO_NAMESPACE)
+        installer = _yaml_documents([source / VOLCANO_INSTALLER])
+        args = {}
+        for doc in installer:
+            if doc["kind"] == "ConfigMap":
+                doc["metadata"]["namespace"] = VOLCANO_NAMESPACE
+                self.plane.apply(doc, f"/api/v1/namespaces/{VOLCANO_NAMESPACE}/configmaps/{doc['metadata']['name']}")
+            if doc["kind"] == "Deployment" and doc["metadata"]["name"] in _VOLCANO_DEPLOYMENTS:
+                [container] = doc["spec"]["template"]["spec"]["containers"]
+                args[_VOLCANO_DEPLOYMENTS[doc["metadata"]["name"]]] = [
+                    a for a in container.get("args", []) if not a.startswith(_VOLCANO_DROPPED)]
+        conf = next(d for d in installer if d["kind"] == "ConfigMap"
+                    and d["metadata"]["name"] == "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"]
+        conf = yaml.safe_load(conf)
+        plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
+        if "network-topology-aware" not in plugins:
+            conf["tiers"][-1]["plugins"].append({"name": "network-topology-aware"})
+        (self.workdir / "volcano-scheduler.conf").write_text(yaml.safe_dump(conf))
+        kubeconfig = f"--kubeconfig={self.plane.kubeconfig}"
+        tls = [f"--tls-cert-file={self.pki.serving_cert}", f"--tls-private-key-file={self.pki.serving_key}",
+               f"--ca-cert-file={self.pki.ca_cert}"]
+        webhook_port, health = controlplane.free_port(), {}
+        for name in _VOLCANO_DEPLOYMENTS.values():
+            health[name] = controlplane.free_port()
+        # The webhook configurations first: the webhook manager only adds its CA to them, waiting until they exist.
+        for doc in webhook_configurations([d for d in installer if d["kind"].endswith("WebhookConfiguration")],
+                                          url=f"https://127.0.0.1:{webhook_port}", ca_pem=self.pki.ca_pem,
+                                          keep=lambda path: True):
+            kind = doc["kind"].lower() + "s"
+            self.plane.apply(doc, f"/apis/admissionregistration.k8s.io/v1/{kind}/{doc['metadata']['name']}")
+        self.launch("vc-webhook-manager", [
+            *args["vc-webhook-manager"], kubeconfig, *tls, "--listen-address=127.0.0.1", f"--port={webhook_port}",
+            f"--webhook-url=https://127.0.0.1:{webhook_port}", "--graceful-shutdown-time=1s",
+            f"--healthz-address=127.0.0.1:{health['vc-webhook-manager']}", "-v=2"])
+        self.launch("vc-controller-manager", [
+            *args["vc-controller-manager"], kubeconfig,
+            f"--healthz-address=127.0.0.1:{health['vc-controller-manager']}",
+            f"--listen-address=127.0.0.1:{controlplane.free_port()}", "-v=2"])
+        self.launch("vc-scheduler", [
+            *args["vc-scheduler"], kubeconfig, f"--scheduler-conf={self.workdir / 'volcano-scheduler.conf'}",
+            f"--healthz-address=127.0.0.1:{health['vc-scheduler']}",
+            f"--listen-address=127.0.0.1:{controlplane.free_port()}", f"--cache-dump-dir={self.workdir}", "-v=2"])
+        for name, port in health.items():
+            # The webhook manager serves its health check over TLS with its serving certificate.
+            scheme = "https" if name == "vc-webhook-manager" else "http"
+            self.wait_http(name, f"{scheme}://127.0.0.1:{port}/healthz")
+
+
+def start(plane: ControlPlane, schedulers=SCHEDULERS, *, bin_dir: str | os.PathLike = BIN_DIR) -> Controllers:
+    """Launch the controllers of `schedulers` (any of kueue, volcano, kuberay) against `plane`; return once each
+    one's health endpoint answers and its webhooks are registered."""
+    schedulers = tuple(schedulers)
+    if unknown := set(schedulers) - set(SCHEDULERS):
+        raise ControlPlaneError(f"unknown scheduler(s) {', '.join(sorted(unknown))}: choose from {SCHEDULERS}")
+    if missing := missing_binaries(schedulers, Path(bin_dir)):
+        raise ControlPlaneError(f"{', '.join(missing)} not built in {bin_dir}: run `make controllers-bin`")
+    running = Controllers(plane, schedulers, Path(bin_dir))
+    running.start_base()
+    for name in schedulers:
+        getattr(running, f"start_{name}")()
+    return running
+
+
+def add_node(plane: ControlPlane, name: str, *, labels: dict, allocatable: dict, taints: list | None = None) -> None:
+    """A fake node kwok manages (its annotation): labels and taints on the Node, capacity in its status, which
+    kwok's node-initialize stage keeps while it marks the node Ready."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok", **labels},
+        "annotations": {"kwok.x-k8s.io/node": "fake"}}, "spec": {"taints": list(taints or [])}}
+    plane.apply(node, f"/api/v1/nodes/{name}")
+    amounts = {key: str(value) for key, value in allocatable.items()}
+    status, body = plane.request("PATCH", f"/api/v1/nodes/{name}/status",
+                                 {"status": {"capacity": amounts, "allocatable": amounts}},
+                                 content_type="application/merge-patch+json")
+    if status >= 300:
+        raise ControlPlaneError(f"node {name} status: {status} {body.get('message', body)}")

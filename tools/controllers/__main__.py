@@ -1,0 +1,60 @@
+"""`make controlplane SCHEDULERS=kueue,volcano,kuberay`: the control plane of `tools.controlplane` with the batch
+schedulers on it and a few fake GPU nodes, in the foreground until Ctrl-C. The kubeconfig is the control plane's
+(var/controlplane/kubeconfig, context `controlplane`): register a cluster with connection "kubeconfig context" and
+that context, and the portal drives the real Kueue or Volcano."""
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from tools import controllers, controlplane
+
+
+def main(argv=None) -> int:
+    default_crds = os.environ.get("CRDS_DIR") or str(controlplane.ROOT.parent / "shared" / "crds")
+    parser = argparse.ArgumentParser(prog="python -m tools.controllers", description=__doc__)
+    parser.add_argument("--schedulers", default=",".join(controllers.SCHEDULERS),
+                        help="comma-separated: any of kueue, volcano, kuberay")
+    parser.add_argument("--crds-dir", default=default_crds, help="folder of upstream CRDs to install")
+    parser.add_argument("--kubeconfig", default=str(controlplane.KUBECONFIG), help="where to write the kubeconfig")
+    parser.add_argument("--nodes", type=int, default=4, help="fake nodes with 8 nvidia.com/gpu each")
+    parser.add_argument("--node-labels", default="", help="labels of the fake nodes, k=v,k=v (a flavor's labels)")
+    args = parser.parse_args(argv)
+    schedulers = [s for s in args.schedulers.split(",") if s]
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    started = time.monotonic()
+    try:
+        plane = controlplane.start(crds_dir=Path(args.crds_dir), kubeconfig=args.kubeconfig)
+    except controlplane.ControlPlaneError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    with plane:
+        try:
+            controllers.start(plane, schedulers)
+            labels = dict(pair.split("=", 1) for pair in args.node_labels.split(",") if pair)
+            for index in range(args.nodes):
+                controllers.add_node(plane, f"gpu-node-{index}", labels=labels, allocatable={
+                    "nvidia.com/gpu": 8, "cpu": 96, "memory": "1024Gi", "pods": 110})
+        except controlplane.ControlPlaneError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"Control plane at {plane.server} with {', '.join(schedulers)}, ready in "
+              f"{time.monotonic() - started:.1f} s. Kubeconfig: {args.kubeconfig} (context {controlplane.CONTEXT!r}); "
+              f"logs in {plane.workdir}. Ctrl-C stops it.", flush=True)
+        try:
+            while plane.alive():
+                time.sleep(1)
+        except KeyboardInterrupt:
+            print("Stopping.", flush=True)
+            return 0
+        for name, process in plane.processes.items():
+            if process.poll() is not None:
+                print(f"{name} exited with {process.returncode}:\n{plane.log_tail(name)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
