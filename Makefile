@@ -17,7 +17,7 @@ UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --gener
 	--custom-compile-command 'make lock' pyproject.toml --group build
 
 .PHONY: install lock lock-check run test bench lint check-migrations screenshots services clean \
-	controllers-bin controllers test-controllers
+	controlplane-bin controlplane test-controlplane fidelity controllers-bin controllers test-controllers
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
 # hashed uv pin, so the environment needs no pip of its own.
@@ -60,6 +60,39 @@ run: $(STAMP) $(ASSETS)
 test: $(STAMP) $(ASSETS)
 	$(BIN)/pytest
 
+# A real control plane (tools/controlplane/): etcd, kube-apiserver and kube-controller-manager built from their Go
+# modules into the git-ignored var/bin/, once per go.sum (the stamp); Go's module and build caches make a rebuild
+# after a pin change incremental. `make controlplane` runs it in the foreground (kubeconfig in
+# var/controlplane/kubeconfig); `make test-controlplane` runs the suite's `controlplane` lane against it.
+GO ?= go
+CONTROLPLANE_BIN ?= var/bin
+CONTROLPLANE_STAMP := $(CONTROLPLANE_BIN)/.controlplane-built
+# What `/version` answers: Kubernetes' own build stamps these (hack/lib/version.sh); a plain `go build` says v0.0.0.
+KUBE_VERSION = $(shell awk '$$1 == "k8s.io/kubernetes" {print $$2; exit}' tools/controlplane/go.mod)
+KUBE_LDFLAGS = -s $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=1 \
+	-X $(pkg).gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION))) -X $(pkg).gitTreeState=clean)
+$(CONTROLPLANE_STAMP): tools/controlplane/go.mod tools/controlplane/go.sum
+	mkdir -p $(CONTROLPLANE_BIN)
+	cd tools/controlplane && $(GO) build -buildvcs=false -trimpath -ldflags='$(KUBE_LDFLAGS)' \
+		-o $(abspath $(CONTROLPLANE_BIN))/ tool
+	@# etcd's main package is its server module, which `go build` names after the path: `server`.
+	mv $(CONTROLPLANE_BIN)/server $(CONTROLPLANE_BIN)/etcd
+	touch $@
+
+controlplane-bin: $(CONTROLPLANE_STAMP)
+
+controlplane: $(STAMP) $(CONTROLPLANE_STAMP)
+	$(BIN)/python -m tools.controlplane
+
+test-controlplane: $(STAMP) $(ASSETS) $(CONTROLPLANE_STAMP)
+	$(BIN)/pytest -m controlplane tests/controlplane
+
+# The sandbox measured against the real API server: bench/FIDELITY.md (`python -m bench.fidelity record` first
+# re-records the requests the portal's own tests send).
+fidelity: $(STAMP) $(CONTROLPLANE_STAMP)
+	$(BIN)/python -m bench.fidelity
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
@@ -77,7 +110,6 @@ services:
 # git-ignored var/bin/. Kueue, Volcano, KubeRay and kwok pin different k8s.io releases, so each has a module of its
 # own; kube-scheduler is Kubernetes 1.34's, from tools/controlplane's module. `make controllers-bin` builds them
 # (rebuilt only when a module's go.mod or go.sum changes); `make test-controllers` runs the `controllers` lane.
-GO ?= go
 GO_BUILD = $(GO) build -buildvcs=false -trimpath -ldflags=-s
 VOLCANO_BINS := var/bin/vc-scheduler var/bin/vc-controller-manager var/bin/vc-webhook-manager
 CONTROLLER_BINS := var/bin/kube-scheduler var/bin/kwok var/bin/kueue $(VOLCANO_BINS) var/bin/kuberay-operator

@@ -55,7 +55,7 @@ def claim_labels(labels: dict) -> tuple[str, str, str]:
 def claim_devices(claims: list[dict], units: dict[str, tuple[str, str, float]]) -> dict[tuple[str, str], Counter]:
     """Devices each ResourceClaim holds, counted per (resource key, GPU model, memory GiB): `units` maps a device
     class to its flavor's. A claim's `status.allocation.devices.results` names one device per entry with the request
-    it satisfies (`<request>` or `<request>/<subrequest>`), and the request names the class (kubernetes v1.34
+    it satisfies (`<request>` or `<request>/<subrequest>`), and the request names the class (kubernetes
     staging/src/k8s.io/api/resource/v1/types.go, DeviceRequestAllocationResult, ExactDeviceRequest)."""
     held: dict[tuple[str, str], Counter] = {}
     for claim in claims:

@@ -1,7 +1,7 @@
 """The demo's placement data on both sandbox clusters: topology levels (block, rack, host) with nodes labelled for
 them, a spot H100 flavor on tainted nodes of its own, fair-sharing weights for the busy teams, and on the Volcano
 cluster the controller configuration with which Volcano's label discoverer builds HyperNodes of the same levels
-(volcano v1.15.1 pkg/controllers/hypernode/discovery/label/label.go: tier 1 groups nodes, tier 2 groups tier-1
+(volcano pkg/controllers/hypernode/discovery/label/label.go: tier 1 groups nodes, tier 2 groups tier-1
 HyperNodes).
 
 A real cluster has its nodes already; the sandbox is given them over its own API, as a kubelet registers itself.

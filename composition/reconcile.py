@@ -13,7 +13,6 @@ from collections import defaultdict
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from portal import desired as registry
@@ -21,13 +20,7 @@ from portal import kube
 from portal.desired import cluster_desired, team_namespace_desired
 from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, cluster_scope_selector, team_selector
 from portal.reconcile import Outcome, Plan, converge, converge_many, plan, record, record_many
-from quotas import replacing
-from quotas.manifests import volcano_queue_widened
-from quotas.usage import record_usage
-from tenants.choices import Scheduler
-from tenants.desired import tier_specs
 from tenants.models import Cluster, TeamNamespace
-from tenants.nudges import team_namespaces_touch
 
 from .selectors import prefetched_inputs, team_namespaces_for_reconcile
 
@@ -68,7 +61,7 @@ def team_namespace_reconcile(*, team_namespace_id: int, actual: list[dict] | Non
             actual = _team_actual(client, row)
     except kube.KubeError as exc:
         return record(row, generation, Outcome(statuses=row.objects_status, writes=0, error=exc))
-    record_usage(row, actual)
+    registry.team_namespace_observed(team_namespace=row, actual=actual)
     outcome = record(row, generation, converge(client, plan(desired, actual)))
     if outcome.error is None and not desired and row.deleted_at is None:
         TeamNamespace.objects.filter(pk=row.pk).update(deleted_at=timezone.now())
@@ -99,10 +92,10 @@ def team_namespaces_reconcile(*, cluster: Cluster, rows: list[TeamNamespace]) ->
         outcomes = [Outcome(statuses=row.objects_status, writes=0, error=exc) for row in rows]
         record_many(TeamNamespace, list(zip(rows, generations, outcomes, strict=True)))
         return outcomes
-    flavors = list(cluster.flavors.order_by("name"))
-    wanted = [team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors)) for row in rows]
+    shared = registry.shared_inputs(cluster=cluster)
+    wanted = [team_namespace_desired(team_namespace=row, **prefetched_inputs(row, shared=shared)) for row in rows]
     for row, actual in zip(rows, actuals, strict=True):
-        record_usage(row, actual)
+        registry.team_namespace_observed(team_namespace=row, actual=actual)
     outcomes = converge_many(client, [plan(want, actual) for want, actual in zip(wanted, actuals, strict=True)])
     record_many(TeamNamespace, list(zip(rows, generations, outcomes, strict=True)))
     gone = [row.pk for row, want, outcome in zip(rows, wanted, outcomes, strict=True)
@@ -114,62 +107,34 @@ def team_namespaces_reconcile(*, cluster: Cluster, rows: list[TeamNamespace]) ->
 
 def cluster_reconcile(*, cluster_id: int, actual: list[dict] | None = None, widen: bool = False,
                       children_first: bool = False) -> Outcome:
-    """`widen` sets each existing Volcano queue to at least its present size (parents first), so the queues
-    under it can change either way; then a `children_first` call sets the exact sizes."""
+    """`widen` asks the contributions for a first step that lets what sits beneath change either way (Volcano's
+    parent queues at least their present size, parents first); then a `children_first` call sets the exact sizes."""
     cluster = Cluster.objects.filter(pk=cluster_id, active=True).first()
     if cluster is None:
         return Outcome(statuses=[], writes=0)
     generation = cluster.generation
-    desired = cluster_desired(cluster=cluster, tiers=tier_specs())
+    desired = cluster_desired(cluster=cluster, **registry.shared_inputs(cluster=cluster))
     try:
         client = kube.client_for_cluster(cluster)
         if actual is None:
             actual = _cluster_actual(client, cluster)
     except kube.KubeError as exc:
         return record(cluster, generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
-    if widen:
-        live = {(obj["kind"], obj["metadata"]["name"]): obj for obj in actual}
-        desired = [volcano_queue_widened(obj, live.get((obj["kind"], obj["metadata"]["name"]))) for obj in desired]
-    if cluster.scheduler == Scheduler.KUEUE:
-        desired = _remaking(cluster, desired, actual)
-    outcome = record(cluster, generation, _converge_by_level(client, plan(desired, actual), children_first))
-    if cluster.replacing_flavors and outcome.error is None:  # look again soon: Kueue lets them go once unlisted
+    the_plan = plan(registry.cluster_prepared(cluster=cluster, desired=desired, actual=actual, widen=widen), actual)
+    levels = registry.cluster_apply_levels(cluster=cluster, objects=the_plan.apply, children_first=children_first)
+    outcome = record(cluster, generation, _converge_by_level(client, the_plan, levels))
+    if outcome.error is None and registry.cluster_unsettled(cluster=cluster):
         Cluster.objects.filter(pk=cluster.pk).update(
             next_attempt_at=timezone.now() + timedelta(seconds=settings.RECONCILE_BACKOFF_BASE_SECONDS))
     return outcome
 
 
-def _remaking(cluster: Cluster, desired: list[dict], actual: list[dict]) -> list[dict]:
-    """Kueue flavors that must be made again (`quotas.replacing`) are recorded on the cluster, and every team
-    namespace of it is nudged to leave them out of its ClusterQueue, then in again once they are back."""
-    names = replacing.flavors_to_remake(desired, actual)
-    if names != list(cluster.replacing_flavors):
-        with transaction.atomic():
-            Cluster.objects.filter(pk=cluster.pk).update(replacing_flavors=names)
-            team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(cluster=cluster,
-                                                                               deleted_at__isnull=True))
-        cluster.replacing_flavors = names
-    return replacing.without(desired, names)
-
-
-def _converge_by_level(client: kube.ClusterClient, the_plan: Plan, children_first: bool) -> Outcome:
-    """Volcano checks a queue against its parent and its children as they are now (volcano v1.15.1
-    pkg/webhooks/admission/queues/validate): a parent grows before its children and shrinks after them, so the
-    applies go one level of the hierarchy at a time, parents first or children first; prunes follow."""
-    parents = {obj["metadata"]["name"]: (obj.get("spec") or {}).get("parent") for obj in the_plan.apply
-               if obj["kind"] == "Queue"}
-
-    def depth(obj: dict) -> int:
-        name, seen = obj["metadata"]["name"], 0
-        while obj["kind"] == "Queue" and parents.get(name) in parents and seen < len(parents):
-            name, seen = parents[name], seen + 1
-        return seen
-
-    levels = sorted({depth(obj) for obj in the_plan.apply}, reverse=children_first)
+def _converge_by_level(client: kube.ClusterClient, the_plan: Plan, levels: list[list[dict]]) -> Outcome:
+    """The applies one level at a time in the order the scheduler needs them (`Backend.apply_levels`: Volcano's
+    queues parents first or children first), a level only after the one before it went through; prunes follow."""
     if len(levels) < 2:
         return converge(client, the_plan)
-    outcomes = [converge(client, Plan(apply=[obj for obj in the_plan.apply if depth(obj) == level]))
-                for level in levels]
+    outcomes = [converge(client, Plan(apply=level)) for level in levels]
     error = next((o.error for o in outcomes if o.error is not None), None)
     last = converge(client, Plan(delete=the_plan.delete if error is None else [], unchanged=the_plan.unchanged))
     outcomes.append(last)
@@ -218,18 +183,17 @@ def reconcile_sweep() -> dict:
     One list per kind per cluster, whatever the number of teams; a cluster that already matches gets no write.
     """
     totals = {"clusters": 0, "rows": 0, "repaired": 0, "writes": 0, "errors": 0}
-    tiers = tier_specs()
     for cluster in Cluster.objects.filter(active=True).order_by("pk"):
         totals["clusters"] += 1
         try:
-            _sweep_cluster(cluster, tiers, totals)
+            _sweep_cluster(cluster, totals)
         except Exception:  # noqa: BLE001 - one cluster's surprise must not stop the sweep of the others
             log.exception("sweep of cluster %s failed", cluster.name)
             totals["errors"] += 1
     return totals
 
 
-def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
+def _sweep_cluster(cluster: Cluster, totals: dict) -> None:
     """One cluster of the sweep: list once per kind, repair what drifted, prune what no row wants."""
     try:
         client = kube.client_for_cluster(cluster)
@@ -239,22 +203,22 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["errors"] += 1
         record(cluster, cluster.generation, Outcome(statuses=cluster.objects_status, writes=0, error=exc))
         return
+    shared = registry.shared_inputs(cluster=cluster)
     cluster_repaired = cluster.observed_generation < cluster.generation or not plan(
-        cluster_desired(cluster=cluster, tiers=tiers), cluster_actual
+        cluster_desired(cluster=cluster, **shared), cluster_actual
     ).empty
     if cluster_repaired:
         outcome = cluster_reconcile(cluster_id=cluster.pk, actual=cluster_actual, widen=True)
         totals["repaired"] += 1
         totals["writes"] += outcome.writes
     rows = team_namespaces_for_reconcile(cluster=cluster)
-    flavors = list(cluster.flavors.order_by("name"))
     known = set()
     for row in rows:
         totals["rows"] += 1
         known.add(row.team.slug)
         actual = by_team.get(row.team.slug, [])
-        record_usage(row, actual)
-        desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
+        registry.team_namespace_observed(team_namespace=row, actual=actual)
+        desired = team_namespace_desired(team_namespace=row, **prefetched_inputs(row, shared=shared))
         if row.observed_generation >= row.generation and plan(desired, actual).empty:
             continue
         outcome = team_namespace_reconcile(team_namespace_id=row.pk, actual=actual, row=row)
@@ -263,8 +227,8 @@ def _sweep_cluster(cluster: Cluster, tiers, totals: dict) -> None:
         totals["errors"] += outcome.error is not None
     totals["writes"] += _prune_orphans(client, {slug: objs for slug, objs in by_team.items() if slug not in known})
     if cluster_repaired:
-        # Volcano refuses a parent queue smaller than the queues under it: parents were widened before the teams'
-        # queues changed, and take their exact size now that they have, departments before the cluster's parent.
+        # What was widened before the teams' objects changed (Volcano refuses a parent queue smaller than the queues
+        # under it) takes its exact size now that they have, children first.
         outcome = cluster_reconcile(cluster_id=cluster.pk, children_first=True)
         totals["writes"] += outcome.writes
         totals["errors"] += outcome.error is not None

@@ -1,32 +1,11 @@
 from django.db import models
 
+from backends.choices import JobKind, JobState, Placement
 
-class JobKind(models.TextChoices):
-    PYTORCH = "pytorch", "PyTorch distributed"
-    RAY = "ray", "Ray"
-    BATCH = "batch", "Batch"
-
-
-class JobState(models.TextChoices):
-    PENDING = "pending", "Pending"  # not yet applied to the cluster
-    QUEUED = "queued", "Queued"  # applied, waiting for quota
-    ADMITTED = "admitted", "Admitted"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-    PREEMPTED = "preempted", "Preempted"
+__all__ = ["JobKind", "JobState", "Placement", "TERMINAL_STATES", "WaitReason"]
 
 
 TERMINAL_STATES = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
-
-
-class Placement(models.TextChoices):
-    """How firmly a job's workers are kept within one topology domain (Kueue podset-required/-preferred-topology;
-    Volcano networkTopology mode hard/soft)."""
-
-    REQUIRED = "required", "Required"
-    PREFERRED = "preferred", "Preferred"
 
 
 class WaitReason(models.TextChoices):

@@ -1,13 +1,13 @@
 """Dynamic Resource Allocation for a job's workers: a ResourceClaimTemplate, from which Kubernetes creates one
 ResourceClaim per worker pod, and the pod-template fields that use it instead of an extended resource.
 
-Shapes from resource.k8s.io/v1 (Kubernetes v1.34 staging/src/k8s.io/api/resource/v1/types.go): a claim's
+Shapes from resource.k8s.io/v1 (kubernetes staging/src/k8s.io/api/resource/v1/types.go): a claim's
 `spec.devices.requests[]` each have a name (a DNS label) and `exactly` with `deviceClassName`, `allocationMode`
 `ExactCount` and `count`, and optional CEL `selectors`; a pod lists `spec.resourceClaims[]` (name plus
 `resourceClaimTemplateName`) and each container that uses one names it in `resources.claims[]`
 (core/v1 types.go, PodResourceClaim and ResourceClaim). Kueue counts such claims against the logical resource its
-`deviceClassMappings` give the class (kueue v0.19.2 pkg/dra), Volcano's capacity plugin against
-`deviceclass/<class>` (volcano v1.15.1 pkg/scheduler/plugins/capacity/capacity.go).
+`deviceClassMappings` give the class (kueue pkg/dra), Volcano's capacity plugin against
+`deviceclass/<class>` (volcano pkg/scheduler/plugins/capacity/capacity.go).
 """
 
 CLAIM = "gpus"  # the pod's name for its claim and the request's name inside it

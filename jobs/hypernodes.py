@@ -1,7 +1,7 @@
 """Where a Volcano gang sits in the cluster's network: the lowest HyperNode holding every node its pods run on.
 
-Volcano v1.15.1 keeps a job's allocated HyperNode in the scheduler's memory only; on each session it recovers it
-from the nodes the job's pods were bound to: the HyperNodes holding all of them, the lowest tier of those
+Volcano keeps a job's allocated HyperNode in the scheduler's memory only; on each session it recovers it from the
+nodes the job's pods were bound to: the HyperNodes holding all of them, the lowest tier of those
 (pkg/scheduler/framework/session.go recoverAllocatedHyperNode, getLowestTierHyperNode). Nothing on the PodGroup
 records it, so the portal derives it the same way, from the pods' `spec.nodeName` and the HyperNodes' members.
 

@@ -1,8 +1,6 @@
-"""Pure builders for the objects a portal job becomes, per kind and scheduler backend.
-
-PyTorch on Kueue is an Indexed batch/v1 Job plus the headless Service its pods rendezvous through (Kueue's
-Kubeflow v1 PyTorchJob integration is off by default since v0.19); on Volcano it is a vcjob with the pytorch
-plugin. Ray is a KubeRay RayJob on both. Batch is a batch/v1 Job (Kueue) or a single-task vcjob (Volcano).
+"""Pure builders for the objects a portal job becomes: what is the same on every scheduler (metadata, pods, a
+KubeRay RayJob, a DRA job's ResourceClaimTemplate); each backend assembles its own shapes from them
+(`Backend.job_objects`: an Indexed Job under Kueue, a vcjob under Volcano) and names its scheduling labels.
 Every object and pod carries the team and job labels. Commands stay argv lists: nothing goes through a shell.
 """
 
@@ -11,32 +9,18 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from backends import backend_for
 from portal.naming import dns1035_name, team_labels
-from tenants.choices import Scheduler
+from portal.upstream import RAY_API
 
 from .claims import claim_template_manifest, container_claims, pod_claims
 
 JOB_LABEL = "gpu-portal.io/job"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
-RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
-RENDEZVOUS_PORT = 29500
-VOLCANO_PYTORCH_PORT = 23456
 # Every object of a job shares one name, so it must suit the strictest kind: a DNS-1035 label (the headless
-# Service; a RayJob) of at most 47 characters (KubeRay v1.7.0 ray-operator/controllers/ray/utils/constant.go:
+# Service; a RayJob) of at most 47 characters (KubeRay ray-operator/controllers/ray/utils/constant.go:
 # MaxRayJobNameLength = MaxRayClusterNameLength - 6). That also leaves room for what the controllers derive
 # from it: Indexed Job pod hostnames `<name>-<index>` and Volcano pods `<name>-<task>-<index>` (≤ 63).
 OBJECT_NAME_LIMIT = 47
-# "No retries": no policy restarts a job on failure (a failed pod terminates it). Only an eviction by the
-# scheduler's preempt/reclaim restarts it, which is how a preempted vcjob queues again; maxRetry bounds those.
-# It is written out because Volcano's mutating webhook turns 0 into 3 (v1.15.1
-# pkg/webhooks/admission/jobs/mutate/mutate_job.go, patchDefaultMaxRetry), so 0 can never mean "none".
-VOLCANO_MAX_EVICTION_RESTARTS = 3
-VOLCANO_POLICIES = (
-    {"event": "PodFailed", "action": "TerminateJob"},
-    {"event": "PodEvicted", "action": "RestartJob"},
-)
 
 
 def job_object_name(name: str, job_id: int) -> str:
@@ -80,18 +64,9 @@ def labels(spec: JobSpec) -> dict[str, str]:
     return {**team_labels(spec.team_slug), JOB_LABEL: str(spec.job_id)}
 
 
-def _scheduling_labels(spec: JobSpec) -> dict[str, str]:
-    if spec.scheduler == Scheduler.KUEUE:
-        extra = {QUEUE_LABEL: spec.local_queue}
-        if spec.priority_class:
-            extra[KUEUE_PRIORITY_LABEL] = spec.priority_class
-        return extra
-    return {VOLCANO_QUEUE_LABEL: spec.volcano_queue}
-
-
 def _metadata(spec: JobSpec, name: str | None = None, scheduling: bool = True) -> dict:
     meta = {"name": name or spec.name, "namespace": spec.namespace,
-            "labels": {**labels(spec), **(_scheduling_labels(spec) if scheduling else {})}}
+            "labels": {**labels(spec), **(backend_for(spec.scheduler).scheduling_labels(spec) if scheduling else {})}}
     if spec.annotations:
         meta["annotations"] = dict(spec.annotations)
     return meta
@@ -146,89 +121,21 @@ def _template(spec: JobSpec, pod: dict) -> dict:
     return {"metadata": metadata, "spec": pod}
 
 
-# --- PyTorch -------------------------------------------------------------------------------------------------
+class _Parts:
+    """The scheduler-neutral builders a backend assembles its job objects from (`backends.base.JobParts`)."""
+
+    job_label = JOB_LABEL
+
+    @staticmethod
+    def metadata(spec: JobSpec, *, scheduling: bool = True) -> dict:
+        return _metadata(spec, scheduling=scheduling)
+
+    @staticmethod
+    def template(spec: JobSpec, *, container: str, env: list[dict] | None = None, **pod) -> dict:
+        return _template(spec, _pod_spec(spec, [_container(spec, name=container, env=env)], **pod))
 
 
-def _rendezvous_env(spec: JobSpec) -> list[dict]:
-    """torchrun's c10d rendezvous: worker 0's stable DNS name through the headless Service."""
-    index = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
-    return [
-        {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
-        {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
-        {"name": "WORLD_SIZE", "value": str(spec.workers)},
-        {"name": "RANK", "valueFrom": index},
-        {"name": "PET_NNODES", "value": str(spec.workers)},
-        {"name": "PET_NPROC_PER_NODE", "value": str(max(1, spec.gpus_per_worker))},
-        {"name": "PET_NODE_RANK", "valueFrom": index},
-        {"name": "PET_RDZV_BACKEND", "value": "c10d"},
-        {"name": "PET_RDZV_ENDPOINT", "value": f"{spec.name}-0.{spec.name}:{RENDEZVOUS_PORT}"},
-    ]
-
-
-def headless_service_manifest(spec: JobSpec) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(spec, scheduling=False),
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": {JOB_LABEL: str(spec.job_id)},
-            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT}],
-        },
-    }
-
-
-def indexed_job_manifest(spec: JobSpec, *, env: list[dict] | None = None, subdomain: str | None = None) -> dict:
-    """All workers in one Job: Kueue admits it as one workload, so the gang is all or nothing."""
-    extra = {"subdomain": subdomain} if subdomain else {}
-    pod = _pod_spec(spec, [_container(spec, name="worker", env=env)], **extra)
-    job_spec = {
-        "parallelism": spec.workers,
-        "completions": spec.workers,
-        "completionMode": "Indexed",
-        "backoffLimit": 0,
-        "activeDeadlineSeconds": spec.max_runtime_seconds,
-        "template": _template(spec, pod),
-    }
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(spec), "spec": job_spec}
-
-
-def volcano_job_manifest(spec: JobSpec, tasks: list[dict], plugins: dict | None = None) -> dict:
-    job_spec = {
-        "schedulerName": "volcano",
-        "queue": spec.volcano_queue,
-        "minAvailable": sum(t["replicas"] for t in tasks),
-        "maxRetry": VOLCANO_MAX_EVICTION_RESTARTS,
-        "policies": [dict(policy) for policy in VOLCANO_POLICIES],
-        "tasks": tasks,
-    }
-    if plugins:
-        job_spec["plugins"] = plugins
-    if spec.network_topology:
-        job_spec["networkTopology"] = dict(spec.network_topology)
-    if spec.priority_class:
-        job_spec["priorityClassName"] = spec.priority_class
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": _metadata(spec), "spec": job_spec}
-
-
-def _volcano_task(spec: JobSpec, name: str, replicas: int) -> dict:
-    pod = _pod_spec(spec, [_container(spec, name=name)], activeDeadlineSeconds=spec.max_runtime_seconds)
-    return {"name": name, "replicas": replicas, "template": _template(spec, pod)}
-
-
-def pytorch_manifests(spec: JobSpec) -> list[dict]:
-    if spec.scheduler == Scheduler.KUEUE:
-        return [headless_service_manifest(spec),
-                indexed_job_manifest(spec, env=_rendezvous_env(spec), subdomain=spec.name)]
-    tasks = [_volcano_task(spec, "master", 1)]
-    if spec.workers > 1:
-        tasks.append(_volcano_task(spec, "worker", spec.workers - 1))
-    # The pytorch plugin injects MASTER_ADDR/PORT, WORLD_SIZE and RANK. Its svc plugin would add a
-    # NetworkPolicy per job; the team namespace already allows pod-to-pod traffic inside it, so that is off.
-    plugins = {"pytorch": ["--master=master", "--worker=worker", f"--port={VOLCANO_PYTORCH_PORT}"],
-               "svc": ["--disable-network-policy"]}
-    return [volcano_job_manifest(spec, tasks, plugins)]
+PARTS = _Parts()
 
 
 # --- Ray -----------------------------------------------------------------------------------------------------
@@ -265,18 +172,8 @@ def ray_job_manifest(spec: JobSpec) -> dict:
     if runtime_env:
         job_spec["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
     metadata = _metadata(spec)
-    if spec.scheduler == Scheduler.VOLCANO and spec.priority_class:
-        metadata["labels"][RAY_PRIORITY_LABEL] = spec.priority_class
-    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": job_spec}
-
-
-# --- batch ---------------------------------------------------------------------------------------------------
-
-
-def batch_manifests(spec: JobSpec) -> list[dict]:
-    if spec.scheduler == Scheduler.KUEUE:
-        return [indexed_job_manifest(spec)]
-    return [volcano_job_manifest(spec, [_volcano_task(spec, "main", spec.workers)])]
+    metadata["labels"].update(backend_for(spec.scheduler).ray_labels(spec))
+    return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": metadata, "spec": job_spec}
 
 
 def job_manifests(spec: JobSpec) -> list[dict]:
@@ -285,8 +182,6 @@ def job_manifests(spec: JobSpec) -> list[dict]:
                                       device_class=spec.device_class, count=spec.gpus_per_worker,
                                       selector=spec.device_selector)] \
         if spec.device_class and spec.gpus_per_worker else []
-    if spec.kind == "pytorch":
-        return claims + pytorch_manifests(spec)
     if spec.kind == "ray":
         return [*claims, ray_job_manifest(spec)]
-    return claims + batch_manifests(spec)
+    return claims + backend_for(spec.scheduler).job_objects(spec, PARTS)

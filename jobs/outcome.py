@@ -7,26 +7,11 @@ from __future__ import annotations
 
 import re
 
+from backends import backends
+from backends.observe import REQUEUED  # noqa: F401 - the sentence pages and tests share
+
 from .choices import JobState
 
-# Kueue's preemption message and its reasons in words (pkg/scheduler/preemption/preemption.go, v0.19.2:
-# "Preempted to accommodate a workload (UID: …, JobUID: …) due to <reason>; preemptor path: …").
-_KUEUE_PREEMPTED = re.compile(
-    r"Preempted to accommodate a (?:higher priority )?workload.*?(?:due to (?P<reason>[^;]+))?(?:;|$)", re.I | re.S)
-_KUEUE_REASONS = {
-    "prioritization in the ClusterQueue": "a higher-priority job of the same team needed the GPUs",
-    "reclamation within the cohort": "another team took back the guaranteed quota this job was borrowing",
-    "reclamation within the cohort while borrowing": "another team took back the guaranteed quota this job was "
-                                                     "borrowing",
-    "Fair Sharing within the cohort": "fair sharing gave the GPUs to a team that had used less",
-}
-# Volcano evicts with the reason "preempt" (same queue, priority) or "reclaim" (another queue takes its share back)
-# (pkg/scheduler/actions/preempt/preempt.go and reclaim/reclaim.go, v1.15.1); the sync words it
-# "Evicted by <reason> to schedule <namespace>/<name>".
-_VOLCANO_PREEMPTED = re.compile(r"Evicted by (?P<how>preempt|reclaim)\w* to schedule (?P<who>\S+)", re.I)
-# Kueue evicts a workload whose assigned nodes are gone and cannot be replaced (pkg/scheduler/scheduler.go,
-# evictWorkloadAfterFailedTASReplacement, v0.19.2): on spot capacity, its provider taking the nodes back.
-_NODES_LOST = re.compile(r"no replacement for unhealthy node\(s\): (?P<nodes>\S+)", re.I)
 _EXIT = re.compile(r"pod (?P<pod>\S+) failed with exit code (?P<code>\d+)", re.I)
 _BACKOFF = re.compile(r"BackoffLimitExceeded", re.I)
 _DEADLINE = re.compile(r"DeadlineExceeded|active deadline", re.I)
@@ -38,29 +23,12 @@ _REFUSED = re.compile(r"^(?:400|403|404|409|422) \w+: (?:admission webhook \"(?P
                       r"(?P<why>.*)$", re.S)
 
 
-# A preempted job is not over: Kueue requeues its evicted Workload and Volcano restarts its vcjob (see status.py),
-# so the page offers Cancel, not Resubmit, and says so.
-REQUEUED = "It queues again by itself and restarts when the GPUs are free; cancel it if it is no longer needed."
 
 
 def _preempted(message: str) -> str:
-    lost = _NODES_LOST.search(message)
-    if lost:
-        return (f"Evicted: the nodes it ran on ({lost['nodes']}) went away, as spot capacity does when its provider "
-                "takes it back. It queues again and starts over on whatever capacity is free (reserved first).")
-    volcano = _VOLCANO_PREEMPTED.search(message)
-    if volcano and volcano["how"].lower() == "reclaim":
-        return f"Preempted: another team took back the quota this job was borrowing, for {volcano['who']}. " \
-               f"{REQUEUED}"
-    if volcano:
-        return f"Preempted: the scheduler stopped this job to make room for {volcano['who']}, which has a higher " \
-               f"priority. {REQUEUED}"
-    kueue = _KUEUE_PREEMPTED.search(message)
-    if kueue:
-        why = _KUEUE_REASONS.get((kueue["reason"] or "").strip())
-        if why:
-            return f"Preempted: {why}. {REQUEUED}"
-    return f"Preempted: a higher-priority job needed the GPUs. {REQUEUED}"
+    """The scheduler's own words for why, where one of them recognises its message."""
+    said = next((sentence for backend in backends() if (sentence := backend.preempted_sentence(message))), "")
+    return said or f"Preempted: a higher-priority job needed the GPUs. {REQUEUED}"
 
 
 def _failed(message: str) -> str:

@@ -2,27 +2,23 @@
 keep to. Pure functions over flavor and cluster rows already loaded; nothing here queries or writes.
 
 Spot on Kueue: a spot flavor's nodes carry its taints, and Kueue only assigns a flavor whose NoSchedule/NoExecute
-taints the pod tolerates (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go, checkFlavorForPodSets), so
+taints the pod tolerates (kueue pkg/scheduler/flavorassigner/flavorassigner.go, checkFlavorForPodSets), so
 a job that may run on spot tolerates them and selects only the node labels its flavor shares with the spot ones;
 the ClusterQueue lists spot after reserved, so Kueue falls back to spot when reserved is full. Volcano has no
 flavors and no fallback of its own: the job tolerates the spot taints and prefers (node affinity, which Volcano's
 nodeorder plugin scores) the reserved flavor's nodes.
 
-Topology on Kueue: the pod sets carry kueue.x-k8s.io/podset-required-topology or -preferred-topology naming the
-level's node label (kueue v0.19.2 apis/kueue/v1beta1/topology_types.go). On Volcano: the vcjob's networkTopology
-with mode hard or soft and highestTierAllowed, tier 1 being the narrowest group of nodes (volcano v1.15.1
-staging/src/volcano.sh/apis/pkg/apis/batch/v1alpha1/job.go, NetworkTopologySpec).
+Topology: what a job carries to keep to a level, and which levels and flavors can be kept to, are its scheduler's
+(`Backend.placement_fields`, `Backend.topology_problem`).
 """
 
-from tenants.choices import Scheduler, Sharing
-from tenants.topology import HOSTNAME_LABEL, level_label
+from backends import backend_for
+from tenants.topology import level_label
 
 from .choices import Placement
 
 SPOT_WARNING = ("Spot capacity can be reclaimed by its provider at any time: the job is then evicted and queues "
                 "again from its start (save checkpoints).")
-REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 
 
 def spot_siblings(flavor, cluster_flavors, strategy: str) -> list:
@@ -53,13 +49,6 @@ def tolerations_for(taints) -> list[dict]:
     return result
 
 
-def volcano_tier(levels, name: str) -> int:
-    """Tier of a level among Volcano's HyperNodes: the narrowest grouping of nodes is tier 1 (nodes themselves are
-    the members, so the hostname level has no tier)."""
-    groups = [level["name"] for level in levels if level["node_label"] != HOSTNAME_LABEL]
-    return len(groups) - groups.index(name) if name in groups else 0
-
-
 def topology_problem(*, cluster, flavor, kind: str, level: str, mode: str) -> str:
     """Why the topology option cannot be honoured for this job; '' when it can (or is not asked for)."""
     if not level:
@@ -69,32 +58,13 @@ def topology_problem(*, cluster, flavor, kind: str, level: str, mode: str) -> st
     if not level_label(cluster.topology_levels, level):
         names = ", ".join(lv["name"] for lv in cluster.topology_levels) or "none"
         return f"Cluster {cluster.name} has no topology level {level!r} (its levels: {names})."
-    if cluster.scheduler == Scheduler.KUEUE and flavor.sharing not in (Sharing.EXCLUSIVE, Sharing.MIG):
-        return (f"Flavor {flavor.name} is shared ({flavor.get_sharing_display()}): Kueue places only whole devices "
-                f"by topology.")
-    if cluster.scheduler == Scheduler.KUEUE and not flavor.node_labels:
-        return (f"Flavor {flavor.name} has no node labels, so Kueue cannot tell which nodes it is on and cannot "
-                f"place it by topology.")
-    if cluster.scheduler == Scheduler.VOLCANO:
-        if kind == "ray":
-            return "On Volcano, network topology applies to Volcano jobs; a Ray job cannot keep to one domain."
-        if not volcano_tier(cluster.topology_levels, level):
-            return "On Volcano a single host is not a network tier: choose a wider level."
-    return ""
+    return backend_for(cluster).topology_problem(cluster=cluster, flavor=flavor, kind=kind, level=level)
 
 
-def pod_annotations(*, cluster, level: str, mode: str) -> dict:
-    if cluster.scheduler != Scheduler.KUEUE or not level:
-        return {}
-    key = REQUIRED_ANNOTATION if mode == Placement.REQUIRED else PREFERRED_ANNOTATION
-    return {key: level_label(cluster.topology_levels, level)}
-
-
-def network_topology(*, cluster, level: str, mode: str) -> dict:
-    if cluster.scheduler != Scheduler.VOLCANO or not level:
-        return {}
-    return {"mode": "hard" if mode == Placement.REQUIRED else "soft",
-            "highestTierAllowed": volcano_tier(cluster.topology_levels, level)}
+def placement_fields(*, cluster, level: str, mode: str) -> dict:
+    """What the job's objects carry to keep its workers in one domain: `pod_annotations` (Kueue's topology
+    request on the pod sets) and `network_topology` (a vcjob's), each empty where the scheduler does not use it."""
+    return backend_for(cluster).placement_fields(cluster=cluster, level=level, mode=mode)
 
 
 def placement_sentence(job, spot_flavors: set[str]) -> str:

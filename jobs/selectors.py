@@ -14,11 +14,14 @@ from django.db.models import F, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from backends import backend_for
+from backends.kueue_manifests import LOCAL_QUEUE
+from backends.specs import TeamQuotaSpec
 from portal import kube, sql
-from quotas.manifests import LOCAL_QUEUE, TeamQuotaSpec
+from portal.upstream import RAY_API, VOLCANO_TOPOLOGY_API
 from quotas.models import Quota
 from quotas.selectors import team_quotas
-from tenants.choices import Scheduler, Sharing
+from tenants.choices import Sharing
 from tenants.manifests import priority_class_name
 from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
@@ -197,16 +200,13 @@ def _placement_fields(job: Job) -> dict:
     cluster's spot flavors of its resource, and their taints tolerated; its topology request."""
     strategy, flavor, cluster = job.cluster.mig_strategy, job.flavor, job.cluster
     fields = {"node_labels": flavor.scheduled_node_labels(strategy), "tolerations": list(flavor.tolerations),
-              "pod_annotations": placement.pod_annotations(cluster=cluster, level=job.topology_level,
-                                                           mode=job.topology_mode),
-              "network_topology": placement.network_topology(cluster=cluster, level=job.topology_level,
-                                                             mode=job.topology_mode)}
+              **placement.placement_fields(cluster=cluster, level=job.topology_level, mode=job.topology_mode)}
     if job.spot_allowed:
         siblings = placement.spot_siblings(flavor, list(cluster.flavors.all()), strategy)
         if siblings:
             fields["node_labels"] = placement.shared_labels(flavor, siblings, strategy)
             fields["tolerations"] += placement.tolerations_for([t for s in siblings for t in s.node_taints])
-            if cluster.scheduler == Scheduler.VOLCANO and not flavor.spot:
+            if backend_for(cluster).prefers_reserved and not flavor.spot:
                 fields["preferred_node_labels"] = flavor.scheduled_node_labels(strategy)
     return fields
 
@@ -221,9 +221,7 @@ def job_desired(*, job: Job) -> list[dict]:
 def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
     """The kinds a job's objects are; `claims=False` leaves out the ResourceClaimTemplate, which has no status."""
     templates = [(RESOURCE_API, "ResourceClaimTemplate")] if claims else []
-    if scheduler == Scheduler.KUEUE:
-        return [*templates, ("v1", "Service"), ("batch/v1", "Job"), ("ray.io/v1", "RayJob")]
-    return [*templates, ("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob")]
+    return [*templates, *backend_for(scheduler).job_kinds, (RAY_API, "RayJob")]
 
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
@@ -335,7 +333,7 @@ def volcano_topology(*, cluster, nodes: set[str]) -> tuple[list[dict], dict[str,
     age = time.monotonic() - read_at
     if age >= HYPERNODE_TTL or (age >= 5 and not nodes <= _held(found, nodes, labels)):
         client = kube.client_for_cluster(cluster)
-        found = client.list("topology.volcano.sh/v1alpha1", "HyperNode")  # none: no CRD (Volcano before v1.12)
+        found = client.list(VOLCANO_TOPOLOGY_API, "HyperNode")  # none: no CRD (Volcano before v1.12)
         labels = ({n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in client.list("v1", "Node")}
                   if hypernodes.needs_node_labels(found) else None)
         _hypernodes[cluster.pk] = (time.monotonic(), found, labels)

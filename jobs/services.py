@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from backends.observe import Observed
 from portal import kube
 from portal.errors import Conflict
 from portal.naming import managed_selector
@@ -20,7 +21,7 @@ from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record
 
-from . import placement, selectors, status, sync, tasks
+from . import placement, selectors, sync, tasks
 from .choices import JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -167,12 +168,12 @@ def job_reconcile(*, job_id: int) -> Outcome:
     if outcome.error is not None and not outcome.error.transient and job.state == JobState.PENDING:
         # Refused for good (an admission webhook, a validation): the job can never start, so it has failed, and
         # says why, rather than waiting as Pending with a Cancel button.
-        sync.set_state(job, status.Observed(JobState.FAILED, f"{outcome.error}"), timezone.now())
+        sync.set_state(job, Observed(JobState.FAILED, f"{outcome.error}"), timezone.now())
     if outcome.error is None:
         if job.cancel_requested_at and job.state != JobState.CANCELLED:
-            sync.set_state(job, status.Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
+            sync.set_state(job, Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
         elif job.state == JobState.PENDING and desired:
-            sync.set_state(job, status.Observed(JobState.QUEUED), timezone.now())
+            sync.set_state(job, Observed(JobState.QUEUED), timezone.now())
     return outcome
 
 

@@ -13,9 +13,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from backends import backend_for, latest_refusals, record_owner
+from backends.observe import Observed
 from portal import kube
 from portal.naming import managed_selector
-from tenants.choices import Scheduler
 from tenants.models import Cluster
 from tenants.selectors import active_clusters
 from tenants.services import notify_users
@@ -38,7 +39,7 @@ RUN_OR_DONE = {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED}
 PLACED = RUN_OR_DONE | {JobState.ADMITTED}
 
 
-def _state_changes(job: Job, observed: status.Observed, now, pods_started: str | None = None) -> dict:
+def _state_changes(job: Job, observed: Observed, now, pods_started: str | None = None) -> dict:
     """The fields of a job row that the observed state changes (nothing when it is already known).
 
     Times are the cluster's: admission from the scheduler's record, the start from the pods (else the job
@@ -79,7 +80,7 @@ def _changed(job: Job, changes: dict) -> None:
                      body=f"{job.team.slug}/{job.object_name}: {job.get_state_display()}. {job.state_message}")
 
 
-def set_state(job: Job, observed: status.Observed, now) -> bool:
+def set_state(job: Job, observed: Observed, now) -> bool:
     """Write one job's observed state only when it changed."""
     changes = _state_changes(job, observed, now)
     if not changes:
@@ -91,22 +92,12 @@ def set_state(job: Job, observed: status.Observed, now) -> bool:
     return True
 
 
-def _observe(job: Job, objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
-             refusals: dict[str, str]):
+def _observe(job: Job, objects: dict[str, dict], records: dict[str, dict], refusals: dict[str, str]):
     name = job.object_name
     found = objects.get(f"RayJob/{name}" if job.kind == JobKind.RAY else f"Job/{name}")
     if found is None:
         return None
-    workload, podgroup = workloads.get(name), podgroups.get(name)
-    if job.kind == JobKind.RAY:
-        observed = status.ray_job(found, workload)
-    elif job.cluster.scheduler == Scheduler.KUEUE:
-        observed = status.kueue_batch_job(found, workload)
-    else:
-        refusal = refusals.get(((podgroup or {}).get("metadata") or {}).get("name", ""), "")
-        observed = status.volcano_job(found, podgroup, refusal)
-    placed = status.kueue_placement(workload) if job.cluster.scheduler == Scheduler.KUEUE else {}
-    return replace(observed, admitted_at=status.admission_time(found, workload, podgroup), placement=placed)
+    return backend_for(job.cluster).observe(job.kind, found, records.get(name), refusals)
 
 
 def _job_pods(client, namespace: str) -> dict[str, status.JobPods]:
@@ -126,29 +117,27 @@ def job_status_sync(*, cluster) -> dict:
     counts = {"jobs": len(jobs), "changed": 0, "vanished": 0, "lists": 0}
     changed: list[tuple[Job, dict]] = []
     kinds = selectors.job_kinds(cluster.scheduler, claims=False)
-    extra = ([("kueue.x-k8s.io/v1beta2", "Workload")] if cluster.scheduler == Scheduler.KUEUE
-             else [("scheduling.volcano.sh/v1beta1", "PodGroup")])
+    backend = backend_for(cluster)
     for namespace, members in by_namespace.items():
-        objects, workloads, podgroups = {}, {}, {}
+        objects, records = {}, {}
         for api_version, kind in kinds:
             counts["lists"] += 1
             for obj in client.list(api_version, kind, namespace=namespace, label_selector=managed_selector()):
                 objects[f"{kind}/{obj['metadata']['name']}"] = obj
-        for api_version, kind in extra:
-            counts["lists"] += 1
-            for obj in client.list(api_version, kind, namespace=namespace):
-                owner = owner_name(obj)
-                (workloads if kind == "Workload" else podgroups)[owner] = obj
+        counts["lists"] += 1
+        for obj in client.list(*backend.record_kind, namespace=namespace):
+            records[record_owner(obj)] = obj
         refusals = {}
-        if cluster.scheduler == Scheduler.VOLCANO:
+        if backend.refusal_events:
             counts["lists"] += 1
-            refusals = _enqueue_refusals(client, namespace)
+            refusals = latest_refusals(client.list("v1", "Event", namespace=namespace,
+                                                   field_selector=backend.refusal_events))
 
         def job_pods(namespace=namespace):
             counts["lists"] += 1
             return _job_pods(client, namespace)
 
-        changed += job_changes(members, objects, workloads, podgroups, refusals, job_pods, now, counts)
+        changed += job_changes(members, objects, records, refusals, job_pods, now, counts)
     _write_changes(changed)
     counts["changed"] = len(changed)
     return counts
@@ -157,21 +146,21 @@ def job_status_sync(*, cluster) -> dict:
 VANISHED = "The job's objects disappeared from the cluster."
 
 
-def job_changes(members: list[Job], objects: dict[str, dict], workloads: dict[str, dict], podgroups: dict[str, dict],
-                refusals: dict[str, str], job_pods, now, counts: dict | None = None) -> list[tuple[Job, dict]]:
+def job_changes(members: list[Job], objects: dict[str, dict], records: dict[str, dict], refusals: dict[str, str],
+                job_pods, now, counts: dict | None = None) -> list[tuple[Job, dict]]:
     """What one namespace's objects change on its jobs' rows, whoever read them (the polling sync's lists or the
-    watcher's cache): `objects` by "Kind/name", Workloads and PodGroups by their job's name, `refusals` by PodGroup
-    name, and `job_pods()` (called only when needed) per job id its pods' start and nodes."""
+    watcher's cache): `objects` by "Kind/name", the scheduler's records (Workloads, PodGroups) by their job's name,
+    `refusals` by record name, and `job_pods()` (called only when needed) per job id its pods' start and nodes."""
     observations = []
     for job in members:
-        observed = _observe(job, objects, workloads, podgroups, refusals)
+        observed = _observe(job, objects, records, refusals)
         if observed is None:
             if job.cancel_requested_at:
-                observed = status.Observed(JobState.CANCELLED, "Cancelled by the user")
+                observed = Observed(JobState.CANCELLED, "Cancelled by the user")
             else:
                 if counts is not None:
                     counts["vanished"] += 1
-                observed = status.Observed(JobState.FAILED, VANISHED)
+                observed = Observed(JobState.FAILED, VANISHED)
         observations.append((job, observed))
     # Pods are read only when a job is seen running (or done) for the first time: its start is theirs, and so is
     # a Volcano gang's place in the network.
@@ -191,37 +180,17 @@ def job_changes(members: list[Job], objects: dict[str, dict], workloads: dict[st
     return changed
 
 
-def _volcano_unplaced(job: Job, observed: status.Observed) -> bool:
+def _volcano_unplaced(job: Job, observed: Observed) -> bool:
     """A Volcano job kept to a network tier whose place is not known yet: admitted (its pods being bound), running
     or done with no placement recorded, or running again after an eviction or its admission (the rest of the gang
     may have been bound since)."""
-    return (job.cluster.scheduler == Scheduler.VOLCANO and bool(job.topology_level)
+    return (backend_for(job.cluster).placement_from_pods and bool(job.topology_level)
             and observed.state in PLACED
             and (not job.placement or observed.state == JobState.RUNNING and job.state != JobState.RUNNING))
 
 
 def job_changes_write(changed: list[tuple[Job, dict]]) -> None:
     _write_changes(changed)
-
-
-# Why Volcano's enqueue action refused a PodGroup: no condition says it, only a Normal Event on it from the plugin
-# (v1.15.1 plugins/proportion, capacity, overcommit: "queue resource quota insufficient: ..."). The scheduler's
-# cache also writes, every session, a Warning Event with the same reason for any PodGroup still Pending or Inqueue
-# ("0/0 tasks in gang unschedulable: ...", pkg/scheduler/cache/cache.go RecordJobStatusEvent): not a refusal.
-REFUSAL_EVENTS = "involvedObject.kind=PodGroup,reason=Unschedulable,type=Normal"
-
-
-def _enqueue_refusals(client, namespace: str) -> dict[str, str]:
-    """PodGroup name → why Volcano's enqueue action last refused it (see REFUSAL_EVENTS)."""
-    latest: dict[str, tuple[str, str]] = {}
-    events = client.list("v1", "Event", namespace=namespace,
-                         field_selector=REFUSAL_EVENTS)
-    for event in events:
-        name = (event.get("involvedObject") or {}).get("name", "")
-        when = event.get("lastTimestamp") or event.get("eventTime") or ""
-        if name and when >= latest.get(name, ("", ""))[0]:
-            latest[name] = (when, event.get("message", ""))
-    return {name: message for name, (_, message) in latest.items()}
 
 
 JOB_SYNC_CONDITION = "JobsSynced"
@@ -275,12 +244,3 @@ def _write_changes(changed: list[tuple[Job, dict]]) -> None:
             Job.objects.filter(pk__in=pks).update(**changes)
     for job, changes in changed:
         _changed(job, changes)
-
-
-def owner_name(obj: dict) -> str:
-    """The job a Workload or PodGroup belongs to: its owner reference, else its job-name label."""
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") in ("Job", "RayJob"):
-            return ref["name"]
-    labels = obj["metadata"].get("labels") or {}
-    return labels.get("kueue.x-k8s.io/job-name") or labels.get("volcano.sh/job-name") or obj["metadata"]["name"]

@@ -15,38 +15,35 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from backends import backend_for, keep_latest_refusal, record_owner
+from portal import desired
 from portal.naming import CLUSTER_SCOPE, SCOPE_LABEL, TEAM_LABEL, managed_selector
 from quotas.usage import USAGE_KINDS
-from tenants.choices import Scheduler
 
 from . import selectors, status, sync
 from .choices import JobKind
 from .manifests import JOB_LABEL
 
-WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
-PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
 POD = ("v1", "Pod")
 EVENT = ("v1", "Event")
-_CORE_OWNED = [("v1", "Namespace"), ("v1", "ResourceQuota"), ("v1", "LimitRange"),
-               ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("networking.k8s.io/v1", "NetworkPolicy"),
-               ("scheduling.k8s.io/v1", "PriorityClass")]
-_SCHEDULER_OWNED = {
-    Scheduler.KUEUE: [("kueue.x-k8s.io/v1beta2", k) for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue",
-                                                               "WorkloadPriorityClass", "Cohort")],
-    Scheduler.VOLCANO: [("scheduling.volcano.sh/v1beta1", "Queue")],
-}
+
+
+def owned_kinds(scheduler: str) -> list[tuple[str, str]]:
+    """Every kind the portal owns in a cluster of this scheduler, as the desired-state registry lists them."""
+    kinds = desired.team_kinds(scheduler) + desired.cluster_kinds(scheduler)
+    return list(dict.fromkeys(kinds))
 
 
 def watched_kinds(scheduler: str) -> list[tuple[tuple[str, str], str, str]]:
     """What the watcher watches on a cluster of this scheduler: ((apiVersion, kind), label selector, field
     selector). The RBAC test derives the ClusterRole's `watch` grants from this."""
-    managed = managed_selector()
+    managed, backend = managed_selector(), backend_for(scheduler)
     kinds = [(kind, managed, "") for kind in selectors.job_kinds(scheduler, claims=False)]
-    kinds.append((WORKLOAD if scheduler == Scheduler.KUEUE else PODGROUP, "", ""))
+    kinds.append((backend.record_kind, "", ""))
     kinds.append((POD, f"{managed},{JOB_LABEL}", ""))
-    if scheduler == Scheduler.VOLCANO:
-        kinds.append((EVENT, "", sync.REFUSAL_EVENTS))
-    kinds += [(kind, managed, "") for kind in _CORE_OWNED + _SCHEDULER_OWNED[scheduler]]
+    if backend.refusal_events:
+        kinds.append((EVENT, "", backend.refusal_events))
+    kinds += [(kind, managed, "") for kind in owned_kinds(scheduler)]
     return kinds
 
 
@@ -78,9 +75,10 @@ class ClusterCache:
     def reset(self) -> None:
         kinds = watched_kinds(self.watcher.scheduler)
         job_kinds = set(selectors.job_kinds(self.watcher.scheduler, claims=False))
+        record = backend_for(self.watcher.scheduler).record_kind
         self._roles = {}
         for kind, _, _ in kinds:
-            self._roles[kind] = ("job" if kind in job_kinds else "record" if kind in (WORKLOAD, PODGROUP)
+            self._roles[kind] = ("job" if kind in job_kinds else "record" if kind == record
                                  else "pod" if kind == POD else "event" if kind == EVENT else "owned")
         with self._lock:
             self.objects: dict[str, dict[str, dict]] = defaultdict(dict)  # namespace -> "Kind/name" -> object
@@ -187,18 +185,14 @@ class ClusterCache:
             self.objects[ns].pop(key, None) if gone else self.objects[ns].__setitem__(key, obj)
             self._dirty[ns].add(_name(obj))
         elif role == "record":
-            owner = sync.owner_name(obj)
+            owner = record_owner(obj)
             self.records[ns].pop(owner, None) if gone else self.records[ns].__setitem__(owner, obj)
             self._dirty[ns].add(owner)
         elif role == "pod":
             self.pods[ns].pop(_name(obj), None) if gone else self.pods[ns].__setitem__(_name(obj), obj)
             self._dirty[ns].add((obj["metadata"].get("labels") or {}).get(JOB_LABEL, ""))
-        else:
-            name = (obj.get("involvedObject") or {}).get("name", "")
-            when = obj.get("lastTimestamp") or obj.get("eventTime") or ""
-            if name and not gone and when >= self.refusals[ns].get(name, ("", ""))[0]:
-                self.refusals[ns][name] = (when, obj.get("message", ""))
-                self._dirty[ns].add("*")
+        elif not gone and keep_latest_refusal(self.refusals[ns], obj):
+            self._dirty[ns].add("*")
 
     # Watcher side ----------------------------------------------------------------------------------------------
 
@@ -247,10 +241,7 @@ class ClusterCache:
                 objects, records = dict(self.objects.get(ns, {})), dict(self.records.get(ns, {}))
                 refusals = {name: message for name, (_, message) in self.refusals.get(ns, {}).items()}
             members = [job for job in members if self._present_or_overdue(job, objects)]
-            workloads = records if self.watcher.scheduler == Scheduler.KUEUE else {}
-            podgroups = records if self.watcher.scheduler == Scheduler.VOLCANO else {}
-            changed += sync.job_changes(members, objects, workloads, podgroups, refusals,
-                                            lambda ns=ns: self._job_pods(ns), now)
+            changed += sync.job_changes(members, objects, records, refusals, lambda ns=ns: self._job_pods(ns), now)
         self.watcher.write(changed)
 
     def _present_or_overdue(self, job, objects: dict) -> bool:

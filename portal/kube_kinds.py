@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from .upstream import KUEUE_API, RAY_API, VOLCANO_BATCH_API, VOLCANO_SCHEDULING_API, VOLCANO_TOPOLOGY_API
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -23,18 +25,18 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("networking.k8s.io/v1", "NetworkPolicy"): Kind("networkpolicies", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): Kind("priorityclasses", False),
     ("batch/v1", "Job"): Kind("jobs", True),
-    ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): Kind("resourceflavors", False),
-    ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): Kind("clusterqueues", False),
-    ("kueue.x-k8s.io/v1beta2", "LocalQueue"): Kind("localqueues", True),
-    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): Kind("workloadpriorityclasses", False),
-    ("kueue.x-k8s.io/v1beta2", "Cohort"): Kind("cohorts", False),
-    ("kueue.x-k8s.io/v1beta2", "Workload"): Kind("workloads", True),
-    ("kueue.x-k8s.io/v1beta2", "Topology"): Kind("topologies", False),
-    ("scheduling.volcano.sh/v1beta1", "Queue"): Kind("queues", False),
-    ("scheduling.volcano.sh/v1beta1", "PodGroup"): Kind("podgroups", True),
-    ("topology.volcano.sh/v1alpha1", "HyperNode"): Kind("hypernodes", False),
-    ("batch.volcano.sh/v1alpha1", "Job"): Kind("jobs", True),
-    ("ray.io/v1", "RayJob"): Kind("rayjobs", True),
+    (KUEUE_API, "ResourceFlavor"): Kind("resourceflavors", False),
+    (KUEUE_API, "ClusterQueue"): Kind("clusterqueues", False),
+    (KUEUE_API, "LocalQueue"): Kind("localqueues", True),
+    (KUEUE_API, "WorkloadPriorityClass"): Kind("workloadpriorityclasses", False),
+    (KUEUE_API, "Cohort"): Kind("cohorts", False),
+    (KUEUE_API, "Workload"): Kind("workloads", True),
+    (KUEUE_API, "Topology"): Kind("topologies", False),
+    (VOLCANO_SCHEDULING_API, "Queue"): Kind("queues", False),
+    (VOLCANO_SCHEDULING_API, "PodGroup"): Kind("podgroups", True),
+    (VOLCANO_TOPOLOGY_API, "HyperNode"): Kind("hypernodes", False),
+    (VOLCANO_BATCH_API, "Job"): Kind("jobs", True),
+    (RAY_API, "RayJob"): Kind("rayjobs", True),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): Kind("resourceclaimtemplates", True),
     ("resource.k8s.io/v1", "ResourceClaim"): Kind("resourceclaims", True),
 }

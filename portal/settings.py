@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "axes",
     "tenants",
+    "backends",
     "quotas",
     "jobs",
     "billing",

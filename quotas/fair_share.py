@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from tenants.choices import Scheduler, TeamState
+from backends import backend_for
+from tenants.choices import TeamState
 from tenants.models import Cluster, TeamNamespace
 
 from .desired import parent_name
@@ -134,7 +135,7 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
     """One row per team holding GPU quota in the cluster, grouped by cohort, and under Kueue one per department
     Cohort above its teams (a few queries, whatever the size)."""
     rows, usage, nominal = _team_rows(cluster)
-    if cluster.scheduler == Scheduler.KUEUE:
+    if backend_for(cluster).cohort_tree:
         return _kueue_shares(cluster, rows, usage, nominal)
     total = sum(f.capacity for f in cluster.flavors.all())
     by_cohort: dict[str, list[FairShare]] = defaultdict(list)

@@ -12,6 +12,7 @@ from django.db.models import Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from backends import backend_for
 from tenants.choices import Scheduler, SyncState, TeamState
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_list
@@ -181,8 +182,9 @@ def in_use(*, flavor: GpuFlavor, scheduler: str, quota_status: dict) -> int:
     `flavorsUsage`); otherwise the ResourceQuota's `used` per resource, else Volcano's Queue `allocated`."""
     # The cluster counts the resource its MIG strategy schedules (a slice is nvidia.com/gpu under `single`).
     resource = flavor.scheduled_resource(flavor.cluster.mig_strategy)
-    if scheduler == Scheduler.KUEUE and "flavors" in quota_status:
-        return (quota_status["flavors"].get(flavor.name) or {}).get(resource, 0)
+    counted = backend_for(scheduler).flavor_in_use(flavor.name, resource, quota_status)
+    if counted is not None:
+        return counted
     strategy = flavor.cluster.mig_strategy
     for source, name in (("used", quota_resource(flavor, strategy)), ("allocated", volcano_resource(flavor, strategy))):
         if name in (quota_status.get(source) or {}):  # a quota controller that has not counted yet reports no key

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from portal.errors import Conflict
 from tenants.choices import Role, TeamState
-from tenants.models import GpuFlavor, Membership, Team, TeamNamespace
+from tenants.models import Cluster, GpuFlavor, Membership, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_role
 from tenants.services import audit_record, notify_users, team_namespaces_touch
 
@@ -271,3 +271,14 @@ def _quota_revert(*, quota_id: int, now) -> bool:
 
 def _team_admins(team: Team):
     return [m.user for m in Membership.objects.filter(team=team, role=Role.ADMIN).select_related("user")]
+
+
+def cluster_flavors_remaking(*, cluster, names: list[str]) -> None:
+    """Record the flavors its scheduler must make again (`backends.kueue`) on the cluster, and nudge every team
+    namespace of it to leave them out of its queue, then to list them again once they are back."""
+    if names == list(cluster.replacing_flavors):
+        return
+    with transaction.atomic():
+        Cluster.objects.filter(pk=cluster.pk).update(replacing_flavors=names)
+        team_namespaces_touch(team_namespaces=TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True))
+    cluster.replacing_flavors = names

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from backends import backend_for
 from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
@@ -246,7 +247,7 @@ def flavor_edit(request, pk=None):
         else:
             messages.success(request, f"Flavor {saved.name} saved.")
             return redirect("quotas:capacity")
-    setup = cluster_setup(flavor, flavor.cluster.scheduler) if flavor else []
+    setup = cluster_setup(flavor) + backend_for(flavor.cluster).flavor_setup(flavor) if flavor else []
     return render(request, "quotas/flavor_form.html", {"form": form, "flavor": flavor, "effect": effect,
                                                        "isolation": sharing_isolation(), "setup": setup})
 

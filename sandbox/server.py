@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
@@ -40,6 +41,10 @@ class Api:
         self.simulator = simulator
         self.registry = store.registry
         self.stopping = threading.Event()
+        # SANDBOX_RECORD=<file>: every API request is appended to the file as a JSON line (method, path and query,
+        # content type, body), so a corpus of what clients really send can be replayed elsewhere (bench/fidelity).
+        self.record_file = os.environ.get("SANDBOX_RECORD") or None
+        self._record_lock = threading.Lock()
 
     # Entry point -----------------------------------------------------------------------------------------------
 
@@ -49,6 +54,8 @@ class Api:
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
         path = split.path.rstrip("/") or "/"
+        if self.record_file and not path.startswith("/_sandbox/"):
+            self._record(method, h.path, h.headers.get("Content-Type") or "", body)
         try:
             if path.startswith("/_sandbox/"):
                 return self._control(h, method, path, body)
@@ -67,6 +74,12 @@ class Api:
             self._serve(h, req)
         except ApiError as exc:
             send(h, exc.code, exc.status())
+
+    def _record(self, method: str, path: str, content_type: str, body: bytes) -> None:
+        line = json.dumps({"method": method, "path": path, "contentType": content_type,
+                           "body": body.decode(errors="replace")}, separators=(",", ":"))
+        with self._record_lock, open(self.record_file, "a") as f:
+            f.write(line + "\n")
 
     # Routing ---------------------------------------------------------------------------------------------------
 

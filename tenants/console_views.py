@@ -14,9 +14,10 @@ from portal.desired import cluster_desired
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
 from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 from portal.kube import KubeError
+from portal.schedulers import backend_for
 
 from . import objects, selectors, services, topology
-from .choices import Scheduler, TeamState
+from .choices import TeamState
 from .desired import tier_specs
 from .filters import AuditEventFilter
 from .forms import ClusterForm, NamespaceDeletionForm, TeamCreateForm, TeamStateForm
@@ -75,7 +76,7 @@ def console_cluster_detail(request, name):
         return reverse("tenants:cluster-object-detail", args=[cluster.name, group, version, status["kind"],
                                                               status["name"]])
 
-    volcano = cluster.scheduler == Scheduler.VOLCANO and cluster.topology_levels
+    volcano = backend_for(cluster).discovers_hypernodes and cluster.topology_levels
     return render(request, "tenants/console/cluster_detail.html", {
         "cluster": cluster,
         "flavors": selectors.flavor_list(cluster=cluster).order_by("name"),

@@ -2,12 +2,13 @@
 network isolation, and the priority classes of the tiers. Registered with portal.desired by the app config."""
 
 from django.conf import settings
+from django.db.models import Prefetch
 
 from portal.desired import EVERY_SCHEDULER, Contribution
 
 from .choices import Role, TeamState
 from .manifests import TeamSpec, TierSpec, priority_class_manifest, team_access_manifests
-from .models import PriorityTier, TeamNamespace
+from .models import Membership, PriorityTier, TeamNamespace
 from .selectors import team_memberships
 
 
@@ -48,6 +49,12 @@ def tier_objects(cluster, *, tiers: list[TierSpec] | None = None, **given) -> li
     return [priority_class_manifest(t) for t in (tiers if tiers is not None else tier_specs())]
 
 
+def _prefetch(cluster) -> list[Prefetch]:
+    # Into a list (`to_attr`): a related manager per row would clone a queryset per row.
+    memberships = Membership.objects.select_related("user")
+    return [Prefetch("team__memberships", queryset=memberships, to_attr="prefetched_memberships")]
+
+
 CONTRIBUTION = Contribution(
     name="tenants",
     team_kinds={EVERY_SCHEDULER: [
@@ -59,4 +66,7 @@ CONTRIBUTION = Contribution(
     team_objects=team_access_objects,
     cluster_objects=tier_objects,
     retired=team_namespace_retired,
+    shared=lambda cluster: {"tiers": tier_specs()},
+    prefetch=_prefetch,
+    given=lambda team_namespace: {"memberships": getattr(team_namespace.team, "prefetched_memberships", None)},
 )

@@ -92,7 +92,7 @@ class Cluster(Reconciled):
         help_text="Topology levels from node labels, broadest first: [{\"name\": \"rack\", \"node_label\": "
                   "\"topology.example.com/rack\"}, ...]. Jobs may keep their workers within one.",
     )
-    # Kueue flavors being made again because a field Kueue keeps as made must change (quotas.replacing): out of
+    # Kueue flavors being made again because a field Kueue keeps as made must change (backends.kueue): out of
     # every ClusterQueue until Kueue has let them go.
     replacing_flavors = models.JSONField(default=list, blank=True, editable=False)
     active = models.BooleanField(default=True)

@@ -27,10 +27,10 @@ SHARED_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 # The names the device plugin registers, which a DRA flavor's Kueue resource must not reuse.
 PLUGIN_RESOURCE = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-.+)$")
 # Kueue's deviceClassMappings[].name: an optional DNS subdomain prefix and '/', then a DNS label
-# (kueue v0.19.2 apis/config/v1beta2/configuration_types.go, DeviceClassMapping).
+# (kueue apis/config/v1beta2/configuration_types.go, DeviceClassMapping).
 LOGICAL_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                               r"[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# resource.k8s.io/v1 CELDeviceSelector.expression is at most 10 Ki characters (kubernetes v1.34
+# resource.k8s.io/v1 CELDeviceSelector.expression is at most 10 Ki characters (kubernetes
 # staging/src/k8s.io/api/resource/v1/types.go, CELSelectorExpressionMaxLength).
 CEL_MAX_LENGTH = 10 * 1024
 
@@ -113,14 +113,14 @@ DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 def quota_resource(flavor, strategy: str) -> str:
     """What a namespace's ResourceQuota counts the flavor as (less `requests.`): its scheduled extended resource,
-    or a DRA class's devices (kubernetes v1.34 pkg/quota/v1/evaluator/core/resource_claims.go)."""
+    or a DRA class's devices (kubernetes pkg/quota/v1/evaluator/core/resource_claims.go)."""
     if flavor.sharing == Sharing.DRA:
         return f"{flavor.device_class}{DEVICES_SUFFIX}"
     return flavor.scheduled_resource(strategy)
 
 
 def volcano_resource(flavor, strategy: str) -> str:
-    """What a Volcano Queue counts the flavor as: a DRA class is `deviceclass/<class>` (volcano v1.15.1
+    """What a Volcano Queue counts the flavor as: a DRA class is `deviceclass/<class>` (volcano
     pkg/scheduler/plugins/capacity/capacity.go, DeviceClassCountPrefix; only the capacity plugin counts it)."""
     if flavor.sharing == Sharing.DRA:
         return f"deviceclass/{flavor.device_class}"
@@ -147,17 +147,9 @@ def plugin_config(flavor) -> dict:
     return {"version": "v1", "sharing": {key: section}}
 
 
-def kueue_mapping(flavor) -> dict:
-    """The entry Kueue's Configuration needs under `resources.deviceClassMappings` (KueueDRAIntegration, beta and
-    on by default since v0.18: kueue v0.19.2 pkg/features/kube_features.go) for its quota to count this class."""
-    if flavor.sharing != Sharing.DRA:
-        return {}
-    return {"name": flavor.resource_name, "deviceClassNames": [flavor.device_class]}
-
-
-def cluster_setup(flavor, scheduler: str) -> list[tuple[str, str]]:
+def cluster_setup(flavor) -> list[tuple[str, str]]:
     """What the cluster's own controllers must be configured with for this flavor, which the portal does not own:
-    (what, YAML or words) for the console."""
+    (what, YAML or words) for the console; the scheduler's part is its backend's (`Backend.flavor_setup`)."""
     from portal.yamltext import dump  # noqa: PLC0415
 
     if flavor.sharing in SHARED and flavor.replicas:
@@ -168,13 +160,4 @@ def cluster_setup(flavor, scheduler: str) -> list[tuple[str, str]]:
         return notes
     if flavor.sharing != Sharing.DRA:
         return []
-    notes = [("ResourceQuota entry the portal writes per team", f"{flavor.device_class}{DEVICES_SUFFIX}")]
-    if scheduler == "kueue":
-        notes.append(("Kueue Configuration (KueueDRAIntegration is beta and on by default in v0.19)",
-                      dump({"resources": {"deviceClassMappings": [kueue_mapping(flavor)]}})))
-    else:
-        notes.append(("Volcano scheduler configuration (capacity plugin; the proportion plugin ignores DRA)",
-                      dump({"tiers": [{"plugins": [{"name": "capacity", "arguments": {
-                          "capacity.DynamicResourceAllocationEnable": True}}]}]})
-                      + f"The team queues count deviceclass/{flavor.device_class}."))
-    return notes
+    return [("ResourceQuota entry the portal writes per team", f"{flavor.device_class}{DEVICES_SUFFIX}")]

@@ -1,8 +1,8 @@
 """A cluster's topology levels: named node labels from the broadest domain to the narrowest (block, rack, host).
 
-They become a Kueue Topology (spec.levels[].nodeLabel; kueue v0.19.2
+They become a Kueue Topology (spec.levels[].nodeLabel; kueue
 config/components/crd/bases/kueue.x-k8s.io_topologies.yaml: 1 to 16 unique labels, kubernetes.io/hostname only as
-the lowest) or Volcano HyperNode tiers (tier 1 is the narrowest group of nodes; volcano v1.15.1
+the lowest) or Volcano HyperNode tiers (tier 1 is the narrowest group of nodes; volcano
 staging/src/volcano.sh/apis/pkg/apis/topology/v1alpha1/hypernode_types.go).
 """
 
@@ -83,7 +83,7 @@ def level_label(levels, name: str) -> str:
     return next((level["node_label"] for level in levels or [] if level["name"] == name), "")
 
 
-# Volcano builds HyperNodes from node labels itself (volcano v1.15.1 pkg/controllers/hypernode/discovery/label/
+# Volcano builds HyperNodes from node labels itself (volcano pkg/controllers/hypernode/discovery/label/
 # label.go), configured in the controller's ConfigMap (config/loader.go: key volcano-controller.conf; the chart
 # names the ConfigMap <release>-controller-configmap in the release's namespace).
 VOLCANO_CONFIG_NAMESPACE, VOLCANO_CONFIG_NAME = "volcano-system", "volcano-controller-configmap"

@@ -9,18 +9,28 @@ entry points) sits in the portal package but belongs to the top: it names every 
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["sandbox", "portal", "tenants", "quotas", "jobs", "billing", "composition"]
+LAYERS = ["sandbox", "portal", "tenants", "backends", "quotas", "jobs", "billing", "composition"]
 NOT_APPS = {"tests", "bench", "client", "deploy", "tools"}
 WIRING = {"portal/settings.py", "portal/urls.py", "portal/api_urls.py", "portal/celery.py", "portal/wsgi.py",
           "portal/asgi.py"}
 MAX_LINES = 450
 # Modules still over the limit, each with the size it may not grow beyond until it is split.
 KNOWN_LONG: dict[str, int] = {}
+# Everything that differs between schedulers is a backend's (`backends/`). Elsewhere a scheduler may be named only
+# where a row is declared: the Cluster field's default and the demo's two clusters.
+SCHEDULER_NAMED = {"tenants/models.py", "composition/management/commands/seed_demo.py"}
+SCHEDULER_NAMES = {"kueue", "volcano"}
+# The composition layer composes: what it reconciles it learns from the registry (portal.desired), so beside the
+# rows it reconciles it imports no app's internals. Demo seeding, which drives every app's services, aside.
+COMPOSITION_MAY_IMPORT = {"tenants.models", "tenants.selectors"}
+DEMO_SEEDING = {"composition/management/commands/seed_demo.py", "composition/demo_placement.py"}
+KUEUE_API_VERSION = re.compile(r"kueue\.x-k8s\.io/v\d")  # its one spelling is portal/upstream.py's
 
 
 def packages(root: Path) -> list[str]:
@@ -34,6 +44,16 @@ def modules(root: Path, app: str):
         if "migrations" in parts or "__pycache__" in parts:
             continue
         yield path
+
+
+def imported_modules(source: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
 
 
 def imported_apps(source: str, apps: set[str]) -> set[str]:
@@ -101,6 +121,50 @@ def cycles(graph) -> list[list[str]]:
     return found
 
 
+def _names_a_scheduler(node: ast.AST) -> bool:
+    """`x.scheduler`, `scheduler`, `Scheduler.KUEUE` or a scheduler's name as a string."""
+    return (isinstance(node, ast.Attribute) and (node.attr == "scheduler" or isinstance(node.value, ast.Name)
+                                                 and node.value.id == "Scheduler")
+            or isinstance(node, ast.Name) and node.id == "scheduler"
+            or isinstance(node, ast.Constant) and node.value in SCHEDULER_NAMES)
+
+
+def scheduler_comparisons(root: Path, apps: list[str]) -> list[str]:
+    """Lines outside `backends/` that compare schedulers, or name one where no row is declared."""
+    found = []
+    for app in apps:
+        if app in ("backends", "sandbox"):
+            continue
+        for path in modules(root, app):
+            name = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text())):
+                compared = isinstance(node, ast.Compare) and any(
+                    _names_a_scheduler(side) for side in [node.left, *node.comparators])
+                named = (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                         and node.value.id == "Scheduler" and node.attr != "choices" and name not in SCHEDULER_NAMED)
+                if compared or named:
+                    found.append(f"{name}:{node.lineno}")
+    return sorted(set(found))
+
+
+def kueue_api_spellings(root: Path, apps: list[str]) -> list[str]:
+    return [path.relative_to(root).as_posix() for app in apps if app != "sandbox" for path in modules(root, app)
+            if KUEUE_API_VERSION.search(path.read_text())]
+
+
+def composition_internals(root: Path, apps: list[str]) -> list[str]:
+    """Modules of other apps that composition imports, past the rows it reconciles (demo seeding aside)."""
+    found = []
+    for path in modules(root, "composition"):
+        name = path.relative_to(root).as_posix()
+        if name in DEMO_SEEDING:
+            continue
+        found += [f"{name}: {module}" for module in sorted(imported_modules(path.read_text()))
+                  if module.split(".")[0] in set(apps) - {"composition", "portal"}
+                  and module not in COMPOSITION_MAY_IMPORT]
+    return found
+
+
 def long_modules(root: Path, apps: list[str], known: dict[str, int]) -> list[str]:
     too_long = []
     for app in apps:
@@ -122,6 +186,18 @@ def test_imports_run_from_higher_layers_to_lower_ones_only():
 
 def test_no_import_cycle_between_apps():
     assert cycles(import_graph(ROOT, LAYERS)) == []
+
+
+def test_no_module_outside_backends_compares_schedulers():
+    assert scheduler_comparisons(ROOT, LAYERS) == []
+
+
+def test_composition_imports_no_app_internals():
+    assert composition_internals(ROOT, LAYERS) == []
+
+
+def test_the_kueue_api_version_is_spelled_once():
+    assert kueue_api_spellings(ROOT, LAYERS) == ["portal/upstream.py"]
 
 
 def test_modules_stay_short():
@@ -177,3 +253,28 @@ def test_a_long_module_is_caught(project):
     root = project({"app/__init__.py": "", "app/big.py": "x = 1\n" * (MAX_LINES + 1), "app/ok.py": "x = 1\n"})
     assert long_modules(root, ["app"], {}) == [f"app/big.py ({MAX_LINES + 1} lines)"]
     assert long_modules(root, ["app"], {"app/big.py": MAX_LINES + 1}) == []
+
+
+def test_a_scheduler_comparison_outside_backends_is_caught(project):
+    root = project({"jobs/__init__.py": "", "backends/__init__.py": "",
+                    "jobs/sync.py": "def f(job, scheduler):\n    a = job.cluster.scheduler == 'kueue'\n"
+                                    "    b = scheduler != Scheduler.VOLCANO\n    c = Scheduler.KUEUE\n",
+                    "jobs/ok.py": "def f(job):\n    return job.kind == 'ray' and backend_for(job.cluster).name\n",
+                    "backends/kueue.py": "def f(cluster):\n    return cluster.scheduler == 'kueue'\n"})
+    assert scheduler_comparisons(root, ["backends", "jobs"]) == ["jobs/sync.py:2", "jobs/sync.py:3", "jobs/sync.py:4"]
+
+
+def test_a_second_spelling_of_the_kueue_api_version_is_caught(project):
+    root = project({"portal/__init__.py": "", "portal/upstream.py": "KUEUE_API = 'kueue.x-k8s.io/v1beta2'\n",
+                    "jobs/__init__.py": "", "jobs/sync.py": "LABEL = 'kueue.x-k8s.io/queue-name'\n",
+                    "jobs/watch.py": "KIND = ('kueue.x-k8s.io/v1beta2', 'Workload')\n"})
+    assert kueue_api_spellings(root, ["portal", "jobs"]) == ["portal/upstream.py", "jobs/watch.py"]
+
+
+def test_composition_importing_an_app_internal_is_caught(project):
+    root = project({"composition/__init__.py": "", "composition/reconcile.py": (
+        "from portal import desired\nfrom tenants.models import Cluster\nfrom quotas.usage import record_usage\n"
+        "def f():\n    from backends.kueue import flavors_to_remake\n")})
+    assert composition_internals(root, ["portal", "tenants", "backends", "quotas", "composition"]) == [
+        "composition/reconcile.py: backends.kueue", "composition/reconcile.py: quotas.usage"]
+

@@ -11,18 +11,13 @@ import itertools
 import kubernetes_validate
 import pytest
 
+from backends.kueue_manifests import cluster_queue_manifest
+from backends.specs import FlavorSpec, QuotaSpec, TeamQuotaSpec
+from backends.volcano_manifests import volcano_queue_manifest
 from jobs.claims import CLAIM, claim_template_name
 from jobs.manifests import job_manifests
 from portal.naming import is_dns1123_label
-from quotas.manifests import (
-    FlavorSpec,
-    QuotaSpec,
-    TeamQuotaSpec,
-    cluster_queue_manifest,
-    limit_range_manifest,
-    resource_quota_manifest,
-    volcano_queue_manifest,
-)
+from quotas.manifests import limit_range_manifest, resource_quota_manifest
 from tenants.sharing import LOGICAL_RESOURCE
 from tests.jobs.test_manifests import spec
 

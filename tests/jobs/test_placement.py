@@ -4,12 +4,13 @@ what the service refuses, and, against a simulating Kueue sandbox with nodes, wh
 import pytest
 from django.core.exceptions import ValidationError
 
+from backends import kueue as kueue_backend
+from backends import volcano
 from jobs import outcome, placement, selectors, services
 from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.manifests import job_manifests
 from jobs.models import Job
-from jobs.status import kueue_placement
 from quotas import services as quota_services
 from tenants.models import GpuFlavor
 from tests.factories import PlatformAdminFactory
@@ -25,7 +26,7 @@ def test_kueue_pod_sets_carry_the_topology_request_and_volcano_jobs_their_networ
     from sandbox.validation import Validator
 
     validator = Validator(crd_dirs=[crds_dir])
-    kueue = spec(pod_annotations={placement.REQUIRED_ANNOTATION: "example.com/rack"},
+    kueue = spec(pod_annotations={kueue_backend.REQUIRED_ANNOTATION: "example.com/rack"},
                  tolerations=[{"key": "example.com/spot", "operator": "Equal", "value": "true",
                                "effect": "NoSchedule"}])
     for obj in job_manifests(kueue) + job_manifests(spec(kind="ray", pod_annotations=kueue.pod_annotations)):
@@ -43,7 +44,7 @@ def test_kueue_pod_sets_carry_the_topology_request_and_volcano_jobs_their_networ
 
 
 def test_volcano_tiers_count_from_the_narrowest_group_of_nodes():
-    assert [placement.volcano_tier(LEVELS, name) for name in ("block", "rack", "host", "zone")] == [2, 1, 0, 0]
+    assert [volcano.volcano_tier(LEVELS, name) for name in ("block", "rack", "host", "zone")] == [2, 1, 0, 0]
 
 
 def test_status_and_outcome_say_where_and_why():
@@ -51,7 +52,7 @@ def test_status_and_outcome_say_where_and_why():
                 "topologyAssignment": {"levels": ["example.com/block", "example.com/rack"], "slices": [
                     {"domainCount": 1, "podCounts": {"universal": 2},
                      "valuesPerLevel": [{"universal": "b1"}, {"universal": "r1"}]}]}}]}}}
-    assert kueue_placement(workload) == {"flavors": ["h100-spot"],
+    assert kueue_backend.kueue_placement(workload) == {"flavors": ["h100-spot"],
                                          "domains": [{"example.com/block": "b1", "example.com/rack": "r1"}]}
     said = outcome.explain(JobState.PREEMPTED, "Workload was evicted as there was no replacement for unhealthy "
                                                "node(s): s1,s2")
@@ -243,7 +244,7 @@ def test_the_placement_sentence_for_every_shape_of_placement():
 @pytest.mark.django_db
 def test_new_levels_while_jobs_run_remake_the_flavors_and_the_jobs_go_on(placement_world, run_on_commit):
     """Kueue keeps a topology-placed flavor's topologyName as made: new levels take the flavors out of the team's
-    ClusterQueue, Kueue lets them go, and they come back naming the new Topology (quotas.replacing). The job
+    ClusterQueue, Kueue lets them go, and they come back naming the new Topology (backends.kueue). The job
     admitted before runs on; a rack-bound job submitted after is placed by the new levels."""
     from composition import reconcile
     from portal import kube

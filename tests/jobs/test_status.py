@@ -1,7 +1,9 @@
 import pytest
 
+from backends.kueue import kueue_batch_job
+from backends.observe import ray_job
+from backends.volcano import volcano_job
 from jobs.choices import JobState
-from jobs.status import kueue_batch_job, ray_job, volcano_job
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 

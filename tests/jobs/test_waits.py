@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import status, sync
+from backends.observe import Observed
+from jobs import sync
 from jobs.models import Job, JobWait
 from jobs.waits import wait_reason
 from tests.factories import GpuFlavorFactory, PriorityTierFactory, TeamFactory, UserFactory
@@ -32,13 +33,13 @@ def test_the_sync_opens_and_closes_waits():
                              priority_tier=PriorityTierFactory(name="standard"), image="ghcr.io/acme/train:1",
                              submitted_by=UserFactory(), submitted_at=T0, state="pending")
     placement = 'couldn\'t assign flavors to pod set main: topology "default" doesn\'t allow to fit'
-    sync.set_state(job, status.Observed("queued", "insufficient unused quota"), T0 + timedelta(minutes=1))
-    sync.set_state(job, status.Observed("queued", placement), T0 + timedelta(minutes=5))
-    sync.set_state(job, status.Observed("running"), T0 + timedelta(minutes=9))
+    sync.set_state(job, Observed("queued", "insufficient unused quota"), T0 + timedelta(minutes=1))
+    sync.set_state(job, Observed("queued", placement), T0 + timedelta(minutes=5))
+    sync.set_state(job, Observed("running"), T0 + timedelta(minutes=9))
     waits = list(JobWait.objects.filter(job=job).order_by("started_at").values_list("reason", "started_at", "ended_at"))
     # Pending and then queued for quota is one quota wait from submission, which the timeline already says;
     # what it does not say is the placement stretch.
     assert waits == [("placement", T0 + timedelta(minutes=5), T0 + timedelta(minutes=9))]
-    sync.set_state(job, status.Observed("preempted", "Preempted"), T0 + timedelta(minutes=20))
-    sync.set_state(job, status.Observed("queued", ""), T0 + timedelta(minutes=21))
+    sync.set_state(job, Observed("preempted", "Preempted"), T0 + timedelta(minutes=20))
+    sync.set_state(job, Observed("queued", ""), T0 + timedelta(minutes=21))
     assert JobWait.objects.filter(job=job, reason="quota", ended_at__isnull=True).count() == 1  # waits again

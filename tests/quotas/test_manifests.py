@@ -1,20 +1,16 @@
 import pytest
 
-from quotas.manifests import (
-    FlavorSpec,
-    QuotaSpec,
-    TeamQuotaSpec,
+from backends.kueue_manifests import (
     cluster_queue_manifest,
     cohort_manifest,
     cpu_resource_flavor_manifest,
-    limit_range_manifest,
     local_queue_manifest,
     resource_flavor_manifest,
-    resource_quota_manifest,
-    volcano_department_queue_manifest,
-    volcano_queue_manifest,
     workload_priority_class_manifest,
 )
+from backends.specs import FlavorSpec, QuotaSpec, TeamQuotaSpec
+from backends.volcano_manifests import volcano_department_queue_manifest, volcano_queue_manifest
+from quotas.manifests import limit_range_manifest, resource_quota_manifest
 
 LABELS = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/team": "nlp"}
 CLUSTER_LABELS = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/scope": "cluster"}

@@ -1,18 +1,15 @@
 """Fair-sharing weights, spot flavors after reserved ones, and the cluster's Kueue Topology, as the quota builders
 write them; every object validated strictly against the upstream CRDs (Kueue v0.19.2, Volcano v1.15.1)."""
 
-from quotas.manifests import (
-    FlavorSpec,
-    QuotaSpec,
-    TeamQuotaSpec,
+from backends.kueue_manifests import (
     cluster_queue_manifest,
     cohort_manifest,
     resource_flavor_manifest,
     topology_manifest,
     topology_name,
-    volcano_department_queue_manifest,
-    volcano_queue_manifest,
 )
+from backends.specs import FlavorSpec, QuotaSpec, TeamQuotaSpec
+from backends.volcano_manifests import volcano_department_queue_manifest, volcano_queue_manifest
 
 SPOT_TAINT = {"key": "gpu-portal.io/spot", "value": "true", "effect": "NoSchedule"}
 H100 = FlavorSpec(name="h100", resource_name="nvidia.com/gpu", gpus_per_node=8,

@@ -6,10 +6,10 @@ reconcile makes such flavors again: out of the queues, let go, back with the new
 import pytest
 from django.urls import reverse
 
+from backends import kueue
+from backends.kueue_manifests import topology_name
 from composition import reconcile
 from portal import kube
-from quotas import replacing
-from quotas.manifests import topology_name
 from tenants import services as tenant_services
 from tenants.models import Cluster
 from tests.factories import PlatformAdminFactory
@@ -37,8 +37,8 @@ def test_which_flavors_must_be_made_again():
                flavor("plain", {"example.com/pool": "b"}, "t2"), flavor("going", pool), flavor("tolerant", pool, "t1"),
                flavor("new", pool, "t2")]
     # "plain" had no topologyName: Kueue lets it take one, and new labels, by an update.
-    assert replacing.flavors_to_remake(desired, live) == ["going", "moved", "relabelled", "tolerant"]
-    assert [o["metadata"]["name"] for o in replacing.without(desired, ["moved"])] == [
+    assert kueue.flavors_to_remake(desired, live) == ["going", "moved", "relabelled", "tolerant"]
+    assert [o["metadata"]["name"] for o in kueue.without(desired, ["moved"])] == [
         "same", "relabelled", "plain", "going", "tolerant", "new"]
 
 

@@ -10,9 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from backends.kueue import kueue_mapping
 from tenants.choices import Sharing
 from tenants.models import GpuFlavor
-from tenants.sharing import kueue_mapping, mps_limits, plugin_config
+from tenants.sharing import mps_limits, plugin_config
 from tests.factories import ClusterFactory, GpuFlavorFactory
 
 pytestmark = pytest.mark.django_db

@@ -4,8 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from composition.selectors import prefetched_inputs, team_namespaces_for_reconcile
 from portal import yamltext
-from portal.desired import cluster_desired, team_namespace_desired
-from tenants.desired import tier_specs
+from portal.desired import cluster_desired, shared_inputs, team_namespace_desired
 from tenants.models import Cluster, TeamNamespace
 
 
@@ -25,14 +24,13 @@ class Command(BaseCommand):
         if team and not TeamNamespace.objects.filter(team__slug=team).exists():
             raise CommandError(f"No team {team!r} with a namespace in any cluster.")
         documents = []
-        tiers = tier_specs()
         for each in clusters:
+            shared = shared_inputs(cluster=each)
             if not team:
-                documents += cluster_desired(cluster=each, tiers=tiers)
+                documents += cluster_desired(cluster=each, **shared)
             rows = team_namespaces_for_reconcile(cluster=each)
-            flavors = list(each.flavors.order_by("name"))
             if team:
                 rows = rows.filter(team__slug=team)
             for row in rows:
-                documents += team_namespace_desired(team_namespace=row, **prefetched_inputs(row, flavors=flavors))
+                documents += team_namespace_desired(team_namespace=row, **prefetched_inputs(row, shared=shared))
         self.stdout.write(yamltext.dump_all(documents, explicit_start=True), ending="")

@@ -14,10 +14,10 @@ import time
 import urllib.error
 import urllib.request
 
-import yaml
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from backends import backend_for
 from jobs import services
 from jobs import sync as job_sync
 from jobs.models import Job
@@ -112,8 +112,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"No demo jobs on {cluster.name}: {exc}")
             else:
                 clusters[cluster.name] = cluster
-                if cluster.scheduler == "volcano":
-                    self._enable_reclaim(cluster)
+                self._configure_scheduler(cluster)
         # Each cluster's jobs in their order, the two clusters side by side; a job whose end nothing after it
         # depends on (a quick one that succeeds or fails) is waited for at the end of its cluster's turn.
         runs = [self._cluster_jobs(cluster, [row for row in JOBS if row[0] == name], timeout=timeout)
@@ -185,24 +184,14 @@ class Command(BaseCommand):
             job_sync.job_status_sync(cluster=cluster)
             yield True
 
-    def _enable_reclaim(self, cluster) -> None:
-        """Volcano's scheduler ConfigMap (volcano-system/volcano-scheduler-configmap) as upstream's guide to
-        hierarchical queues gives it (docs/user-guide/how_to_use_capacity_plugin.md): the capacity plugin, which the
-        portal's department queues need, and the reclaim action. Left alone when it exists."""
-        conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
-            {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
-                         {"name": "conformance"}]},
-            {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
-                         {"name": "capacity", "enableHierarchy": True}, {"name": "nodeorder"},
-                         {"name": "binpack"}]}]}
-        for path, body in (
-                ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                        "metadata": {"name": "volcano-system"}}),
-                ("/api/v1/namespaces/volcano-system/configmaps", {
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"},
-                    "data": {"volcano-scheduler.conf": yaml.safe_dump(conf, sort_keys=False)}})):
+    def _configure_scheduler(self, cluster) -> None:
+        """What the cluster's scheduler must be configured with for the portal's queues (`Backend.scheduler_setup`:
+        Volcano's capacity plugin and reclaim action). Left alone when it exists."""
+        for obj in backend_for(cluster).scheduler_setup():
+            namespace = obj["metadata"].get("namespace")
+            path = f"/api/v1/namespaces/{namespace}/configmaps" if namespace else "/api/v1/namespaces"
             try:
-                _call(f"{cluster.server}{path}", "POST", body)
+                _call(f"{cluster.server}{path}", "POST", obj)
             except CommandError as exc:
                 if ": 409 " not in str(exc):
                     raise

@@ -1,0 +1,271 @@
+"""Kueue (the API version and release in `portal.upstream`): a team's ClusterQueue and LocalQueue, the cluster's
+ResourceFlavors, Topology, WorkloadPriorityClasses and department Cohorts (`kueue_manifests`); a job is an Indexed
+Job (or a RayJob) labelled for its LocalQueue, and Kueue's Workload is the record of it.
+
+Flavors made again.
+A ResourceFlavor with a topologyName keeps that topologyName, its nodeLabels and its tolerations as made (kueue
+v0.19.2 config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml, the CEL rules on oldSelf), so new
+topology levels (another Topology name, see `manifests.topology_name`), a flavor no longer placed by topology, or
+new labels or tolerations on such a flavor can only be had by deleting the flavor and creating it again. Deleting
+is not immediate: the flavor keeps Kueue's resource-in-use finalizer while any ClusterQueue lists it
+(pkg/controller/core/resourceflavor_controller.go), and a Topology keeps it while a flavor names it
+(pkg/controller/tas/topology_controller.go).
+
+So a flavor to make again is, for a while, out of what the cluster reconcile applies (it is pruned) and out of
+every team's ClusterQueue (`team_queue_objects`); once Kueue has let it go, it is applied anew with what it
+must now be, and the queues list it again. Workloads admitted on it keep running meanwhile; new ones on it wait.
+A flavor found Terminating (deleted by hand, say) is let go and made again the same way.
+
+Pure functions over the desired and live objects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from portal.reconcile import is_subset
+from portal.upstream import KUEUE_API
+from portal.yamltext import dump
+from tenants.choices import Scheduler, Sharing
+from tenants.manifests import priority_class_name
+from tenants.topology import level_label
+
+from . import base
+from . import kueue_manifests as m
+from .choices import JobKind, JobState, Placement
+from .observe import EVICTED_REASONS, REQUEUED, Observed, admission_time, condition, ray_job, true
+from .specs import flavor_spec
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_NAME_LABEL = "kueue.x-k8s.io/job-name"
+REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+TAS_SHARING = (Sharing.EXCLUSIVE, Sharing.MIG)  # whole devices a node has so many of: what Kueue's TAS places
+
+
+FIXED_WITH_TOPOLOGY = ("topologyName", "nodeLabels", "tolerations")
+
+
+def _same(desired, live) -> bool:
+    desired, live = desired or None, live or None  # an empty map or list is no field
+    if desired is None or live is None:
+        return desired is live
+    return is_subset(desired, live) and is_subset(live, desired)
+
+
+def must_remake(desired: dict, live: dict) -> bool:
+    """Whether the live ResourceFlavor cannot become the desired one by an update."""
+    if live["metadata"].get("deletionTimestamp"):
+        return True
+    old, new = live.get("spec") or {}, desired.get("spec") or {}
+    return "topologyName" in old and not all(_same(new.get(key), old.get(key)) for key in FIXED_WITH_TOPOLOGY)
+
+
+def flavors_to_remake(desired: list[dict], actual: list[dict]) -> list[str]:
+    """Names of the desired ResourceFlavors whose live object must go before they can be what is desired."""
+    live = {obj["metadata"]["name"]: obj for obj in actual if obj["kind"] == "ResourceFlavor"}
+    return sorted(obj["metadata"]["name"] for obj in desired if obj["kind"] == "ResourceFlavor"
+                  and obj["metadata"]["name"] in live and must_remake(obj, live[obj["metadata"]["name"]]))
+
+
+def without(desired: list[dict], names: list[str]) -> list[dict]:
+    """The desired cluster objects less the flavors being made again (so the reconcile prunes them)."""
+    return [obj for obj in desired if not (obj["kind"] == "ResourceFlavor" and obj["metadata"]["name"] in names)]
+
+
+# --- a job's state ------------------------------------------------------------------------------------------
+
+
+NOT_GPU = {"cpu", "memory", "ephemeral-storage", "pods"}
+
+
+def kueue_placement(workload: dict | None) -> dict:
+    """The flavors a Kueue workload was admitted to and, with Topology-Aware Scheduling, the domains its pods are
+    in (status.admission.podSetAssignments[].topologyAssignment: levels, slices of values per level)."""
+    assignments = (((workload or {}).get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    flavors = sorted({f for a in assignments for r, f in (a.get("flavors") or {}).items() if r not in NOT_GPU})
+    domains = []
+    for assignment in assignments:
+        topology = assignment.get("topologyAssignment") or {}
+        for piece in topology.get("slices") or []:
+            values = [v.get("universal") or ",".join((v.get("individual") or {}).get("roots") or [])
+                      for v in piece.get("valuesPerLevel") or []]
+            domain = dict(zip(topology.get("levels") or [], values, strict=False))
+            if domain not in domains:
+                domains.append(domain)
+    return {key: value for key, value in (("flavors", flavors), ("domains", domains)) if value}
+
+
+def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
+    """batch/v1 Job admitted by Kueue: the Workload says queued/admitted/preempted; the Job says the rest."""
+    status = job.get("status") or {}
+    complete, failed = condition(job, "Complete"), condition(job, "Failed")
+    if complete.get("status") == "True":
+        return Observed(JobState.SUCCEEDED, admitted=True, started_at=status.get("startTime"),
+                        finished_at=status.get("completionTime") or complete.get("lastTransitionTime"))
+    if failed.get("status") == "True":
+        message = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
+        return Observed(JobState.FAILED, message, admitted=True, started_at=status.get("startTime"),
+                        finished_at=failed.get("lastTransitionTime"))
+    evicted = condition(workload, "Evicted")
+    if evicted.get("status") == "True" and evicted.get("reason") in EVICTED_REASONS:
+        return Observed(JobState.PREEMPTED, evicted.get("message", ""))
+    if job.get("spec", {}).get("suspend"):
+        waiting = condition(workload, "QuotaReserved")
+        return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")
+    # `ready` counts pods that run; `active` also counts pods still starting. Clusters too old to report
+    # `ready` only say `active`.
+    if (status.get("ready") or 0) > 0 or ((status.get("active") or 0) > 0 and "ready" not in status):
+        return Observed(JobState.RUNNING, admitted=True, started_at=status.get("startTime"))
+    if true(workload, "Admitted") or status.get("startTime"):
+        return Observed(JobState.ADMITTED, admitted=True, started_at=status.get("startTime"))
+    return Observed(JobState.QUEUED)
+
+
+# --- preemption in words ------------------------------------------------------------------------------------
+
+# Kueue's preemption message and its reasons in words (pkg/scheduler/preemption/preemption.go:
+# "Preempted to accommodate a workload (UID: …, JobUID: …) due to <reason>; preemptor path: …").
+_PREEMPTED = re.compile(
+    r"Preempted to accommodate a (?:higher priority )?workload.*?(?:due to (?P<reason>[^;]+))?(?:;|$)", re.I | re.S)
+_REASONS = {
+    "prioritization in the ClusterQueue": "a higher-priority job of the same team needed the GPUs",
+    "reclamation within the cohort": "another team took back the guaranteed quota this job was borrowing",
+    "reclamation within the cohort while borrowing": "another team took back the guaranteed quota this job was "
+                                                     "borrowing",
+    "Fair Sharing within the cohort": "fair sharing gave the GPUs to a team that had used less",
+}
+# Kueue evicts a workload whose assigned nodes are gone and cannot be replaced (pkg/scheduler/scheduler.go,
+# evictWorkloadAfterFailedTASReplacement): on spot capacity, its provider taking the nodes back.
+_NODES_LOST = re.compile(r"no replacement for unhealthy node\(s\): (?P<nodes>\S+)", re.I)
+
+
+def preempted_sentence(message: str) -> str:
+    lost = _NODES_LOST.search(message)
+    if lost:
+        return (f"Evicted: the nodes it ran on ({lost['nodes']}) went away, as spot capacity does when its provider "
+                "takes it back. It queues again and starts over on whatever capacity is free (reserved first).")
+    kueue = _PREEMPTED.search(message)
+    why = _REASONS.get((kueue["reason"] or "").strip()) if kueue else None
+    return f"Preempted: {why}. {REQUEUED}" if why else ""
+
+
+def kueue_mapping(flavor) -> dict:
+    """The entry Kueue's Configuration needs under `resources.deviceClassMappings` (KueueDRAIntegration, beta and
+    on by default since v0.18: kueue pkg/features/kube_features.go) for its quota to count this class."""
+    if flavor.sharing != Sharing.DRA:
+        return {}
+    return {"name": flavor.resource_name, "deviceClassNames": [flavor.device_class]}
+
+
+# --- the backend --------------------------------------------------------------------------------------------
+
+
+class Kueue:
+    name = Scheduler.KUEUE
+    team_kinds = [(KUEUE_API, "ClusterQueue"), (KUEUE_API, "LocalQueue")]
+    cluster_kinds = [(KUEUE_API, kind) for kind in ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "Topology")]
+    job_kinds = [("v1", "Service"), ("batch/v1", "Job")]
+    record_kind = (KUEUE_API, "Workload")
+    refusal_events = ""  # the Workload's QuotaReserved condition says why it waits
+    cohort_tree = True
+    prefers_reserved = False  # the ClusterQueue lists spot after reserved: Kueue falls back by itself
+    discovers_hypernodes = False
+    placement_from_pods = False  # the Workload's topologyAssignment says where it is (`kueue_placement`)
+
+    # --- queues -------------------------------------------------------------------------------------------
+    def team_parent(self, cluster, department: str | None) -> str:
+        """The Cohort a team's ClusterQueue joins: its department's, else the cluster's."""
+        return department or cluster.cohort
+
+    def team_queue_objects(self, spec, cluster) -> list[dict]:
+        """A flavor being made again is left out of the ClusterQueue until it is back."""
+        remaking = set(cluster.replacing_flavors)
+        queue = replace(spec, quotas=tuple(q for q in spec.quotas if q.flavor.name not in remaking)) \
+            if remaking else spec
+        return [m.cluster_queue_manifest(queue), m.local_queue_manifest(spec)]
+
+    def cluster_objects(self, cluster, *, flavors, departments, tiers, team_specs) -> list[dict]:
+        labels = [level["node_label"] for level in cluster.topology_levels]
+        topology = m.topology_name(labels) if labels else ""
+        objects = [m.cpu_resource_flavor_manifest()] + [
+            m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy,
+                                                   topology if f.sharing in TAS_SHARING else "")) for f in flavors]
+        if topology:
+            objects.append(m.topology_manifest(labels))
+        objects += [
+            m.workload_priority_class_manifest(name=priority_class_name(t.name), value=t.value,
+                                               description=t.description or f"GPU portal priority tier {t.name}")
+            for t in tiers
+        ]
+        objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort, weight=d.fair_share_weight)
+                    for d in departments]
+        return objects
+
+    def prepare_cluster(self, desired: list[dict], actual: list[dict], *, widen: bool) -> base.Prepared:
+        remaking = flavors_to_remake(desired, actual)
+        return base.Prepared(desired=without(desired, remaking), remaking=remaking)
+
+    def apply_levels(self, objects: list[dict], *, children_first: bool) -> list[list[dict]]:
+        return [objects]
+
+    def scheduler_setup(self) -> list[dict]:
+        return []
+
+    def flavor_setup(self, flavor) -> list[tuple[str, str]]:
+        if flavor.sharing != Sharing.DRA:
+            return []
+        return [("Kueue Configuration (KueueDRAIntegration is beta and on by default in v0.19)",
+                 dump({"resources": {"deviceClassMappings": [kueue_mapping(flavor)]}}))]
+
+    def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None:
+        """Kueue counts per flavor (the ClusterQueue's `flavorsUsage`)."""
+        if "flavors" not in quota_status:
+            return None
+        return (quota_status["flavors"].get(flavor_name) or {}).get(resource, 0)
+
+    # --- jobs ---------------------------------------------------------------------------------------------
+    def scheduling_labels(self, spec) -> dict[str, str]:
+        labels = {QUEUE_LABEL: spec.local_queue}
+        if spec.priority_class:
+            labels[PRIORITY_LABEL] = spec.priority_class
+        return labels
+
+    def job_objects(self, spec, parts) -> list[dict]:
+        if spec.kind == JobKind.PYTORCH:
+            return [m.headless_service_manifest(spec, parts),
+                    m.indexed_job_manifest(spec, parts, env=m.rendezvous_env(spec), subdomain=spec.name)]
+        return [m.indexed_job_manifest(spec, parts)]
+
+    def ray_labels(self, spec) -> dict[str, str]:
+        return {}
+
+    def topology_problem(self, *, cluster, flavor, kind: str, level: str) -> str:
+        if flavor.sharing not in TAS_SHARING:
+            return (f"Flavor {flavor.name} is shared ({flavor.get_sharing_display()}): Kueue places only whole "
+                    f"devices by topology.")
+        if not flavor.node_labels:
+            return (f"Flavor {flavor.name} has no node labels, so Kueue cannot tell which nodes it is on and cannot "
+                    f"place it by topology.")
+        return ""
+
+    def placement_fields(self, *, cluster, level: str, mode: str) -> dict:
+        """The pod sets carry the level's node label as a required or preferred topology (kueue
+        apis/kueue/v1beta1/topology_types.go)."""
+        if not level:
+            return {"pod_annotations": {}, "network_topology": {}}
+        key = REQUIRED_ANNOTATION if mode == Placement.REQUIRED else PREFERRED_ANNOTATION
+        return {"pod_annotations": {key: level_label(cluster.topology_levels, level)}, "network_topology": {}}
+
+    def observe(self, kind: str, job: dict, record: dict | None, refusals: dict[str, str]) -> Observed:
+        observed = ray_job(job, record) if kind == JobKind.RAY else kueue_batch_job(job, record)
+        return replace(observed, admitted_at=admission_time(job, record, None), placement=kueue_placement(record))
+
+    def preempted_sentence(self, message: str) -> str:
+        return preempted_sentence(message)
+
+
+BACKEND = base.register(Kueue())
+base.JOB_NAME_LABELS.append(JOB_NAME_LABEL)

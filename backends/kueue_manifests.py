@@ -1,0 +1,190 @@
+"""Pure builders of Kueue's objects for a cluster and its teams: ResourceFlavor, Topology, WorkloadPriorityClass,
+Cohort, ClusterQueue and LocalQueue (the API version in `portal.upstream`); and what a job is under Kueue: an
+Indexed batch/v1 Job, with the headless Service a PyTorch job's pods rendezvous through (Kueue's Kubeflow v1
+PyTorchJob integration is off by default since v0.19). Values in, plain dicts out, deterministic names."""
+
+import hashlib
+from collections import defaultdict
+
+from portal.naming import cluster_labels, team_labels
+from portal.upstream import KUEUE_API as KUEUE
+
+from .specs import FlavorSpec, QuotaSpec, TeamQuotaSpec, gib
+
+CPU_FLAVOR = "gpu-portal-cpu"
+LOCAL_QUEUE = "default"  # Kueue's webhook also sends unlabelled jobs to a LocalQueue named "default"
+NS_NAME_LABEL = "kubernetes.io/metadata.name"
+TOPOLOGY_PREFIX = "gpu-portal-"  # the cluster's one Kueue Topology, named by every TAS ResourceFlavor
+RENDEZVOUS_PORT = 29500
+
+
+def resource_flavor_manifest(flavor: FlavorSpec) -> dict:
+    spec = {}
+    if flavor.node_labels:
+        spec["nodeLabels"] = dict(sorted(flavor.node_labels.items()))
+    if flavor.node_taints:
+        spec["nodeTaints"] = list(flavor.node_taints)
+    if flavor.tolerations:
+        spec["tolerations"] = list(flavor.tolerations)
+    if flavor.topology and flavor.node_labels:  # the CRD requires a node label beside topologyName
+        spec["topologyName"] = flavor.topology
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor.name, "labels": cluster_labels()},
+        "spec": spec,
+    }
+
+
+def cpu_resource_flavor_manifest() -> dict:
+    """CPU and memory are covered by a flavor of their own, so each GPU group can list just its resource."""
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor",
+            "metadata": {"name": CPU_FLAVOR, "labels": cluster_labels()}, "spec": {}}
+
+
+def workload_priority_class_manifest(*, name: str, value: int, description: str) -> dict:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name, "labels": cluster_labels()},
+        "value": value,
+        "description": description,
+    }
+
+
+def topology_name(node_labels: list[str]) -> str:
+    """Named after its levels: Kueue keeps a Topology's levels as made (the CRD's CEL rule), so other levels are
+    another Topology, and the one no flavor names any more is pruned (see `backends.kueue.flavors_to_remake`)."""
+    return TOPOLOGY_PREFIX + hashlib.sha256("\n".join(node_labels).encode()).hexdigest()[:10]
+
+
+def topology_manifest(node_labels: list[str]) -> dict:
+    """The cluster's topology levels, broadest first (kueue apis/kueue/v1beta2/topology_types.go)."""
+    return {"apiVersion": KUEUE, "kind": "Topology",
+            "metadata": {"name": topology_name(node_labels), "labels": cluster_labels()},
+            "spec": {"levels": [{"nodeLabel": label} for label in node_labels]}}
+
+
+def cohort_manifest(*, name: str, parent: str = "", weight: int = 1) -> dict:
+    spec = {"parentName": parent} if parent else {}
+    if weight != 1:
+        spec["fairSharing"] = {"weight": str(weight)}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name, "labels": cluster_labels()},
+            "spec": spec}
+
+
+def _quantity(resource: str, value: int) -> str:
+    return gib(value) if resource == "memory" else str(value)
+
+
+def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
+    """One resource group for CPU and memory, then one per GPU resource name with a flavor per GPU flavor the
+    team holds: nominalQuota = guaranteed, borrowingLimit = burst (only inside a cohort, as Kueue requires).
+
+    Reserved flavors come before spot ones in each group: Kueue tries a group's flavors in order and, with
+    whenCanBorrow MayStopSearch and whenCanPreempt TryNextFlavor, moves on to the next only when one is full
+    and would need preemption (kueue pkg/scheduler/flavorassigner/flavorassigner.go,
+    shouldTryNextFlavor), so spot is where a job lands once reserved capacity is used up. A fair-sharing
+    weight other than 1 is written (apis/kueue/v1beta2 FairSharing.Weight; the default is 1)."""
+    totals = team.totals()
+    groups = [
+        {
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {
+                    "name": CPU_FLAVOR,
+                    "resources": [
+                        {"name": "cpu", "nominalQuota": _quantity("cpu", totals["cpu"])},
+                        {"name": "memory", "nominalQuota": _quantity("memory", totals["memory"])},
+                    ],
+                }
+            ],
+        }
+    ]
+    by_resource: dict[str, list[QuotaSpec]] = defaultdict(list)
+    for quota in team.quotas:
+        by_resource[quota.flavor.resource_name].append(quota)
+    for resource in sorted(by_resource):
+        flavors = []
+        for quota in sorted(by_resource[resource], key=lambda q: (q.flavor.spot, q.flavor.name)):
+            entry = {"name": resource, "nominalQuota": str(quota.guaranteed)}
+            if team.cohort:
+                entry["borrowingLimit"] = str(quota.burst)
+            flavors.append({"name": quota.flavor.name, "resources": [entry]})
+        groups.append({"coveredResources": [resource], "flavors": flavors})
+    fungibility = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+    spec = {
+        "namespaceSelector": {"matchLabels": {NS_NAME_LABEL: team.namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        "resourceGroups": groups,
+        "stopPolicy": "Hold" if team.held else "None",
+    }
+    if any(q.flavor.spot for q in team.quotas):
+        spec["flavorFungibility"] = fungibility
+    if team.weight != 1:
+        spec["fairSharing"] = {"weight": str(team.weight)}
+    if team.cohort:
+        spec = {"cohortName": team.cohort, **spec}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": team.queue_name, "labels": team_labels(team.slug)},
+        "spec": spec,
+    }
+
+
+def local_queue_manifest(team: TeamQuotaSpec) -> dict:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE, "namespace": team.namespace, "labels": team_labels(team.slug)},
+        "spec": {"clusterQueue": team.queue_name, "stopPolicy": "Hold" if team.held else "None"},
+    }
+
+
+# --- jobs ----------------------------------------------------------------------------------------------------
+
+
+def rendezvous_env(spec) -> list[dict]:
+    """torchrun's c10d rendezvous: worker 0's stable DNS name through the headless Service."""
+    index = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    return [
+        {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
+        {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
+        {"name": "WORLD_SIZE", "value": str(spec.workers)},
+        {"name": "RANK", "valueFrom": index},
+        {"name": "PET_NNODES", "value": str(spec.workers)},
+        {"name": "PET_NPROC_PER_NODE", "value": str(max(1, spec.gpus_per_worker))},
+        {"name": "PET_NODE_RANK", "valueFrom": index},
+        {"name": "PET_RDZV_BACKEND", "value": "c10d"},
+        {"name": "PET_RDZV_ENDPOINT", "value": f"{spec.name}-0.{spec.name}:{RENDEZVOUS_PORT}"},
+    ]
+
+
+def headless_service_manifest(spec, parts) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": parts.metadata(spec, scheduling=False),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {parts.job_label: str(spec.job_id)},
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT}],
+        },
+    }
+
+
+def indexed_job_manifest(spec, parts, *, env: list[dict] | None = None, subdomain: str | None = None) -> dict:
+    """All workers in one Job: Kueue admits it as one workload, so the gang is all or nothing."""
+    extra = {"subdomain": subdomain} if subdomain else {}
+    job_spec = {
+        "parallelism": spec.workers,
+        "completions": spec.workers,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": spec.max_runtime_seconds,
+        "template": parts.template(spec, container="worker", env=env, **extra),
+    }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": parts.metadata(spec), "spec": job_spec}

@@ -1,0 +1,240 @@
+"""Volcano (the release in `portal.upstream`): a team's Queue under its department's Queue or the cluster's parent
+Queue (`volcano_manifests`); a job is a vcjob (or a RayJob) in its team's Queue, and Volcano's PodGroup is the
+record of it, with the Events its enqueue action writes saying why it waits.
+
+Volcano checks a Queue against its parent and its children as they are now (pkg/webhooks/admission/queues/
+validate): a parent must grow before the queues under it and shrink after them. So a cluster's plan is prepared by
+widening each parent to at least its present size, and applied one level of the hierarchy at a time, parents
+first, or children first when the exact sizes follow.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import yaml
+
+from portal.upstream import VOLCANO_SCHEDULING_API
+from portal.yamltext import dump
+from tenants.choices import Scheduler, Sharing
+from tenants.topology import HOSTNAME_LABEL
+
+from . import base
+from . import volcano_manifests as m
+from .choices import JobKind, JobState, Placement
+from .observe import REQUEUED, Observed, admission_time, condition, ray_job
+
+QUEUE_LABEL = "volcano.sh/queue-name"
+JOB_NAME_LABEL = "volcano.sh/job-name"
+RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
+ROOT_QUEUE = "root"
+# Why Volcano's enqueue action refused a PodGroup: no condition says it, only a Normal Event on it from the plugin
+# (plugins/proportion, capacity, overcommit: "queue resource quota insufficient: ..."). The scheduler's cache also
+# writes, every session, a Warning Event with the same reason for any PodGroup still Pending or Inqueue ("0/0 tasks
+# in gang unschedulable: ...", pkg/scheduler/cache/cache.go RecordJobStatusEvent): not a refusal.
+REFUSAL_EVENTS = "involvedObject.kind=PodGroup,reason=Unschedulable,type=Normal"
+
+
+VOLCANO_PHASES = {
+    "Pending": JobState.QUEUED,
+    "Inqueue": JobState.ADMITTED,
+    "Running": JobState.RUNNING,
+    "Restarting": JobState.RUNNING,
+    "Completing": JobState.RUNNING,
+    "Completed": JobState.SUCCEEDED,
+    "Failed": JobState.FAILED,
+    "Aborted": JobState.FAILED,
+    "Aborting": JobState.FAILED,
+    "Terminated": JobState.FAILED,
+    "Terminating": JobState.FAILED,
+}
+
+
+def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed:
+    """`refusal`: the message of the latest Unschedulable Event on the PodGroup, Volcano's only word on why its
+    enqueue action keeps a PodGroup Pending. An Inqueue PodGroup whose gang cannot be placed is still waiting,
+    with the gang plugin's NotEnoughResources condition. The scheduler replaces a condition by its type and never
+    removes one (v1.15.1 framework/session.go UpdatePodGroupCondition), so once the gang is placed its old
+    Unschedulable stays, still True, beside a newer Scheduled: that one is no longer the news."""
+    phase_info = (job.get("status") or {}).get("state") or {}
+    phase = phase_info.get("phase", "Pending")
+    state = VOLCANO_PHASES.get(phase, JobState.QUEUED)
+    message = phase_info.get("message", "")
+    pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
+    unschedulable, scheduled = condition(podgroup, "Unschedulable"), condition(podgroup, "Scheduled")
+    waiting = unschedulable.get("status") == "True" and not (
+        scheduled.get("status") == "True"
+        and (scheduled.get("lastTransitionTime") or "") >= (unschedulable.get("lastTransitionTime") or ""))
+    if state == JobState.QUEUED and pg_phase == "Inqueue" and not waiting:
+        state = JobState.ADMITTED
+    if state == JobState.QUEUED:
+        message = (unschedulable.get("message") if waiting else "") or (
+            refusal if pg_phase in (None, "Pending") else "") or message
+    if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
+        state = JobState.PREEMPTED
+    if phase == "Pending" and phase_info.get("reason") == "PodEvicted":
+        # Evicted by the scheduler's preempt or reclaim action: the job waits to be scheduled again.
+        return Observed(JobState.PREEMPTED, phase_info.get("message", ""))
+    transition = phase_info.get("lastTransitionTime")
+    return Observed(
+        state,
+        message,
+        admitted=state not in (JobState.QUEUED,),
+        started_at=transition if state == JobState.RUNNING else None,
+        finished_at=transition if state in (JobState.SUCCEEDED, JobState.FAILED) else None,
+    )
+
+
+def volcano_tier(levels, name: str) -> int:
+    """Tier of a level among Volcano's HyperNodes: the narrowest grouping of nodes is tier 1 (nodes themselves are
+    the members, so the hostname level has no tier)."""
+    groups = [level["name"] for level in levels if level["node_label"] != HOSTNAME_LABEL]
+    return len(groups) - groups.index(name) if name in groups else 0
+
+
+def queue_levels(objects: list[dict], *, children_first: bool) -> list[list[dict]]:
+    """The objects by their depth in the Queue hierarchy they form, parents first (or children first)."""
+    parents = {obj["metadata"]["name"]: (obj.get("spec") or {}).get("parent") for obj in objects
+               if obj["kind"] == "Queue"}
+
+    def depth(obj: dict) -> int:
+        name, seen = obj["metadata"]["name"], 0
+        while obj["kind"] == "Queue" and parents.get(name) in parents and seen < len(parents):
+            name, seen = parents[name], seen + 1
+        return seen
+
+    depths = [depth(obj) for obj in objects]
+    return [[obj for obj, d in zip(objects, depths, strict=True) if d == level]
+            for level in sorted(set(depths), reverse=children_first)]
+
+
+# Volcano evicts with the reason "preempt" (same queue, priority) or "reclaim" (another queue takes its share back)
+# (pkg/scheduler/actions/preempt/preempt.go and reclaim/reclaim.go); the sync words it
+# "Evicted by <reason> to schedule <namespace>/<name>".
+_PREEMPTED = re.compile(r"Evicted by (?P<how>preempt|reclaim)\w* to schedule (?P<who>\S+)", re.I)
+
+
+def preempted_sentence(message: str) -> str:
+    volcano = _PREEMPTED.search(message)
+    if volcano and volcano["how"].lower() == "reclaim":
+        return f"Preempted: another team took back the quota this job was borrowing, for {volcano['who']}. " \
+               f"{REQUEUED}"
+    if volcano:
+        return f"Preempted: the scheduler stopped this job to make room for {volcano['who']}, which has a higher " \
+               f"priority. {REQUEUED}"
+    return ""
+
+
+class Volcano:
+    name = Scheduler.VOLCANO
+    team_kinds = [(VOLCANO_SCHEDULING_API, "Queue")]
+    cluster_kinds = [(VOLCANO_SCHEDULING_API, "Queue")]
+    job_kinds = [(m.VOLCANO_BATCH_API, "Job")]
+    record_kind = (VOLCANO_SCHEDULING_API, "PodGroup")
+    refusal_events = REFUSAL_EVENTS
+    cohort_tree = False
+    prefers_reserved = True  # no flavors, no fallback of its own: a spot-allowed job prefers the reserved nodes
+    discovers_hypernodes = True  # from node labels, by its controller's label discovery (`tenants.topology`)
+    placement_from_pods = True  # the lowest HyperNode holding the gang's nodes (`jobs.hypernodes`)
+
+    # --- queues -------------------------------------------------------------------------------------------
+    def team_parent(self, cluster, department: str | None) -> str:
+        """The parent Queue of a team's Queue: its department's, else the cluster's (none under `root`)."""
+        if department:
+            return m.department_queue_name(department)
+        return "" if cluster.cohort == ROOT_QUEUE else cluster.cohort
+
+    def team_queue_objects(self, spec, cluster) -> list[dict]:
+        return [m.volcano_queue_manifest(spec, parent=spec.cohort)]
+
+    def cluster_objects(self, cluster, *, flavors, departments, tiers, team_specs) -> list[dict]:
+        objects = []
+        specs = team_specs()
+        parent = "" if cluster.cohort in ("", ROOT_QUEUE) else cluster.cohort
+        if parent:
+            # Volcano has no implicit parents (as Kueue has cohorts): the cluster's parent queue is the portal's to
+            # create and size, above every team queue and department queue of the cluster.
+            objects.append(m.volcano_parent_queue_manifest(name=parent, teams=[spec for _, spec in specs]))
+        for department in departments:
+            children = [spec for parent_id, spec in specs if parent_id == department.pk]
+            objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children,
+                                                               parent=parent, weight=department.fair_share_weight))
+        return objects
+
+    def prepare_cluster(self, desired: list[dict], actual: list[dict], *, widen: bool) -> base.Prepared:
+        if not widen:
+            return base.Prepared(desired=desired)
+        live = {(obj["kind"], obj["metadata"]["name"]): obj for obj in actual}
+        return base.Prepared(desired=[m.volcano_queue_widened(obj, live.get((obj["kind"], obj["metadata"]["name"])))
+                                      for obj in desired])
+
+    def apply_levels(self, objects: list[dict], *, children_first: bool) -> list[list[dict]]:
+        return queue_levels(objects, children_first=children_first)
+
+    def scheduler_setup(self) -> list[dict]:
+        """Volcano's scheduler ConfigMap (volcano-system/volcano-scheduler-configmap) as upstream's guide to
+        hierarchical queues gives it (docs/user-guide/how_to_use_capacity_plugin.md): the capacity plugin, which the
+        portal's department queues need, and the reclaim action."""
+        conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
+                         {"name": "conformance"}]},
+            {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
+                         {"name": "capacity", "enableHierarchy": True}, {"name": "nodeorder"},
+                         {"name": "binpack"}]}]}
+        return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
+                {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                 "data": {"volcano-scheduler.conf": yaml.safe_dump(conf, sort_keys=False)}}]
+
+    def flavor_setup(self, flavor) -> list[tuple[str, str]]:
+        if flavor.sharing != Sharing.DRA:
+            return []
+        return [("Volcano scheduler configuration (capacity plugin; the proportion plugin ignores DRA)",
+                 dump({"tiers": [{"plugins": [{"name": "capacity", "arguments": {
+                     "capacity.DynamicResourceAllocationEnable": True}}]}]})
+                 + f"The team queues count deviceclass/{flavor.device_class}.")]
+
+    def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None:
+        return None  # no flavors: the ResourceQuota's `used`, else the Queue's `allocated`, per resource
+
+    # --- jobs ---------------------------------------------------------------------------------------------
+    def scheduling_labels(self, spec) -> dict[str, str]:
+        return {QUEUE_LABEL: spec.volcano_queue}
+
+    def job_objects(self, spec, parts) -> list[dict]:
+        if spec.kind == JobKind.PYTORCH:
+            return [m.pytorch_job_manifest(spec, parts)]
+        return [m.volcano_job_manifest(spec, parts, [m.volcano_task(spec, parts, "main", spec.workers)])]
+
+    def ray_labels(self, spec) -> dict[str, str]:
+        return {RAY_PRIORITY_LABEL: spec.priority_class} if spec.priority_class else {}
+
+    def topology_problem(self, *, cluster, flavor, kind: str, level: str) -> str:
+        if kind == JobKind.RAY:
+            return "On Volcano, network topology applies to Volcano jobs; a Ray job cannot keep to one domain."
+        if not volcano_tier(cluster.topology_levels, level):
+            return "On Volcano a single host is not a network tier: choose a wider level."
+        return ""
+
+    def placement_fields(self, *, cluster, level: str, mode: str) -> dict:
+        """The vcjob's networkTopology: hard or soft, and the widest tier it may span (staging/src/volcano.sh/apis/
+        pkg/apis/batch/v1alpha1/job.go, NetworkTopologySpec)."""
+        topology = {"mode": "hard" if mode == Placement.REQUIRED else "soft",
+                    "highestTierAllowed": volcano_tier(cluster.topology_levels, level)} if level else {}
+        return {"pod_annotations": {}, "network_topology": topology}
+
+    def observe(self, kind: str, job: dict, record: dict | None, refusals: dict[str, str]) -> Observed:
+        if kind == JobKind.RAY:
+            observed = ray_job(job)
+        else:
+            refusal = refusals.get(((record or {}).get("metadata") or {}).get("name", ""), "")
+            observed = volcano_job(job, record, refusal)
+        return replace(observed, admitted_at=admission_time(job, None, record))
+
+    def preempted_sentence(self, message: str) -> str:
+        return preempted_sentence(message)
+
+
+BACKEND = base.register(Volcano())
+base.JOB_NAME_LABELS.append(JOB_NAME_LABEL)
