@@ -13,7 +13,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from backends import backend_for
-from tenants.choices import Scheduler, SyncState, TeamState
+from tenants.choices import SyncState, TeamState
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_list
 from tenants.sharing import quota_resource, volcano_resource
@@ -165,11 +165,10 @@ def register_jobs_holding(source) -> None:
 
 
 def shared_resource_flavors(flavors) -> set[int]:
-    """The flavors of a cluster without per-flavor counts (not Kueue) whose resource name another flavor shares."""
+    """The flavors of a cluster whose resource name another flavor of it shares."""
     by_resource = defaultdict(list)
     for f in flavors:
-        if f.cluster.scheduler != Scheduler.KUEUE:
-            by_resource[(f.cluster_id, volcano_resource(f, f.cluster.mig_strategy))].append(f.pk)
+        by_resource[(f.cluster_id, volcano_resource(f, f.cluster.mig_strategy))].append(f.pk)
     return {pk for pks in by_resource.values() if len(pks) > 1 for pk in pks}
 
 

@@ -11,8 +11,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from backends.observe import Observed
 from jobs import selectors as job_selectors
-from jobs import status, sync
+from jobs import sync
 from jobs.models import Job
 from quotas import services as quota_services
 from tests.factories import (
@@ -75,7 +76,7 @@ def test_free_on_the_submit_form_is_what_a_job_can_start_on():
 def test_a_job_is_never_admitted_before_it_was_submitted():
     job = Job(submitted_at=timezone.now(), state="queued")
     earlier = (job.submitted_at - timedelta(seconds=1)).replace(microsecond=0).isoformat()
-    changes = sync._state_changes(job, status.Observed("admitted", admitted=True, admitted_at=earlier),
+    changes = sync._state_changes(job, Observed("admitted", admitted=True, admitted_at=earlier),
                                   timezone.now())
     assert changes["admitted_at"] == job.submitted_at
     job.admitted_at = job.submitted_at - timedelta(seconds=1)  # a row synced before the clamp
