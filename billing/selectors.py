@@ -242,6 +242,57 @@ def cluster_signals(*, clusters=None):
                              signal_hour=Subquery(newest.values("hour")[:1]))
 
 
+@dataclass
+class ClusterSignal:
+    """The signal a cluster's newest collected hour was read from, the activity fields reported all that hour, and
+    since when the signal has been the same (None for both hours when nothing was collected)."""
+
+    signal: str
+    fields: list[str]
+    hour: datetime | None
+    since: datetime | None
+
+    @property
+    def label(self) -> str:
+        return activity.signal_label(self.signal)
+
+    @property
+    def time_based(self) -> bool:
+        return activity.time_based(self.signal)
+
+
+def cluster_signal(*, cluster: Cluster) -> ClusterSignal:
+    ledger = CollectedHour.objects.filter(cluster=cluster).exclude(state=HourState.FAILED)
+    newest = ledger.order_by("-hour").first()
+    if newest is None:
+        return ClusterSignal("", [], None, None)
+    other = (ledger.filter(hour__lt=newest.hour).exclude(utilisation_signal=newest.utilisation_signal)
+             .order_by("-hour").values_list("hour", flat=True).first())
+    same = ledger.filter(utilisation_signal=newest.utilisation_signal)
+    since = (same.filter(hour__gt=other) if other else same).order_by("hour").values_list("hour", flat=True).first()
+    return ClusterSignal(newest.utilisation_signal, list(newest.activity_fields), newest.hour, since)
+
+
+def job_activity(*, job: Job, hours: int = 72) -> list[dict]:
+    """The job's newest `hours` collected hours, oldest first: utilisation on the hour's signal, SM and tensor-pipe
+    activity where exported (None where not), memory per GPU, what SM and tensor activity say together, and the
+    idle verdict."""
+    rows = JobUsageHour.objects.filter(job=job).order_by("-hour")[:hours]
+    found = []
+    for row in reversed(rows):
+        gpus = float(row.allocated_gpu_hours) or 1e-9
+        memory = row.gpu_memory_used_gib_avg / gpus
+        found.append({
+            "hour": row.hour, "signal": row.utilisation_signal, "label": activity.signal_label(row.utilisation_signal),
+            "utilisation": row.utilisation_avg, "sm_active": row.sm_active_avg, "tensor_active": row.tensor_active_avg,
+            "memory_gib": memory,
+            "note": activity.tensor_note(sm_active=row.sm_active_avg, tensor_active=row.tensor_active_avg,
+                                         threshold=settings.IDLE_GPU_THRESHOLD),
+            "verdict": activity.judge_idle(signal=row.utilisation_signal, utilisation=row.utilisation_avg,
+                                           memory_gib=memory, threshold=settings.IDLE_GPU_THRESHOLD)})
+    return found
+
+
 def idle_report(*, user, team: Team | None = None, now: datetime | None = None) -> IdleReport:
     jobs = idle_jobs(user=user, team=team, now=now)
     clusters = (Cluster.objects.filter(team_namespaces__team=team) if team is not None

@@ -28,4 +28,6 @@ urlpatterns = [
     path("console/usage/", views.console_usage, name="console-usage"),
     path("console/usage/statements/<month:month>.csv", views.console_statements_csv, name="console-statements-csv"),
     path("console/rates/", views.console_rates, name="console-rates"),
+    path("console/clusters/<str:name>/utilisation-signal/", views.console_cluster_signal, name="cluster-signal"),
+    path("usage/jobs/<int:pk>/activity/", views.job_activity, name="job-activity"),
 ]

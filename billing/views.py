@@ -18,11 +18,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from jobs import selectors as job_selectors
 from portal.http import platform_admin_required, source_ip, write_from_form
 from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import budgets, capacity, charts, evidence, selectors
+from . import activity, budgets, capacity, charts, evidence, selectors
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
@@ -167,6 +168,28 @@ def console_usage(request):
         "heatmap": charts.figure_html(charts.utilisation_heatmap(
             selectors.team_day_utilisation(user=request.user, start=start, end=end)), div_id="heatmap"),
     })
+
+
+@platform_admin_required
+@require_GET
+def console_cluster_signal(request, name):
+    """The utilisation signal of a cluster and, where it is time-based, how to turn SM activity on (a fragment of
+    the cluster page)."""
+    cluster = tenant_selectors.cluster_get(name=name)
+    return render(request, "billing/_cluster_signal.html", {
+        "cluster": cluster, "signal": selectors.cluster_signal(cluster=cluster),
+        "config": activity.exporter_config()})
+
+
+@login_required
+@require_GET
+def job_activity(request, pk):
+    """A job's activity per collected hour (a fragment of the job page): SM and tensor-pipe activity where
+    exported, so "busy, but no tensor cores used" shows."""
+    job = job_selectors.job_get(user=request.user, pk=pk)
+    rows = selectors.job_activity(job=job)
+    return render(request, "billing/_job_activity.html", {
+        "job": job, "rows": rows, "time_based": any(activity.time_based(r["signal"]) for r in rows)})
 
 
 @platform_admin_required
