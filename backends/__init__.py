@@ -35,6 +35,9 @@ A third scheduler (KAI, YuniKorn) is one new module here, imported below, fillin
         def placement_fields(self, *, cluster, level, mode): ...
         def observe(self, kind, job, record, refusals): ...    # -> observe.Observed
         def preempted_sentence(self, message): return ""
+        def forecast_policy(self): ...                         # its admission, for estimates (`forecast.Policy`)
+        def estimate_world(self, holdings, *, cohort, capacity, resources): ...
+        def estimate(self, world, works, now): ...
 
     BACKEND = base.register(YuniKorn())
 """

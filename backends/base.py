@@ -81,6 +81,14 @@ class Backend(Protocol):
 
     def preempted_sentence(self, message: str) -> str: ...
 
+    # --- estimates (`forecast`: a pure replay of the scheduler's admission) ----------------------------------
+    def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],
+                       resources: dict[str, str]) -> Any: ...  # a `forecast.World`
+
+    def estimate(self, world, works: list, now: float) -> dict: ...  # job key → `forecast.Estimate`
+
+    def forecast_policy(self) -> Any: ...  # its `forecast.Policy`
+
 
 # --- rules every backend shares -----------------------------------------------------------------------------
 

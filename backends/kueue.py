@@ -31,9 +31,10 @@ from tenants.choices import Scheduler, Sharing
 from tenants.manifests import priority_class_name
 from tenants.topology import level_label
 
-from . import base
+from . import base, forecast
 from . import kueue_manifests as m
 from .choices import JobKind, JobState, Placement
+from .kueue_forecast import KueuePolicy
 from .observe import EVICTED_REASONS, Observed, admission_time, condition, ray_job, true
 from .specs import flavor_spec
 
@@ -265,6 +266,19 @@ class Kueue:
 
     def preempted_sentence(self, message: str) -> str:
         return preempted_sentence(message)
+
+    # --- estimates ----------------------------------------------------------------------------------------
+    def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],
+                       resources: dict[str, str]) -> forecast.World:
+        """The cluster's queues, as this scheduler is given them, from what each team holds (`forecast.Holding`)."""
+        return self.forecast_policy().world(holdings, cohort=cohort, capacity=capacity, resources=resources)
+
+    def estimate(self, world: forecast.World, works: list, now: float) -> dict:
+        """When each waiting job will start and each running one end (`forecast.Estimate` by job key)."""
+        return forecast.forecast(world, works, self.forecast_policy(), now)
+
+    def forecast_policy(self):
+        return KueuePolicy()
 
 
 BACKEND = base.register(Kueue())

@@ -20,10 +20,11 @@ from portal.yamltext import dump
 from tenants.choices import Scheduler, Sharing
 from tenants.topology import HOSTNAME_LABEL
 
-from . import base
+from . import base, forecast
 from . import volcano_manifests as m
 from .choices import JobKind, JobState, Placement
 from .observe import Observed, admission_time, condition, ray_job
+from .volcano_forecast import VolcanoPolicy
 
 QUEUE_LABEL = "volcano.sh/queue-name"
 JOB_NAME_LABEL = "volcano.sh/job-name"
@@ -234,6 +235,19 @@ class Volcano:
 
     def preempted_sentence(self, message: str) -> str:
         return preempted_sentence(message)
+
+    # --- estimates ----------------------------------------------------------------------------------------
+    def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],
+                       resources: dict[str, str]) -> forecast.World:
+        """The cluster's queues, as this scheduler is given them, from what each team holds (`forecast.Holding`)."""
+        return self.forecast_policy().world(holdings, cohort=cohort, capacity=capacity, resources=resources)
+
+    def estimate(self, world: forecast.World, works: list, now: float) -> dict:
+        """When each waiting job will start and each running one end (`forecast.Estimate` by job key)."""
+        return forecast.forecast(world, works, self.forecast_policy(), now)
+
+    def forecast_policy(self):
+        return VolcanoPolicy(capacity_plugin=True)
 
 
 BACKEND = base.register(Volcano())

@@ -14,7 +14,7 @@ from portal.http import source_ip
 from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
 
-from . import selectors, services
+from . import selectors, services, sooner
 from .choices import JobState
 from .filters import JobFilter, UtcIsoDateTimeFilter
 from .manifests import job_manifests
@@ -25,7 +25,10 @@ from .serializers import (
     JobSerializer,
     JobSubmitSerializer,
     JobYamlSerializer,
+    SoonerRequestSerializer,
+    SoonerSerializer,
     WhyWaitingSerializer,
+    estimate_fields,
 )
 
 
@@ -76,6 +79,11 @@ class JobListView(generics.ListAPIView):
         flavor = tenant_selectors.flavor_named(name=data.pop("flavor"), cluster=data.pop("cluster", None))
         priority = data.pop("priority", None)
         tier = None if priority is None else tenant_selectors.tier_named(name=priority)
+        if data.pop("earliest_cluster"):
+            flavor = sooner.earliest_flavor(team=team, flavor=flavor, kind=data["kind"], image=data["image"],
+                                            workers=data["workers"], gpus_per_worker=data["gpus_per_worker"],
+                                            tier=tier,
+                                            max_runtime_minutes=data["max_runtime_minutes"])
         job = services.job_submit(actor=request.user, team=team, flavor=flavor, priority_tier=tier,
                                   source_ip=source_ip(request), **data)
         return Response(_job_detail(request.user, job.pk), status=status.HTTP_201_CREATED)
@@ -133,3 +141,22 @@ class JobLogsView(APIView):
         except KubeError as exc:
             raise ClusterUnavailable(f"The cluster {job.cluster.name} could not be read: {exc}") from exc
         return Response(JobLogsSerializer({"pods": pods}).data)
+
+
+class JobSoonerView(APIView):
+    @extend_schema(responses=SoonerSerializer,
+                   summary="What would start the waiting job sooner: its alternatives, each with its estimate")
+    def get(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        return Response(SoonerSerializer({"estimated_start": estimate_fields(job.estimate)["estimated_start"]
+                                          if not job.terminal else None,
+                                          "alternatives": sooner.job_alternatives(job=job)}).data)
+
+    @extend_schema(request=SoonerRequestSerializer, responses={201: JobSerializer},
+                   summary="Resubmit the waiting job with one alternative's change; the original is cancelled")
+    def post(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        data = valid_input(SoonerRequestSerializer, request)
+        new = sooner.job_resubmit_changed(actor=request.user, job=job, change=data["change"],
+                                          source_ip=source_ip(request))
+        return Response(_job_detail(request.user, new.pk), status=status.HTTP_201_CREATED)

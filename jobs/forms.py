@@ -40,6 +40,9 @@ class JobSubmitForm(forms.Form):
                                       label="Placement", widget=forms.RadioSelect,
                                       help_text="Required: wait until one domain has room. Preferred: one domain "
                                                 "if it can, else spread.")
+    earliest_cluster = forms.BooleanField(
+        required=False, label="Start it on whichever of the team's clusters is likely first",
+        help_text="Among the team's flavors like the chosen one (same name, or same GPU model) in any cluster.")
     notify = forms.BooleanField(required=False, initial=True, label="Email me when it ends or is preempted")
     save_as_template = forms.CharField(required=False, max_length=100, label="Save as template (name)")
 

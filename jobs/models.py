@@ -105,6 +105,11 @@ class Job(Reconciled):
         default=dict, blank=True, editable=False,
         help_text="Where the cluster placed the job and why: flavor, spot or not, topology domain, eviction.",
     )
+    estimate = models.JSONField(
+        default=dict, blank=True, editable=False,
+        help_text="When it will likely start (waiting) or end (running), recomputed when its cluster changes: "
+                  "earliest, likely, latest, basis and a sentence; or why it cannot start under today's quotas.",
+    )
     kept_object_name = models.CharField(
         max_length=63, blank=True, editable=False,
         help_text="The name its objects were given under an earlier naming rule; empty when derived as today.",

@@ -53,7 +53,7 @@ def job_list(*, user, team=None, filters: dict | None = None) -> QuerySet[Job]:
 PAGE_KEYS = (
     "id", "name", "kind", "state", "state_message", "image", "workers", "gpus_per_worker", "team__slug",
     "cluster__name", "flavor__name", "priority_tier__name", "submitted_by__username", "submitted_at", "admitted_at",
-    "started_at", "finished_at",
+    "started_at", "finished_at", "estimate",
 )
 PAGE_RELATIONS = ("team", "cluster", "flavor", "priority_tier", "submitted_by")
 JOB_ALIAS = "j"

@@ -2,6 +2,7 @@
 the API's hottest read, and building 50 model objects per page costs more than the query."""
 
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tenants.models import DNS_LABEL_RE, dns_label
@@ -26,7 +27,52 @@ def _time(value):
     return None if value is None else _iso(value)
 
 
-class JobListSerializer(serializers.Serializer):
+def estimate_fields(document: dict) -> dict:
+    """A row's estimate as the API shows it: `estimated_start` while the job waits, `expected_end` while it runs
+    (null otherwise). A job that cannot start under today's quotas has `cannot_start` and no times."""
+    kind = (document or {}).get("kind")
+    shown = {"earliest": document.get("earliest"), "likely": document.get("likely"),
+             "latest": document.get("latest"), "basis": document.get("basis", {}),
+             "sentence": document.get("sentence", "")} if kind else None
+    if kind == "never":
+        shown["cannot_start"] = True
+    elif kind == "start":
+        shown["cannot_start"] = False
+    return {"estimated_start": shown if kind in ("start", "never") else None,
+            "expected_end": shown if kind == "end" else None}
+
+
+class EstimateSerializer(serializers.Serializer):
+    earliest = serializers.DateTimeField(allow_null=True)
+    likely = serializers.DateTimeField(allow_null=True)
+    latest = serializers.DateTimeField(allow_null=True)
+    basis = serializers.DictField(help_text="The facts the estimate rests on: jobs ahead in the queue, the job whose "
+                                            "end makes room and what its end rests on (runtime limit, history of "
+                                            "comparable runs), jobs it would preempt; or why it cannot start.")
+    sentence = serializers.CharField()
+    cannot_start = serializers.BooleanField(required=False, help_text="No time: it cannot start under today's "
+                                                                      "quotas (estimated_start only).")
+
+
+@extend_schema_field(EstimateSerializer(allow_null=True))
+class EstimateField(serializers.Field):
+    """One side of a row's estimate (`estimated_start` or `expected_end`), read from Job.estimate."""
+
+    def __init__(self, side: str, **kwargs):
+        self.side = side
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, job):
+        return estimate_fields(job.estimate if not job.terminal else {})[self.side]
+
+
+class EstimateFieldsMixin(serializers.Serializer):
+    estimated_start = EstimateField("estimated_start", help_text="While the job waits: when it will likely start "
+                                                                 "(ISO 8601 UTC), recomputed as the cluster changes.")
+    expected_end = EstimateField("expected_end", help_text="While the job runs: when it will likely end.")
+
+
+class JobListSerializer(EstimateFieldsMixin):
     id = serializers.IntegerField()
     team = serializers.CharField()
     cluster = serializers.CharField()
@@ -58,10 +104,11 @@ class JobListSerializer(serializers.Serializer):
             "priority": row["priority_tier__name"], "submitted_by": row["submitted_by__username"],
             "submitted_at": _iso(row["submitted_at"]), "admitted_at": _time(row["admitted_at"]),
             "started_at": _time(row["started_at"]), "finished_at": _time(row["finished_at"]),
+            **estimate_fields(row["estimate"] if row["state"] not in TERMINAL_STATES else {}),
         }
 
 
-class JobSerializer(serializers.Serializer):
+class JobSerializer(EstimateFieldsMixin):
     id = serializers.IntegerField()
     team = serializers.CharField(source="team.slug")
     cluster = serializers.CharField(source="cluster.name")
@@ -145,6 +192,9 @@ class JobSubmitSerializer(serializers.Serializer):
     topology_mode = serializers.ChoiceField(choices=Placement.choices, required=False, default="", allow_blank=True,
                                             help_text="required (wait for one domain) or preferred; required when "
                                                       "left out with a level.")
+    earliest_cluster = serializers.BooleanField(
+        default=False, help_text="Place the job on whichever of the team's clusters holding a flavor like `flavor` "
+                                 "(same name, or same GPU model) would likely start it first.")
 
 
 class JobYamlSerializer(serializers.Serializer):
@@ -173,3 +223,30 @@ class PodLogSerializer(serializers.Serializer):
 
 class JobLogsSerializer(serializers.Serializer):
     pods = PodLogSerializer(many=True)
+
+
+class ChangeSerializer(serializers.Serializer):
+    workers = serializers.IntegerField(min_value=1, max_value=MAX_WORKERS, required=False)
+    gpus_per_worker = serializers.IntegerField(min_value=1, max_value=64, required=False)
+    flavor = serializers.IntegerField(required=False, help_text="The id of a flavor the team holds quota of.")
+    priority = serializers.CharField(max_length=50, required=False, help_text="A higher priority tier's name.")
+
+
+class AlternativeSerializer(serializers.Serializer):
+    label = serializers.CharField(help_text="The change in words: \"2 workers instead of 4\", \"on h100 in west\".")
+    change = ChangeSerializer(help_text="POST it back (as `change`) to resubmit the job with it.")
+    estimated_start = EstimateSerializer(allow_null=True)
+    sooner = serializers.BooleanField(help_text="It would likely start before the job as it is.")
+
+    def to_representation(self, item):
+        return {"label": item["label"], "change": item["change"],
+                "estimated_start": estimate_fields(item["estimate"])["estimated_start"], "sooner": item["sooner"]}
+
+
+class SoonerSerializer(serializers.Serializer):
+    estimated_start = EstimateSerializer(allow_null=True, help_text="The job as it is.")
+    alternatives = AlternativeSerializer(many=True, help_text="Soonest first; empty once the job no longer waits.")
+
+
+class SoonerRequestSerializer(serializers.Serializer):
+    change = ChangeSerializer(help_text="One of the alternatives' `change`, as GET listed it.")

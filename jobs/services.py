@@ -98,6 +98,7 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
 
 def _nudge(job: Job) -> None:
     transaction.on_commit(lambda: tasks.job_reconcile_task.delay(job.pk))
+    transaction.on_commit(lambda: tasks.job_estimates_refresh_task.delay(job.cluster_id))
 
 
 @transaction.atomic

@@ -21,7 +21,7 @@ from tenants.models import Cluster
 from tenants.selectors import active_clusters
 from tenants.services import notify_users
 
-from . import hypernodes, selectors, status, waits
+from . import hypernodes, selectors, status, tasks, waits
 from .choices import TERMINAL_STATES, JobKind, JobState
 from .manifests import JOB_LABEL
 from .models import Job
@@ -241,3 +241,8 @@ def _write_changes(changed: list[tuple[Job, dict]]) -> None:
             Job.objects.filter(pk__in=pks).update(**changes)
     for job, changes in changed:
         _changed(job, changes)
+    for cluster_id in {job.cluster_id for job, _ in changed}:
+        # The cluster's jobs moved, so may every estimate on it: recomputed once the states are committed, by a
+        # worker, outside the sync's own budget.
+        transaction.on_commit(lambda cluster_id=cluster_id: tasks.job_estimates_refresh_soon(cluster_id))
+

@@ -1,6 +1,9 @@
 from celery import shared_task
+from django.core.cache import cache
 
-from . import services, sync
+from tenants.models import Cluster
+
+from . import estimates, services, sync
 
 
 @shared_task(ignore_result=True)
@@ -17,3 +20,24 @@ def job_reconcile_due_task() -> None:
 @shared_task(ignore_result=True)
 def job_status_sync_task() -> dict:
     return sync.job_status_sync_all()
+
+
+@shared_task(ignore_result=True)
+def job_estimates_refresh_task(cluster_id: int) -> None:
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is not None:
+        estimates.job_estimates_refresh(cluster=cluster)
+
+
+REFRESH_COALESCE = 2  # seconds: the changes of a busy cluster within this share one refresh
+
+
+def job_estimates_refresh_soon(cluster_id: int) -> None:
+    """One refresh of the cluster's estimates for however many changes come within REFRESH_COALESCE seconds."""
+    if cache.add(f"jobs:estimates-refresh:{cluster_id}", 1, timeout=REFRESH_COALESCE):
+        job_estimates_refresh_task.apply_async((cluster_id,), countdown=REFRESH_COALESCE)
+
+
+@shared_task(ignore_result=True)
+def job_estimates_refresh_stale_task() -> list[int]:
+    return estimates.job_estimates_refresh_stale()

@@ -9,6 +9,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/pods/", views.job_pods, name="job-pods"),
     path("jobs/<int:pk>/logs.txt", views.job_logs_download, name="job-logs-download"),
+    path("jobs/<int:pk>/sooner/", views.job_sooner, name="job-sooner"),
     path("jobs/<int:pk>/<str:action>/", views.job_action, name="job-action"),
     path("teams/<slug:slug>/jobs/new/<str:kind>/", views.job_submit, name="job-submit"),
     path("teams/<slug:slug>/job-templates/<int:pk>/delete/", views.template_delete, name="template-delete"),

@@ -19,7 +19,7 @@ from portal.kube import KubeError
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import outcome, placement, selectors, services
+from . import estimates, outcome, placement, selectors, services, sooner
 from .choices import JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
@@ -74,8 +74,12 @@ def job_submit(request, slug, kind):
     form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
                          room=selectors.team_flavor_room(team=team), levels=levels)
     preview = None
+    estimate = None
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()
+        if form.cleaned_data["earliest_cluster"]:
+            fields["flavor"] = sooner.earliest_flavor(team=team, kind=kind, tier=fields["priority_tier"], **{
+                k: fields[k] for k in ("flavor", "image", "workers", "gpus_per_worker", "max_runtime_minutes")})
         if "preview" in request.POST:
             try:  # the same check Submit makes: a job that could never start says so before its YAML
                 services.job_check_feasible(team=team, flavor=fields["flavor"], tier=fields["priority_tier"],
@@ -84,6 +88,9 @@ def job_submit(request, slug, kind):
                 add_service_errors(form, exc)
             else:
                 preview = _preview(team, kind, fields)
+                estimate = estimates.preview(team=team, kind=kind, tier=fields["priority_tier"], **{
+                    k: fields[k] for k in ("flavor", "image", "workers", "gpus_per_worker", "max_runtime_minutes",
+                                           "topology_level", "topology_mode")})
         else:
             try:
                 job = services.job_submit(actor=request.user, team=team, kind=kind, source_ip=source_ip(request),
@@ -98,7 +105,8 @@ def job_submit(request, slug, kind):
                 messages.success(request, f"Job {job.name} submitted.")
                 return redirect("jobs:job-detail", pk=job.pk)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
-                                                  "form": form, "preview": preview, "templates": templates},
+                                                  "form": form, "preview": preview, "templates": templates,
+                                                  "estimate": estimate},
                   status=400 if form.errors else 200)
 
 
@@ -191,3 +199,25 @@ def template_delete(request, slug, pk):
     services.job_template_delete(actor=request.user, template=template, source_ip=source_ip(request))
     messages.success(request, f"Template {template.name} deleted.")
     return redirect("jobs:job-submit", slug=slug, kind=template.kind)
+
+
+@login_required
+def job_sooner(request, pk):
+    """GET: the waiting job's alternatives with their estimates (a fragment of its page). POST: resubmit it with
+    one of them (`field`, `value`), cancelling the original."""
+    job = selectors.job_get(user=request.user, pk=pk)
+    if request.method == "POST":
+        field, value = request.POST.get("field", ""), request.POST.get("value", "")
+        change = {field: int(value) if field in ("workers", "gpus_per_worker", "flavor") and value.isdigit()
+                  else value}
+        try:
+            new = sooner.job_resubmit_changed(actor=request.user, job=job, change=change,
+                                              source_ip=source_ip(request))
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+            return redirect("jobs:job-detail", pk=job.pk)
+        messages.success(request, f"Resubmitted as job #{new.pk}; job #{job.pk} is being cancelled.")
+        return redirect("jobs:job-detail", pk=new.pk)
+    role = tenant_selectors.team_role(user=request.user, team=job.team)
+    return render(request, "jobs/_sooner.html", {"job": job, "alternatives": sooner.job_alternatives(job=job),
+                                                 "can_act": role in (Role.ADMIN, Role.MEMBER)})

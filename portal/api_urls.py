@@ -61,5 +61,6 @@ urlpatterns = [
     path("v1/jobs/<int:pk>/yaml/", jobs_api.JobYamlView.as_view(), name="job-yaml"),
     path("v1/jobs/<int:pk>/why-waiting/", jobs_api.JobWhyWaitingView.as_view(), name="job-why-waiting"),
     path("v1/jobs/<int:pk>/logs/", jobs_api.JobLogsView.as_view(), name="job-logs"),
+    path("v1/jobs/<int:pk>/sooner/", jobs_api.JobSoonerView.as_view(), name="job-sooner"),
     re_path(r"^", api_not_found, name="not-found"),  # last: whatever no pattern above matched (any character)
 ]

@@ -37,10 +37,11 @@ def object_key(obj: dict) -> Key:
 
 def is_subset(desired, actual) -> bool:
     """True when every field we declare has the same value in the cluster (which may add defaults). An empty
-    map or list is met by an absent field: a server serialising with `omitempty` leaves it out."""
+    map, list or string, false and zero are met by an absent field: kube-apiserver serialises `omitempty` fields
+    so (a PriorityClass's `globalDefault: false` never comes back, which made every sweep apply it again)."""
     if isinstance(desired, dict):
         return isinstance(actual, dict) and all(
-            is_subset(value, actual[key]) if key in actual else value in ({}, [])
+            is_subset(value, actual[key]) if key in actual else value in ({}, [], "", False)
             for key, value in desired.items()
         )
     if isinstance(desired, list):

@@ -244,6 +244,7 @@ CELERY_BEAT_SCHEDULE = {
     "reservations": {"task": "quotas.tasks.reservation_apply_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
+    "job-estimates-stale": {"task": "jobs.tasks.job_estimates_refresh_stale_task", "schedule": 60},
     "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},
     # A few minutes past the hour, so the exporters' last samples of the hour that just ended are in.
     "usage-collect": {"task": "billing.tasks.usage_collect_task", "schedule": crontab(minute=5)},

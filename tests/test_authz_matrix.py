@@ -203,6 +203,8 @@ MATRIX = {
     "api:job-resubmit": Row(job, {"post": TEAM_WRITE}, setup=_end_job),
     "api:job-yaml": Row(job, {"get": TEAM_READ}),
     "api:job-why-waiting": Row(job, {"get": TEAM_READ}),
+    "api:job-sooner": Row(job, {"get": TEAM_READ, "post": TEAM_WRITE},
+                          data={"post": lambda w: {"change": {"priority": "no-such-tier"}}}),
     # The world's cluster does not answer, so the allowed roles get the 503 that says so.
     "api:job-logs": Row(job, {"get": rule(*TEAM_ROLES, ok=(503,))}),
     # --- tenants pages ----------------------------------------------------------------------------------------
@@ -269,6 +271,8 @@ MATRIX = {
     "jobs:job-pods": Row(job, {"get": TEAM_READ}),
     # The world's cluster does not answer, so the allowed roles get the 503 that says so.
     "jobs:job-logs-download": Row(job, {"get": rule(*TEAM_ROLES, ok=(503,))}),
+    "jobs:job-sooner": Row(job, {"get": TEAM_READ, "post": TEAM_WRITE},
+                           data={"post": lambda w: {"field": "priority", "value": "no-such-tier"}}),
     "jobs:job-action": Row(lambda w: {"pk": w.job.pk, "action": "cancel"}, {"post": TEAM_WRITE}),
     "jobs:job-submit": Row(lambda w: {"slug": "nlp", "kind": "batch"}, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     "jobs:template-delete": Row(lambda w: {"slug": "nlp", "pk": JobTemplate.objects.get(name="nightly").pk},

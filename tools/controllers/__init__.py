@@ -64,9 +64,12 @@ def missing_binaries(schedulers, bin_dir: Path = BIN_DIR) -> list[str]:
 def module_dir(name: str) -> Path:
     """The upstream module's source in Go's module cache (its `config/` holds the CRDs, webhook manifests and
     kwok's stages), as resolved by our module that builds it."""
-    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", MODULES[name]], cwd=HERE / name, check=True,
-                         capture_output=True, text=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
-    return Path(out.stdout.strip())
+    import json
+
+    # `go mod download` fetches it into the module cache if a cleaned cache lacks it, and says where it is.
+    out = subprocess.run(["go", "mod", "download", "-json", MODULES[name]], cwd=HERE / name, check=True,
+                         capture_output=True, text=True)
+    return Path(json.loads(out.stdout)["Dir"])
 
 
 def _yaml_documents(paths) -> list[dict]:
@@ -229,7 +232,10 @@ class Controllers:
             "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
         }))
         _kueue_metrics_certs(self.pki)
-        self.launch("kueue", [f"--config={config}", f"--kubeconfig={self.plane.kubeconfig}", "--zap-log-level=2"])
+        # The on-demand visibility API server (a feature on by default) wants its own certificate in /visibility and
+        # port 8082; the portal reads pending workloads from their status, so it is off.
+        self.launch("kueue", [f"--config={config}", f"--kubeconfig={self.plane.kubeconfig}", "--zap-log-level=2",
+                              "--feature-gates=VisibilityOnDemand=false"])
         self.wait_http("kueue", f"http://127.0.0.1:{health_port}/readyz")
         manifests = _yaml_documents([source / "config/components/webhook/manifests.yaml"])
         for doc in webhook_configurations(manifests, url=f"https://127.0.0.1:{webhook_port}",

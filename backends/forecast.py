@@ -1,0 +1,345 @@
+"""When waiting jobs will start and running ones end: a forward simulation of one cluster's batch scheduler over the
+jobs it holds now. Pure: values in, values out (no database, no clock, no cluster).
+
+The engine replays what the scheduler would do as the running jobs end: at each moment capacity frees up it offers
+the waiting jobs, in the scheduler's order, to the scheduler's admission rule (a `Policy`: quota, borrowing,
+preemption), starts those admitted and moves the clock to the next end. A job starts whole (a gang needs every
+worker at once), and one kept within a topology domain needs a domain with room for all of it. Run times are
+ranges (`Span`: early, likely, late), so the replay runs three times (every job early, likely, late); the likely
+run gives the estimate, the other two its range. What makes a job start is recorded (whose end freed the room), so
+the estimate can say why.
+
+Cost: each moment offers only the head of each (queue, flavor, size) bucket, and a bucket stops being offered in a
+moment once a job of its size or smaller has failed there, so a replay is near-linear in the jobs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+EARLY, LIKELY, LATE = 0, 1, 2
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run time in seconds (from the job's start), as a range, and what it rests on."""
+
+    early: float
+    likely: float
+    late: float
+    evidence: str = "limit"  # progress | history | outlived | limit
+    detail: str = ""  # the same in words: "its runtime limit", "5 earlier runs took 40 min (median)"
+
+    def at(self, which: int) -> float:
+        return (self.early, self.likely, self.late)[which]
+
+
+@dataclass(frozen=True)
+class Work:
+    """A job as the scheduler sees it: which queue, how many units of which flavor, its priority and its place in
+    line (`seq`, lower first: submission time then id), and how long it runs."""
+
+    key: int
+    queue: str
+    flavor: str
+    units: int
+    priority: int
+    seq: tuple
+    span: Span
+    name: str = ""
+    started: float | None = None  # running since (epoch seconds); None while waiting
+    may_preempt: bool = True  # its priority tier may preempt
+    level: str = ""  # a required topology level: every worker within one domain of it
+    domain: str = ""  # running: the domain it holds
+
+    @property
+    def running(self) -> bool:
+        return self.started is not None
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A team's queue: nominal (guaranteed) units per flavor, the most it may borrow beyond them, the most of its
+    nominal it lends to the cohort (None: no limit), under `parent` (a cohort; "" for none)."""
+
+    name: str
+    parent: str = ""
+    nominal: dict = field(default_factory=dict)
+    borrowing: dict = field(default_factory=dict)
+    lending: dict = field(default_factory=dict)
+    held: bool = False
+
+
+@dataclass(frozen=True)
+class Cohort:
+    name: str
+    parent: str = ""
+    nominal: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class World:
+    """One cluster's scheduling configuration. `capacity`: physical units per flavor; `domains`: per (flavor,
+    level) the units each domain holds, where known; `resources`: the extended resource each flavor is (Volcano
+    counts resources, not flavors); `preempt`/`reclaim`: whether those scheduler actions are configured."""
+
+    queues: dict[str, Queue]
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
+    capacity: dict[str, int] = field(default_factory=dict)
+    domains: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
+    preempt: bool = True
+    reclaim: bool = True
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """For a waiting job its start, for a running one its end: (early, likely, late) epoch seconds; or `never`
+    (why it cannot start under today's quotas). `ahead`: jobs of its queue before it in line; `freed_by`: the job
+    whose end let it start in the likely replay (None: it starts now or on what was free); `preempts`: jobs the
+    likely replay preempts for it."""
+
+    key: int
+    start: tuple[float, float, float] | None = None
+    end: tuple[float, float, float] | None = None
+    never: str = ""
+    ahead: int = 0
+    freed_by: int | None = None
+    preempts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What a team holds of one flavor, as the portal's rows say (for a policy to build its `World`)."""
+
+    team: str
+    parent: str  # the cohort / parent queue its queue joins ("" for none)
+    department: str  # its department's cohort, when the parent is one ("" otherwise)
+    flavor: str
+    guaranteed: int
+    burst: int
+    held: bool = False
+
+
+class Ledger(Protocol):
+    def charge(self, work: Work, sign: int) -> None: ...
+
+
+class Policy(Protocol):
+    """One scheduler's admission rule (`backends`): its world, its order, whether a job fits now, whom it would
+    preempt."""
+
+    def world(self, holdings: list[Holding], *, cohort: str, capacity: dict[str, int],
+              resources: dict[str, str]) -> World: ...
+
+    def ledger(self, world: World) -> Ledger: ...
+    def impossible(self, world: World, empty, work: Work) -> str: ...  # why it can never start (`empty`: a ledger
+    # with nothing running), or ""
+    def order(self, work: Work) -> tuple: ...
+    def phases(self) -> tuple[bool, ...]: ...  # passes per moment: (False, True) = non-borrowing ones first
+    def scope(self, work: Work) -> object: ...  # jobs whose admission one job's end may change share a scope
+    def room(self, ledger, work: Work) -> float: ...  # at least the units any job of the work's scope may get now
+    def fits(self, ledger, work: Work, borrowing: bool) -> bool: ...
+    def victims(self, ledger, work: Work) -> list[Work] | None: ...
+
+
+def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dict[int, Estimate]:
+    """Every job's estimate: three replays (every run early, likely, late) combined."""
+    empty = policy.ledger(world)
+    never = {w.key: why for w in works if not w.running and (why := policy.impossible(world, empty, w))}
+    runs = [_Replay(world, works, policy, now, which, never).run() for which in (EARLY, LIKELY, LATE)]
+    ahead = _ahead(works, policy)
+    result = {}
+    for w in works:
+        times = [(run.ends if w.running else run.starts).get(w.key) for run in runs]
+        if w.running:  # preempted in a replay and not run again before it ended: the end it had
+            times = [t if t is not None else max(now, w.started + w.span.at(i)) for i, t in enumerate(times)]
+        if w.key in never or times[LIKELY] is None:
+            result[w.key] = Estimate(w.key, never=never.get(w.key) or "nothing that runs now makes room for it",
+                                     ahead=ahead.get(w.key, 0))
+            continue
+        known = [t for t in times if t is not None]
+        trio = (min(known), times[LIKELY], max(known))
+        if w.running:
+            result[w.key] = Estimate(w.key, end=trio)
+        else:
+            likely = runs[LIKELY]
+            result[w.key] = Estimate(w.key, start=trio, ahead=ahead.get(w.key, 0),
+                                     freed_by=likely.freed_by.get(w.key),
+                                     preempts=tuple(likely.preempted.get(w.key, ())))
+    return result
+
+
+def _ahead(works: list[Work], policy: Policy) -> dict[int, int]:
+    """Per waiting job, how many of its queue's waiting jobs come before it."""
+    counts, seen = {}, defaultdict(int)
+    for w in sorted((w for w in works if not w.running), key=policy.order):
+        counts[w.key] = seen[w.queue]
+        seen[w.queue] += 1
+    return counts
+
+
+class _Replay:
+    """One replay: a moment's offers (`_offer`), then the next end, until no job waits or nothing runs."""
+
+    def __init__(self, world: World, works: list[Work], policy: Policy, now: float, which: int, never: dict):
+        self.world, self.policy, self.now, self.which = world, policy, now, which
+        self.ledger = policy.ledger(world)
+        self.domain_used: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.running: dict[int, tuple[Work, float]] = {}
+        self.events: list[tuple[float, int]] = []
+        self.buckets: dict[tuple, list[tuple[tuple, Work]]] = defaultdict(list)
+        self.starts: dict[int, float] = {}  # a waiting job's (first) start
+        self.ends: dict[int, float] = {}  # when each job that runs ends (a preempted one's after its restart)
+        self.freed_by: dict[int, int] = {}
+        self.preempted: dict[int, list[int]] = {}
+        self.waiting = 0
+        self.scopes: dict[object, set[tuple]] = defaultdict(set)
+        self.dirty: set = set()
+        self.room: dict = {}
+        self.no_victims: dict[str, float] = {}
+        for w in works:
+            if w.running:
+                end = max(now, w.started + w.span.at(which))
+                self._start(w, end, domain=w.domain)
+            elif w.key not in never:
+                self._enqueue(w)
+
+    def run(self) -> _Replay:
+        t, last_freed = self.now, None
+        guard = 50 * (len(self.running) + self.waiting) + 100
+        while self.waiting and guard > 0:
+            guard -= 1
+            self._offer(t, last_freed)
+            if not self.waiting:
+                break
+            nxt = self._next_end()
+            if nxt is None:
+                break  # nothing runs that could make room: the rest never start
+            t, last_freed = nxt
+        return self
+
+    # The waiting jobs, bucketed by (queue, flavor, units, level) in the scheduler's order, and the buckets by the
+    # policy's scope (what one job's end can make room for): only scopes where something ended are offered again.
+
+    def _enqueue(self, w: Work) -> None:
+        name = (w.queue, w.flavor, w.units, w.level)
+        bisect.insort(self.buckets[name], (self.policy.order(w), w), key=lambda item: item[0])
+        scope = self.policy.scope(w)
+        self.scopes[scope].add(name)
+        self.dirty.add(scope)
+        self.waiting += 1
+
+    def _offer(self, t: float, freed: int | None) -> None:
+        names = [name for scope in self.dirty for name in self.scopes[scope] if self.buckets[name]]
+        self.dirty = set()
+        for borrowing in self.policy.phases():
+            failed: dict[tuple, int] = {}
+            self.room, self.no_victims = {}, {}
+            heads = [(self.buckets[name][0][0], name) for name in names if self.buckets[name] and (
+                     borrowing or self.buckets[name][0][1].units <= self._room(self.buckets[name][0][1]))]
+            heapq.heapify(heads)
+            while heads:
+                _, name = heapq.heappop(heads)
+                bucket = self.buckets[name]
+                if not bucket:
+                    continue
+                w = bucket[0][1]
+                group = (w.queue, w.flavor, w.level)
+                if w.units >= failed.get(group, INF):
+                    continue
+                if not self._admit(w, t, freed, borrowing):
+                    failed[group] = min(failed.get(group, INF), w.units)
+                    continue
+                bucket.pop(0)
+                if bucket:
+                    heapq.heappush(heads, (bucket[0][0], name))
+
+    def _room(self, w: Work) -> float:
+        scope = self.policy.scope(w)
+        if scope not in self.room:
+            self.room[scope] = self.policy.room(self.ledger, w)
+        return self.room[scope]
+
+    def _admit(self, w: Work, t: float, freed: int | None, borrowing: bool) -> bool:
+        domain = self._domain_for(w)
+        if domain is None:
+            return False
+        if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
+            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
+                return False
+            victims = self._victims(w)
+            if not victims:
+                return False
+            for victim in victims:
+                self._evict(victim)
+            self.preempted[w.key] = [v.key for v in victims]
+        self.room.pop(self.policy.scope(w), None)
+        self.waiting -= 1
+        self.starts.setdefault(w.key, t)
+        if freed is not None:
+            self.freed_by[w.key] = freed
+        self._start(w, t + w.span.at(self.which), domain=domain)
+        return True
+
+    def _victims(self, w: Work) -> list[Work] | None:
+        """Whom the job would preempt. Once a search failed in a moment, no job of its queue with no higher
+        priority searches again in that moment (a scheduler offers one head per queue per cycle)."""
+        victims = self.policy.victims(self.ledger, w)
+        if not victims:
+            self.no_victims[w.queue] = max(w.priority, self.no_victims.get(w.queue, -INF))
+        return victims
+
+    def _start(self, w: Work, end: float, *, domain: str) -> None:
+        self.ledger.charge(w, +1)
+        if w.level and domain:
+            self.domain_used[(w.flavor, w.level)][domain] += w.units
+        self.running[w.key] = (w if w.domain == domain else replace(w, domain=domain), end)
+        self.ends[w.key] = end
+        heapq.heappush(self.events, (end, w.key))
+
+    def _stop(self, key: int) -> Work:
+        w, _ = self.running.pop(key)
+        self.ledger.charge(w, -1)
+        self.dirty.add(self.policy.scope(w))
+        if w.level and w.domain:
+            self.domain_used[(w.flavor, w.level)][w.domain] -= w.units
+        return w
+
+    def _evict(self, victim: Work) -> None:
+        """A preempted job waits again from the start of its run, in its old place in line."""
+        w = self._stop(victim.key)
+        self._enqueue(replace(w, started=None, domain=""))
+        self.ends.pop(w.key, None)
+
+    def _next_end(self) -> tuple[float, int] | None:
+        """Stop the job(s) that end next; the moment and (one of) them."""
+        found = None
+        while self.events and (found is None or self.events[0][0] <= found[0]):
+            end, key = heapq.heappop(self.events)
+            if key in self.running and self.running[key][1] == end:
+                self._stop(key)
+                found = (end, key)
+        return found
+
+    def _domain_for(self, w: Work) -> str | None:
+        """The domain a job kept within one would take (the fullest that has room, as a bin-packer would), "" when
+        it needs none or the domains are not known, None when none has room now."""
+        sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
+        if not sizes:
+            return ""
+        used = self.domain_used[(w.flavor, w.level)]
+        room = [(size - used[name], name) for name, size in sorted(sizes.items()) if size - used[name] >= w.units]
+        return min(room)[1] if room else None
+
+
+def largest_domain(world: World, w: Work) -> int | None:
+    """The units of the largest domain of the job's level, where known (a job larger can never start)."""
+    sizes = world.domains.get((w.flavor, w.level)) if w.level else None
+    return max(sizes.values()) if sizes else None

@@ -1,0 +1,146 @@
+"""Volcano's admission for the forecast (`forecast.Policy`), as Volcano treats the portal's queues
+(capability = guaranteed + burst, deserved = guarantee = guaranteed, per resource name: flavors of one resource add
+up). Jobs go by priority then first come across queues (plugins/priority JobOrderFn); a job that does not fit does
+not block the next. The enqueue action admits a PodGroup when its queue's allocation plus the gang's minimum stays
+within the queue's bound: with the capacity plugin (the portal's configuration) its capability (plugins/capacity),
+with proportion its real capability, at most the cluster less every other queue's guarantee (plugins/proportion);
+allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every
+worker). Preempt (same queue, lower priority) and reclaim (queues above their deserved share) run only when the
+scheduler's configuration lists those actions (actions/preempt, actions/reclaim); a victim goes whole, since a
+portal job's gang is all of its pods."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .forecast import Holding, Queue, Work, World
+
+
+class Shares:
+    """Per queue and resource what the replay's running jobs hold, and the queues' bounds."""
+
+    def __init__(self, world: World, capacity_plugin: bool = False):
+        self.world, self.capacity_plugin = world, capacity_plugin
+        self.resource = {f: world.resources.get(f, f) for q in world.queues.values() for f in q.nominal}
+        self.capability: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.guarantee: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for q in world.queues.values():
+            for f, nominal in q.nominal.items():
+                r = self.resource[f]
+                self.guarantee[q.name][r] += nominal
+                self.capability[q.name][r] += 0 if q.held else nominal + (q.borrowing.get(f) or 0)
+        self.cluster: dict[str, int] = defaultdict(int)
+        if world.capacity:
+            for f, units in world.capacity.items():
+                self.cluster[world.resources.get(f, f)] += units
+        else:  # no nodes known: the cluster holds what its queues are promised
+            for q in world.queues.values():
+                for r, v in self.guarantee[q.name].items():
+                    self.cluster[r] += v
+        self.guarantees: dict[str, int] = defaultdict(int)
+        for g in self.guarantee.values():
+            for r, v in g.items():
+                self.guarantees[r] += v
+        self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.in_cluster: dict[str, int] = defaultdict(int)
+        self.running: dict[str, dict[int, Work]] = defaultdict(dict)
+
+    def real_capability(self, queue: str, r: str) -> int:
+        if self.capacity_plugin:
+            return self.capability[queue][r]
+        room = max(0, self.cluster[r] - self.guarantees[r]) + self.guarantee[queue][r]
+        return min(room, self.capability[queue][r])
+
+    def charge(self, work: Work, sign: int) -> None:
+        r = self.resource.get(work.flavor, work.flavor)
+        self.used[work.queue][r] += sign * work.units
+        self.in_cluster[r] += sign * work.units
+        if sign > 0:
+            self.running[work.queue][work.key] = work
+        else:
+            self.running[work.queue].pop(work.key, None)
+
+    def overused(self, queue: str) -> bool:
+        deserved = {r: v for r, v in self.guarantee[queue].items() if v}
+        return bool(deserved) and all(self.used[queue][r] >= v for r, v in deserved.items())
+
+
+class VolcanoPolicy:
+    def __init__(self, capacity_plugin: bool = False):
+        self.capacity_plugin = capacity_plugin
+        self._resources: dict[str, str] = {}
+
+    def world(self, holdings: list[Holding], *, cohort: str, capacity: dict[str, int],
+              resources: dict[str, str]) -> World:
+        """A Queue per team (capability = guaranteed + burst, deserved = guarantee = guaranteed). Upstream's default
+        scheduler configuration has no preempt or reclaim action (installer/helm/chart/volcano/config/
+        volcano-scheduler.conf); the portal's (`Volcano.scheduler_setup`) adds reclaim, with the capacity plugin."""
+        teams: dict[str, dict] = {}
+        for h in holdings:
+            entry = teams.setdefault(h.team, {"parent": h.parent, "nominal": {}, "borrowing": {}, "held": h.held})
+            entry["nominal"][h.flavor] = h.guaranteed
+            entry["borrowing"][h.flavor] = h.burst
+        queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"])
+                  for team, e in teams.items()}
+        return World(queues=queues, capacity=capacity, resources=resources, preempt=False,
+                     reclaim=self.capacity_plugin)
+
+    def ledger(self, world: World) -> Shares:
+        self._resources = dict(world.resources)
+        return Shares(world, self.capacity_plugin)
+
+    def impossible(self, world: World, shares: Shares, work: Work) -> str:
+        queue = world.queues.get(work.queue)
+        if queue is None:
+            return "its team has no queue in this cluster"
+        r = shares.resource.get(work.flavor, world.resources.get(work.flavor, work.flavor))
+        most = min(shares.real_capability(work.queue, r), shares.cluster[r])
+        if work.units > most:
+            held = " (the team is suspended)" if queue.held else ""
+            return f"it asks for {work.units} {r}, more than its queue may ever hold ({most}){held}"
+        return ""
+
+    def order(self, work: Work) -> tuple:
+        return (-work.priority, work.seq, work.key)
+
+    def scope(self, work: Work) -> str:
+        return self._resources.get(work.flavor, work.flavor)
+
+    def room(self, shares: Shares, work: Work) -> float:
+        r = shares.resource.get(work.flavor, work.flavor)
+        return shares.cluster[r] - shares.in_cluster[r]
+
+    def phases(self) -> tuple[bool, ...]:
+        return (True,)
+
+    def fits(self, shares: Shares, work: Work, borrowing: bool = True) -> bool:
+        r = shares.resource.get(work.flavor, work.flavor)
+        if shares.used[work.queue][r] + work.units > shares.real_capability(work.queue, r):
+            return False  # enqueue: the queue's real capability
+        return shares.in_cluster[r] + work.units <= shares.cluster[r]  # allocate: the whole gang on free capacity
+
+    def victims(self, shares: Shares, work: Work) -> list[Work] | None:
+        world, r = shares.world, shares.resource.get(work.flavor, work.flavor)
+        if not (world.preempt or world.reclaim):
+            return None
+        if shares.used[work.queue][r] + work.units > shares.real_capability(work.queue, r):
+            return None  # not past enqueue: nothing is preempted for it
+        candidates = []
+        if world.preempt:
+            candidates += [v for v in shares.running[work.queue].values() if v.priority < work.priority]
+        if world.reclaim and not shares.overused(work.queue):
+            candidates += [v for q, jobs in shares.running.items() if q != work.queue and shares.overused(q)
+                           for v in jobs.values()]
+        candidates = [v for v in candidates if shares.resource.get(v.flavor, v.flavor) == r]
+        candidates.sort(key=lambda v: (v.priority, -(v.started or 0), v.key))
+        taken = []
+        for victim in candidates:
+            shares.charge(victim, -1)
+            taken.append(victim)
+            if shares.in_cluster[r] + work.units <= shares.cluster[r]:
+                break
+        for victim in taken:
+            shares.charge(victim, +1)
+        if shares.in_cluster[r] - sum(v.units for v in taken) + work.units > shares.cluster[r]:
+            return None
+        return taken

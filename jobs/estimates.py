@@ -1,0 +1,238 @@
+"""Start and end estimates of a cluster's jobs: the forecast's inputs read from the rows (quotas, the jobs running
+and waiting, the run times of the teams' comparable jobs), its results turned into what the rows keep (ISO 8601
+UTC times, the facts they rest on, one sentence), and the refresh that writes them when the cluster changed.
+
+The submit form's preview and "what would start it sooner" ask the same forecast about a job not yet submitted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from backends import backend_for, forecast
+from quotas.desired import parent_name
+from quotas.models import Quota
+from tenants.choices import PreemptionPolicy, TeamState
+from tenants.models import Cluster, Team
+
+from . import runtimes
+from .choices import TERMINAL_STATES, JobState, Placement
+from .models import Job
+
+HISTORY_DAYS = 30
+HISTORY_RUNS = 50  # the latest comparable runs kept per team, image and kind
+RUNNING = (JobState.ADMITTED, JobState.RUNNING)
+PREVIEW_KEY = 0  # the key of a job not yet submitted, in a forecast that asks about it
+
+
+# --- what the forecast is fed ---------------------------------------------------------------------------------------
+
+
+def cluster_world(cluster: Cluster) -> forecast.World:
+    """The cluster's queues as the portal configures them, built by its backend from what each team holds."""
+    quotas = (Quota.objects.filter(flavor__cluster=cluster).select_related("team__parent", "flavor")
+              .order_by("team__slug", "flavor__name"))
+    holdings = []
+    for quota in quotas:
+        team = quota.team
+        parent = parent_name(team, cluster)
+        holdings.append(forecast.Holding(
+            team=team.slug, parent=parent, department=parent if team.parent_id else "", flavor=quota.flavor.name,
+            guaranteed=quota.guaranteed, burst=quota.burst, held=team.state != TeamState.ACTIVE))
+    flavors = list(cluster.flavors.all())
+    return backend_for(cluster).estimate_world(
+        holdings, cohort=cluster.cohort, capacity={f.name: f.capacity for f in flavors},
+        resources={f.name: f.scheduled_resource(cluster.mig_strategy) for f in flavors})
+
+
+def history(*, cluster: Cluster, keys: set[tuple[int, str, str]], now: datetime) -> dict[tuple, list[dict]]:
+    """(team id, image, kind) → its latest successful runs in the cluster: run seconds, flavor, GPUs."""
+    if not keys:
+        return {}
+    rows = (Job.objects.filter(cluster=cluster, state=JobState.SUCCEEDED, team_id__in={k[0] for k in keys},
+                               image__in={k[1] for k in keys}, started_at__isnull=False, finished_at__isnull=False,
+                               finished_at__gte=now - timedelta(days=HISTORY_DAYS))
+            .order_by("-finished_at").values_list("team_id", "image", "kind", "flavor_id", "workers",
+                                                  "gpus_per_worker", "started_at", "finished_at"))
+    found: dict[tuple, list[dict]] = defaultdict(list)
+    for team_id, image, kind, flavor_id, workers, gpw, started, finished in rows:
+        runs = found[(team_id, image, kind)]
+        if (team_id, image, kind) in keys and len(runs) < HISTORY_RUNS:
+            runs.append({"seconds": (finished - started).total_seconds(), "flavor": flavor_id,
+                         "gpus": workers * gpw})
+    return found
+
+
+def run_span(job: Job, runs: list[dict], now: datetime) -> forecast.Span:
+    """The job's run time from the best evidence: comparable runs (same flavor and size first), its limit."""
+    running_since = _running_since(job)
+    elapsed = (now - running_since).total_seconds() if running_since else 0.0
+    return runtimes.span_from_runs([(r["seconds"], r["flavor"], r["gpus"]) for r in runs], flavor=job.flavor_id,
+                                   units=job.total_gpus, limit=job.max_runtime_minutes * 60.0, elapsed=elapsed)
+
+
+def _running_since(job: Job) -> datetime | None:
+    """Since its admission: it holds its quota from then, and its runtime limit counts from then (the Job's
+    activeDeadlineSeconds from its start, which is when Kueue unsuspends it)."""
+    if job.state not in RUNNING:
+        return None
+    return job.admitted_at or job.started_at
+
+
+def work_for(job: Job, span: forecast.Span, *, key: int | None = None, seq: tuple | None = None) -> forecast.Work:
+    since = _running_since(job)
+    tier = job.priority_tier
+    return forecast.Work(
+        key=job.pk if key is None else key, queue=job.team.slug, flavor=job.flavor.name, units=job.total_gpus,
+        priority=tier.value, seq=seq or (job.submitted_at.timestamp(), job.pk or 0), span=span, name=job.name,
+        started=since.timestamp() if since else None,
+        may_preempt=tier.preemption_policy != PreemptionPolicy.NEVER,
+        level=job.topology_level if job.topology_mode == Placement.REQUIRED else "",
+        domain=(job.placement or {}).get("domain", "") if since else "")
+
+
+def cluster_jobs(cluster: Cluster) -> list[Job]:
+    """Every job of the cluster that holds or waits for quota."""
+    return list(Job.objects.filter(cluster=cluster).exclude(state__in=TERMINAL_STATES)
+                .exclude(cancel_requested_at__isnull=False)
+                .select_related("team", "flavor", "priority_tier").order_by("pk"))
+
+
+def cluster_inputs(cluster: Cluster, now: datetime, extra: list[Job] = ()):
+    """The world, the jobs (with `extra` ones not submitted, keyed PREVIEW_KEY - i) and their works."""
+    jobs = cluster_jobs(cluster)
+    everything = [*jobs, *extra]
+    runs = history(cluster=cluster, keys={(j.team_id, j.image, j.kind) for j in everything}, now=now)
+    works = [work_for(j, run_span(j, runs.get((j.team_id, j.image, j.kind), []), now)) for j in jobs]
+    for i, job in enumerate(extra):
+        span = run_span(job, runs.get((job.team_id, job.image, job.kind), []), now)
+        works.append(work_for(job, span, key=PREVIEW_KEY - i, seq=(now.timestamp(), float("inf"), i)))
+    return cluster_world(cluster), jobs, works
+
+
+# --- what the rows keep ---------------------------------------------------------------------------------------------
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def clock(ts: float, now: float) -> str:
+    """A time as the sentence says it: 14:20 UTC today, else with its date."""
+    when = datetime.fromtimestamp(ts, UTC)
+    return f"{when:%H:%M} UTC" if when.date() == datetime.fromtimestamp(now, UTC).date() else f"{when:%b %d %H:%M} UTC"
+
+
+def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float) -> dict:
+    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence."""
+    work = works[estimate.key]
+    if estimate.never:
+        return {"kind": "never", "basis": {"reason": estimate.never},
+                "sentence": f"Cannot start under today's quotas: {estimate.never}."}
+    if estimate.end:
+        early, likely, late = estimate.end
+        basis = {"run": {"evidence": work.span.evidence, "detail": work.span.detail}}
+        sentence = (f"Expected to end around {clock(likely, now)}{_between(early, late, now)}: {work.span.detail}.")
+        return {"kind": "end", **_times(estimate.end), "basis": basis, "sentence": sentence}
+    early, likely, late = estimate.start
+    basis: dict = {"ahead": estimate.ahead, "queue": work.queue, "run": {"evidence": work.span.evidence,
+                                                                         "detail": work.span.detail}}
+    facts = []
+    if estimate.ahead:
+        facts.append(f"{estimate.ahead} job{'s are' if estimate.ahead != 1 else ' is'} ahead of it in "
+                     f"{work.queue}'s queue")
+    if estimate.freed_by is not None and estimate.freed_by in works:
+        other = works[estimate.freed_by]
+        ends = other.started + other.span.likely if other.started is not None else likely
+        basis["waits_for"] = {"job": other.key, "name": other.name, "ends": iso(ends),
+                              "evidence": other.span.evidence, "detail": other.span.detail}
+        why = (f"its runtime limit is {clock(ends, now)}" if other.span.evidence == "limit"
+               else other.span.detail)
+        facts.append(f"{other.units} {other.flavor} free up when {other.name or f'job {other.key}'} ends ({why})")
+    if estimate.preempts:
+        basis["preempts"] = list(estimate.preempts)
+        facts.append(f"it would preempt {len(estimate.preempts)} lower-priority or borrowing job"
+                     f"{'s' if len(estimate.preempts) != 1 else ''}")
+    if likely - now < 60 and not estimate.preempts:
+        sentence = "Likely to start within a minute: there is room for it now."
+    else:
+        sentence = f"Likely to start around {clock(likely, now)}{_between(early, late, now)}"
+        sentence += (": " + ", and ".join(facts) + ".") if facts else "."
+    return {"kind": "start", **_times(estimate.start), "basis": basis, "sentence": sentence}
+
+
+def _times(trio) -> dict:
+    return {"earliest": iso(trio[0]), "likely": iso(trio[1]), "latest": iso(trio[2])}
+
+
+def _between(early: float, late: float, now: float) -> str:
+    if late - early < 120:
+        return ""
+    return f" (between {clock(early, now)} and {clock(late, now)})"
+
+
+def cluster_documents(cluster: Cluster, now: datetime, extra: list[Job] = ()) -> tuple[list[Job], dict[int, dict]]:
+    world, jobs, works = cluster_inputs(cluster, now, extra)
+    estimates = backend_for(cluster).estimate(world, works, now.timestamp())
+    by_key = {w.key: w for w in works}
+    return jobs, {key: document(e, by_key, now.timestamp()) for key, e in estimates.items()}
+
+
+# --- the refresh ----------------------------------------------------------------------------------------------------
+
+
+def job_estimates_refresh(*, cluster: Cluster, now: datetime | None = None) -> int:
+    """Recompute the cluster's estimates and write those that changed (the status sync calls this when the
+    cluster's jobs changed, submit and cancel on commit). Returns how many rows were written."""
+    now = now or timezone.now()
+    jobs, documents = cluster_documents(cluster, now)
+    changed = []
+    for job in jobs:
+        new = documents.get(job.pk, {})
+        if new != job.estimate:
+            job.estimate = new
+            changed.append(job)
+    if changed:
+        with transaction.atomic():
+            Job.objects.bulk_update(changed, ["estimate"], batch_size=500)
+    return len(changed)
+
+
+STALE_AFTER = 60  # seconds past a likely start or end that no change has come to revise
+
+
+def job_estimates_refresh_stale(*, now: datetime | None = None) -> list[int]:
+    """Refresh the clusters where time has overtaken an estimate with nothing changing meanwhile (a job still
+    waiting past its likely start, or running past its likely end): what it rested on was wrong, and the next
+    estimate knows more (the run outlived its evidence). Returns the clusters refreshed."""
+    now = now or timezone.now()
+    cutoff = iso(now.timestamp() - STALE_AFTER)
+    stale = (Job.objects.exclude(state__in=TERMINAL_STATES).filter(estimate__likely__lt=cutoff)
+             .values_list("cluster_id", flat=True).distinct().order_by())
+    refreshed = []
+    for cluster in Cluster.objects.filter(pk__in=list(stale), active=True).order_by("pk"):
+        job_estimates_refresh(cluster=cluster, now=now)
+        refreshed.append(cluster.pk)
+    return refreshed
+
+
+def preview(*, team: Team, flavor, kind: str, image: str, workers: int, gpus_per_worker: int, tier,
+            max_runtime_minutes: int, topology_level: str = "", topology_mode: str = "",
+            now: datetime | None = None) -> dict:
+    """The estimate a job would get if submitted now, as a row would keep it."""
+    now = now or timezone.now()
+    job = Job(team=team, cluster=flavor.cluster, flavor=flavor, priority_tier=tier, kind=kind, image=image,
+              workers=workers, gpus_per_worker=gpus_per_worker, max_runtime_minutes=max_runtime_minutes,
+              topology_level=topology_level, topology_mode=topology_mode if topology_level else "",
+              submitted_at=now)
+    _, documents = cluster_documents(flavor.cluster, now, [job])
+    return documents[PREVIEW_KEY]
+
+
+def likely_start(document_: dict) -> datetime | None:
+    value = document_.get("likely") if document_.get("kind") == "start" else None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None

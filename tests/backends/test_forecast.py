@@ -1,0 +1,243 @@
+"""The forecast's replay of each scheduler (pure: no database, no clock): order, quota, borrowing, preemption,
+gangs and topology, and the run-time evidence it is fed."""
+
+import time
+
+import pytest
+
+from backends.forecast import Cohort, Holding, Queue, Span, Work, World, forecast
+from backends.kueue_forecast import KueuePolicy
+from backends.volcano_forecast import VolcanoPolicy
+from jobs import runtimes
+
+NOW = 1_000_000.0
+POLICIES = {"kueue": KueuePolicy, "volcano": VolcanoPolicy}
+
+
+def exact(seconds: float) -> Span:
+    return Span(seconds, seconds, seconds, "history", "")
+
+
+def running(key, queue, units, ends_in, *, flavor="h100", priority=0, started=NOW - 100, domain="", level=""):
+    return Work(key, queue, flavor, units, priority, (started, key), exact(NOW + ends_in - started), name=f"job-{key}",
+                started=started, domain=domain, level=level)
+
+
+def waiting(key, queue, units, runs=600.0, *, flavor="h100", priority=0, submitted=None, level="", may_preempt=True):
+    return Work(key, queue, flavor, units, priority, (submitted if submitted is not None else NOW - 50 + key, key),
+                exact(runs), name=f"job-{key}", level=level, may_preempt=may_preempt)
+
+
+def two_teams(a=(8, 0), b=(8, 0), cohort="pool") -> World:
+    return World(queues={"a": Queue("a", cohort, {"h100": a[0]}, {"h100": a[1]}),
+                         "b": Queue("b", cohort, {"h100": b[0]}, {"h100": b[1]})},
+                 capacity={"h100": a[0] + b[0]})
+
+
+def starts(result, *keys):
+    return [None if result[k].start is None else result[k].start[1] - NOW for k in keys]
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_job_waits_for_the_one_ahead_of_it_to_end_and_the_range_follows_the_runs(backend):
+    world = two_teams()
+    works = [running(1, "a", 8, ends_in=300),
+             Work(2, "a", "h100", 8, 0, (NOW - 100, 2), Span(400, 600, 900, "history", ""), name="next"),
+             waiting(3, "a", 8)]
+    result = forecast(world, works, POLICIES[backend](), NOW)
+    assert result[1].end == (NOW + 300, NOW + 300, NOW + 300)
+    assert result[2].start == (NOW + 300, NOW + 300, NOW + 300) and result[2].freed_by == 1
+    assert result[3].start == (NOW + 700, NOW + 900, NOW + 1200)  # behind job 2's early, likely and late runs
+    assert (result[2].ahead, result[3].ahead) == (0, 1)
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_higher_priority_goes_first_and_a_job_that_does_not_fit_does_not_block_the_next(backend):
+    works = [running(1, "a", 6, ends_in=100), waiting(2, "a", 8, submitted=NOW - 99),
+             waiting(3, "a", 2, submitted=NOW - 50),
+             waiting(4, "a", 4, priority=10, submitted=NOW - 10, may_preempt=False)]
+    result = forecast(two_teams(), works, POLICIES[backend](), NOW)
+    assert starts(result, 3) == [0]  # fits beside job 1 though job 2, ahead of it, does not
+    assert starts(result, 4) == [100]  # higher priority: before job 2 once job 1 ends
+    assert starts(result, 2) == [700]
+
+
+def test_kueue_borrows_the_cohorts_unused_quota_within_the_borrowing_limit():
+    world = two_teams(a=(8, 4), b=(8, 0))
+    assert starts(forecast(world, [waiting(1, "a", 12)], KueuePolicy(), NOW), 1) == [0]  # 8 + 4 borrowed
+    works = [running(1, "a", 12, ends_in=300), waiting(2, "a", 1)]
+    assert starts(forecast(world, works, KueuePolicy(), NOW), 2) == [300]  # b has 4 free, past a's limit
+
+
+def test_kueue_admits_what_needs_no_borrowing_before_what_does():
+    world = two_teams(a=(8, 4), b=(8, 0))
+    result = forecast(world, [waiting(1, "a", 12), waiting(2, "a", 4)], KueuePolicy(), NOW)
+    assert starts(result, 1, 2) == [600, 0]  # job 2 came later, but needs no borrowing
+
+
+def test_kueue_without_a_cohort_never_borrows_and_says_a_job_past_the_limit_cannot_start():
+    world = World(queues={"a": Queue("a", "", {"h100": 8}, {})})
+    result = forecast(world, [waiting(1, "a", 12)], KueuePolicy(), NOW)
+    assert result[1].start is None and "could ever get (8" in result[1].never
+
+
+def test_kueue_reclaims_lent_quota_from_a_borrower_of_any_priority():
+    world = two_teams(a=(8, 8), b=(8, 8))
+    works = [running(1, "a", 8, ends_in=5000, priority=100), running(2, "a", 8, ends_in=5000, priority=100,
+                                                                      started=NOW - 10),
+             waiting(3, "b", 8, priority=0)]
+    result = forecast(world, works, KueuePolicy(), NOW)
+    assert starts(result, 3) == [0] and result[3].preempts == (2,)  # the newest of the borrower's workloads
+    assert result[2].end[1] > NOW + 5000  # it runs again, later
+
+
+def test_kueue_preempts_lower_priority_in_its_own_queue_but_not_equal_priority():
+    world = two_teams()
+    works = [running(1, "a", 8, ends_in=1000), waiting(2, "a", 8, priority=5), waiting(3, "a", 8, priority=0)]
+    result = forecast(world, works, KueuePolicy(), NOW)
+    assert starts(result, 2) == [0] and result[2].preempts == (1,)
+    assert starts(result, 3) == [1700]  # behind job 1, which starts its run again (1,100 s) at 600
+    never = [running(1, "a", 8, ends_in=1000), waiting(2, "a", 8, priority=5, may_preempt=False)]
+    assert starts(forecast(world, never, KueuePolicy(), NOW), 2) == [1000]  # its tier never preempts
+
+
+def test_kueue_does_not_reclaim_for_a_job_that_would_borrow():
+    world = two_teams(a=(8, 8), b=(4, 8))
+    works = [running(1, "a", 12, ends_in=1000), waiting(2, "b", 8)]  # b's 8 exceeds its nominal 4
+    assert starts(forecast(world, works, KueuePolicy(), NOW), 2) == [1000]
+
+
+def test_kueue_cohorts_nest_and_a_department_borrows_from_the_cluster():
+    world = World(queues={"a": Queue("a", "dept", {"h100": 4}, {"h100": 8}),
+                          "b": Queue("b", "root", {"h100": 8}, {"h100": 0})},
+                  cohorts={"dept": Cohort("dept", "root"), "root": Cohort("root")})
+    result = forecast(world, [waiting(1, "a", 12)], KueuePolicy(), NOW)
+    assert starts(result, 1) == [0]
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_gang_starts_only_when_all_its_workers_fit(backend):
+    works = [running(1, "a", 4, ends_in=100), running(2, "a", 2, ends_in=300), waiting(3, "a", 6),
+             waiting(4, "a", 2)]
+    result = forecast(two_teams(), works, POLICIES[backend](), NOW)
+    assert starts(result, 3, 4) == [300, 0]  # 6 together: not at 100, when only 4 + 2 - 2 are free
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_topology_required_job_waits_for_one_domain_with_room(backend):
+    world = World(queues={"a": Queue("a", "", {"h100": 16}, {})}, capacity={"h100": 16},
+                  domains={("h100", "rack"): {"r1": 8, "r2": 8}})
+    works = [running(1, "a", 4, ends_in=100, domain="r1", level="rack"),
+             running(2, "a", 4, ends_in=300, domain="r2", level="rack"), waiting(3, "a", 8, level="rack")]
+    result = forecast(world, works, POLICIES[backend](), NOW)
+    assert starts(result, 3) == [100]  # 8 GPUs are free at once, but in no single rack until job 1 ends
+    too_big = forecast(world, [waiting(5, "a", 12, level="rack")], POLICIES[backend](), NOW)
+    assert too_big[5].start is None
+
+
+def test_volcano_enqueue_keeps_a_queue_within_its_real_capability():
+    world = two_teams(a=(8, 8), b=(8, 0))  # capability 16, but b's guarantee is not a's to take
+    works = [waiting(1, "a", 12), waiting(2, "a", 8), waiting(3, "b", 8)]
+    result = forecast(world, works, VolcanoPolicy(), NOW)
+    assert result[1].never and "more than its queue may ever hold (8)" in result[1].never
+    assert starts(result, 2, 3) == [0, 0]
+
+
+def test_volcano_with_the_capacity_plugin_bounds_a_queue_by_its_capability_and_reclaims():
+    world = VolcanoPolicy(capacity_plugin=True).world(
+        [Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 0)], cohort="", capacity={"h100": 16},
+        resources={})
+    assert world.reclaim and not world.preempt
+    result = forecast(world, [waiting(1, "a", 12)], VolcanoPolicy(capacity_plugin=True), NOW)
+    assert starts(result, 1) == [0]  # within a's capability of 16, b's guarantee notwithstanding
+    works = [running(1, "a", 16, ends_in=1000), waiting(2, "b", 8)]
+    result = forecast(world, works, VolcanoPolicy(capacity_plugin=True), NOW)
+    assert starts(result, 2) == [0] and result[2].preempts == (1,)  # b takes its deserved 8 back
+
+
+def test_volcano_preempts_and_reclaims_only_when_configured():
+    world = World(queues={"a": Queue("a", "", {"h100": 8}, {"h100": 8}), "b": Queue("b", "", {"h100": 8}, {})},
+                  capacity={"h100": 24}, preempt=False, reclaim=False)
+    works = [running(1, "a", 8, ends_in=1000), running(2, "b", 8, ends_in=5000, started=NOW - 5),
+             running(3, "b", 8, ends_in=5000, started=NOW - 5), waiting(4, "a", 8, priority=5)]
+    assert starts(forecast(world, works, VolcanoPolicy(), NOW), 4) == [1000]  # upstream's default actions
+    configured = World(**{**world.__dict__, "preempt": True})
+    result = forecast(configured, works, VolcanoPolicy(), NOW)
+    assert starts(result, 4) == [0] and result[4].preempts == (1,)
+    full = [running(1, "a", 16, ends_in=1000), waiting(4, "a", 8, priority=5)]
+    assert starts(forecast(configured, full, VolcanoPolicy(), NOW), 4) == [1000]  # not past enqueue: no victims
+    reclaiming = World(queues={"a": Queue("a", "", {"h100": 8}, {"h100": 8}),
+                               "b": Queue("b", "", {"h100": 8}, {"h100": 16})}, capacity={"h100": 24},
+                       preempt=False, reclaim=True)
+    borrowed = [running(1, "b", 8, ends_in=900), running(2, "b", 8, ends_in=900, started=NOW - 5),
+                running(3, "b", 8, ends_in=900, started=NOW - 50), waiting(4, "a", 8)]
+    result = forecast(reclaiming, borrowed, VolcanoPolicy(), NOW)
+    assert starts(result, 4) == [0] and result[4].preempts == (2,)  # b is above its deserved 8: its newest goes
+
+
+def test_volcano_counts_flavors_of_one_resource_together():
+    world = World(queues={"a": Queue("a", "", {"h100": 4, "h100-b": 4}, {})},
+                  capacity={"h100": 4, "h100-b": 4}, resources={"h100": "nvidia.com/gpu", "h100-b": "nvidia.com/gpu"})
+    works = [running(1, "a", 6, ends_in=100), waiting(2, "a", 4, flavor="h100-b")]
+    assert starts(forecast(world, works, VolcanoPolicy(), NOW), 2) == [100]
+
+
+def test_a_held_queue_cannot_start_anything():
+    world = World(queues={"a": Queue("a", "", {"h100": 8}, {}, held=True)})
+    assert "held" in forecast(world, [waiting(1, "a", 1)], KueuePolicy(), NOW)[1].never
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_thousand_waiting_jobs_are_forecast_well_under_a_second(backend):
+    import random
+
+    rng = random.Random(7)
+    teams = [f"t{i}" for i in range(8)]
+    world = World(queues={t: Queue(t, "pool", {"h100": 32, "a100": 16}, {"h100": 32, "a100": 16}) for t in teams},
+                  capacity={"h100": 256, "a100": 128})
+    works = [running(i, rng.choice(teams), rng.choice([1, 2, 4, 8]), rng.uniform(60, 7200),
+                     flavor=rng.choice(["h100", "a100"])) for i in range(60)]
+    works += [waiting(100 + i, rng.choice(teams), rng.choice([1, 2, 4, 8, 16]), rng.uniform(300, 4 * 3600),
+                      flavor=rng.choice(["h100", "a100"]), priority=rng.choice([0, 0, 0, 10]))
+              for i in range(1000)]
+    started = time.process_time()
+    result = forecast(world, works, POLICIES[backend](), NOW)
+    spent = time.process_time() - started
+    assert all(result[w.key].start for w in works if not w.running)
+    assert spent < 2.0, f"{spent:.2f} s of CPU (the bench measures it on a quiet machine)"
+
+
+# --- run-time evidence ---------------------------------------------------------------------------------------------
+
+
+def test_no_history_leaves_the_runtime_limit():
+    span = runtimes.span(limit=3600)
+    assert (span.likely, span.late, span.evidence) == (3600, 3600, "limit")
+
+
+def test_history_gives_a_robust_quantile_not_a_mean():
+    span = runtimes.span(limit=36000, samples=[600, 610, 620, 630, 640, 30000])
+    assert span.evidence == "history" and 620 <= span.likely <= 640  # one runaway run does not move it
+    assert span.early < span.likely < span.late
+
+
+def test_history_is_capped_by_the_limit_and_a_running_job_is_judged_by_the_longer_runs():
+    assert runtimes.span(limit=500, samples=[600, 700, 800]).likely == 500
+    span = runtimes.span(limit=3600, samples=[100, 200, 900, 1000, 1100], elapsed=500)
+    assert span.likely == 1000 and span.early >= 500
+
+
+def test_a_run_that_outlived_its_history_ends_soon_and_by_its_limit():
+    span = runtimes.span(limit=3600, samples=[100, 120], elapsed=1000)
+    assert span.evidence == "outlived" and 1000 < span.likely < 1100 and span.late == 3600
+
+
+def test_progress_wins_where_known():
+    span = runtimes.span(limit=36000, samples=[100], elapsed=600, progress=0.5)
+    assert span.evidence == "progress" and span.likely == 1200
+
+
+def test_the_closest_comparable_runs_with_enough_of_them_are_chosen():
+    assert runtimes.choose_samples([[1, 2, 3], [1, 2, 3, 4]]) == ([1, 2, 3], 0)
+    assert runtimes.choose_samples([[1], [1, 2, 3, 4]]) == ([1, 2, 3, 4], 1)
+    assert runtimes.choose_samples([[1], []]) == ([1], 0)
