@@ -102,7 +102,7 @@ fidelity: $(STAMP) $(CONTROLPLANE_STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# Screenshots of the main pages at 1280 and 390 px into screenshots/ (git-ignored), from a running `make run`.
+# Screenshots of the main pages at 1440 and 390 px into screenshots/ (git-ignored), from a running `make run`.
 screenshots: $(STAMP) $(ASSETS)
 	$(BIN)/python -m tools.screenshots --base http://127.0.0.1:$(PORT) --out screenshots
 

@@ -35,7 +35,7 @@ from . import base, forecast
 from . import kueue_manifests as m
 from .choices import JobKind, JobState, Placement
 from .kueue_forecast import KueuePolicy
-from .observe import EVICTED_REASONS, Observed, admission_time, condition, ray_job, true
+from .observe import EVICTED_REASONS, REQUEUED, Observed, admission_time, condition, ray_job, true
 from .specs import flavor_spec
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -150,7 +150,7 @@ def preempted_sentence(message: str) -> str:
                 "takes it back. It queues again and starts over on whatever capacity is free (reserved first).")
     kueue = _PREEMPTED.search(message)
     why = _REASONS.get((kueue["reason"] or "").strip()) if kueue else None
-    return f"Preempted: {why}. Resubmit it to run again." if why else ""
+    return f"Preempted: {why}. {REQUEUED}" if why else ""
 
 
 def kueue_mapping(flavor) -> dict:

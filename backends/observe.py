@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 from .choices import JobState
 
+# A preempted job is not over: Kueue requeues its evicted Workload and Volcano restarts its vcjob, so its page offers
+# Cancel, not Resubmit, and its sentence says so.
+REQUEUED = "It queues again by itself and restarts when the GPUs are free; cancel it if it is no longer needed."
+
 
 @dataclass(frozen=True)
 class Observed:

@@ -23,7 +23,7 @@ from tenants.topology import HOSTNAME_LABEL
 from . import base, forecast
 from . import volcano_manifests as m
 from .choices import JobKind, JobState, Placement
-from .observe import Observed, admission_time, condition, ray_job
+from .observe import REQUEUED, Observed, admission_time, condition, ray_job
 from .volcano_forecast import VolcanoPolicy
 
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -120,10 +120,10 @@ def preempted_sentence(message: str) -> str:
     volcano = _PREEMPTED.search(message)
     if volcano and volcano["how"].lower() == "reclaim":
         return f"Preempted: another team took back the quota this job was borrowing, for {volcano['who']}. " \
-               "Resubmit it to run again."
+               f"{REQUEUED}"
     if volcano:
         return f"Preempted: the scheduler stopped this job to make room for {volcano['who']}, which has a higher " \
-               "priority. Resubmit it to run again."
+               f"priority. {REQUEUED}"
     return ""
 
 

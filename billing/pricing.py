@@ -211,3 +211,15 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
                 merged[key] = [total + (value or ZERO) for total, value in zip(entry, values, strict=True)]
     return [{**dict(zip(by, key, strict=False)), "period": key[-1], **dict(zip(fields, totals, strict=True))}
             for key, totals in merged.items()]
+
+
+def unit_prices_now(flavors) -> dict[int, tuple[Decimal, str]]:
+    """{flavor id: (price of one unit-hour, currency)} in the current hour: its rate card, or its parent GPU's
+    share (what a statement would charge for an hour starting now)."""
+    wanted = {f.pk for f in flavors}
+    # A slice's parent GPU is found among all the flavors of its cluster.
+    cluster_flavors = list(GpuFlavor.objects.filter(cluster__in={f.cluster_id for f in flavors}).order_by("pk"))
+    start = timezone.now().replace(minute=0, second=0, microsecond=0)
+    return {p.flavor_id: (p.price, p.currency)
+            for p in price_periods(start=start, end=start + timedelta(hours=1), flavors=cluster_flavors)
+            if p.flavor_id in wanted}

@@ -101,8 +101,10 @@ def forecast(statement: Statement, now: datetime | None = None) -> Decimal:
     if statement.is_final:
         return statement.total_cost
     now = now or timezone.now()
-    # A team created mid-month burns only from its first hour: its rate is over the hours it existed.
-    born = max(statement.start, floor_hour(statement.team.created_at))
+    # A team created mid-month burns only from its first hour: its rate is over the hours it existed. A team whose
+    # usage predates its row (usage collected before it was added, the demo's backfilled month) existed from then.
+    created = floor_hour(statement.team.created_at)
+    born = max(statement.start, min(created, statement.first_usage) if statement.first_usage else created)
     elapsed = hours_between(born, min(statement.end, floor_hour(now)))
     covered = elapsed - len({m.start + i * HOUR for m in statement.missing for i in range(m.hours)
                              if m.start + i * HOUR >= born})

@@ -125,6 +125,7 @@ class Statement:
     currency: str
     lines: list[StatementLine] = field(default_factory=list)
     missing: list[MissingHours] = field(default_factory=list)
+    first_usage: datetime | None = None  # the month's first hour with usage (a team may predate its portal row)
 
     @property
     def total_cost(self) -> Decimal:
@@ -238,6 +239,10 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
                             for span in spans.get((row["team_id"], row["flavor_id"]), [])
                             if span.start < line.charge_end and span.end > line.charge_start]
             statement.lines.append(line)
+    for team_id, first in (rows.filter(hour__gte=start, hour__lt=end).values("team_id")
+                           .annotate(first=Min("hour")).order_by().values_list("team_id", "first")):
+        if team_id in statements:
+            statements[team_id].first_usage = first
     # Each team sees the gaps of the clusters it has a namespace in.
     namespaces = TeamNamespace.objects.filter(team__in=list(statements)) if few else TeamNamespace.objects.all()
     team_clusters = defaultdict(set)

@@ -27,7 +27,6 @@ from . import activity, budgets, capacity, charts, evidence, selectors
 from .forms import BudgetForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
-HEATMAP_DAYS = 30
 
 
 def _month(request, value: str | None = None):
@@ -94,7 +93,7 @@ def budget_set(request, slug):
                                                        amount=form.cleaned_data["amount"],
                                                        source_ip=source_ip(request)),
             message=lambda budget: f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.",
-            to=f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}")
+            to=f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}#main")
         if done:
             return done
     return _team_usage_page(request, team, selectors.current_month(), budget_form=form, status=400)
@@ -149,8 +148,9 @@ def console_usage(request):
     team_rows = [selectors.RollupRow(key=s.team.slug, teams=1, allocated_gpu_hours=s.allocated_gpu_hours,
                                      used_gpu_hours=s.used_gpu_hours, cost=s.total_cost, idle_cost=s.total_idle_cost)
                  for s in statements if s.lines]
-    end = selectors.floor_hour(timezone.now()) + selectors.HOUR
-    start = end - timedelta(days=HEATMAP_DAYS)
+    # The charts cover the month shown (up to now), like the tables beside them.
+    start, month_end = selectors.month_bounds(month)
+    end = min(month_end, selectors.floor_hour(timezone.now()) + selectors.HOUR)
     clusters = capacity.cluster_capacity(month=month)
     return render(request, "billing/console_usage.html", {
         "clusters": clusters, "unallocated_cost": sum((c.unallocated_cost for c in clusters), selectors.ZERO),

@@ -14,7 +14,6 @@ import time
 from django.conf import settings
 from django.db.models import Count, F, Q, Sum
 from django.http import HttpResponse
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest

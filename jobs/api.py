@@ -77,7 +77,7 @@ class JobListView(generics.ListAPIView):
     @idempotent
     def post(self, request):
         data = valid_input(JobSubmitSerializer, request)
-        team = tenant_selectors.team_get(user=request.user, slug=data.pop("team"))
+        team = _submit_team(request.user, data.pop("team", None))
         flavor = tenant_selectors.flavor_named(name=data.pop("flavor"), cluster=data.pop("cluster", None))
         priority = data.pop("priority", None)
         tier = None if priority is None else tenant_selectors.tier_named(name=priority)
@@ -89,6 +89,17 @@ class JobListView(generics.ListAPIView):
         job = services.job_submit(actor=request.user, team=team, flavor=flavor, priority_tier=tier,
                                   source_ip=source_ip(request), **data)
         return Response(_job_detail(request.user, job.pk), status=status.HTTP_201_CREATED)
+
+
+def _submit_team(user, slug: str | None):
+    """The team named, or the only team the user may submit for."""
+    if slug is not None:
+        return tenant_selectors.team_get(user=user, slug=slug)
+    teams = list(tenant_selectors.submit_team_list(user=user)[:2])
+    if len(teams) == 1:
+        return teams[0]
+    raise ValidationError({"team": ["Name the team: you submit for several." if teams else
+                                    "You submit for no team: ask a team admin to make you a member."]})
 
 
 class JobDetailView(APIView):

@@ -19,4 +19,10 @@ class JobsConfig(AppConfig):
     def ready(self):
         from portal import metrics
 
+        # quotas (below) tells flavors of one resource name apart by the jobs placed on them (see its selectors).
+        from quotas import selectors as quota_selectors
+
+        from . import selectors
+
         metrics.register_due_counter("jobs", _jobs_due)
+        quota_selectors.register_jobs_holding(selectors.gpus_held_by_flavor)

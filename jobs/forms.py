@@ -19,10 +19,14 @@ DEFAULT_COMMANDS = {
 class JobSubmitForm(forms.Form):
     flavor = forms.ModelChoiceField(queryset=GpuFlavor.objects.none())
     name = forms.RegexField(regex=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$", max_length=40,
-                            error_messages={"invalid": "Lowercase letters, digits and '-', at most 40 characters."})
-    image = forms.CharField(max_length=300, help_text="e.g. ghcr.io/acme/train:1.2")
-    command = forms.CharField(max_length=8000, help_text="Split into arguments like a shell would, but never run "
-                                                          "through a shell: quote arguments that contain spaces.")
+                            error_messages={"invalid": "Lowercase letters, digits and '-', at most 40 characters."},
+                            help_text="Its objects are named after it and the job's number; a name that starts "
+                                      "with a digit gets an x- in front (1st-run → x-1st-run-12).")
+    image = forms.CharField(max_length=300, help_text="e.g. ghcr.io/acme/train:1.2",
+                            widget=forms.TextInput(attrs={"class": "input-wide"}))
+    command = forms.CharField(max_length=8000, widget=forms.TextInput(attrs={"class": "input-wide"}),
+                              help_text="Split into arguments like a shell would, but never run through a shell: "
+                                        "quote arguments that contain spaces.")
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="KEY=value per line")
     workers = forms.IntegerField(min_value=1, max_value=MAX_WORKERS, initial=1, label="Workers")
     gpus_per_worker = forms.IntegerField(min_value=1, max_value=64, initial=1, label="GPUs per worker")
@@ -59,13 +63,14 @@ class JobSubmitForm(forms.Form):
             if flavor.spot:
                 text += " · spot"
             if flavor.pk in room:
-                limit, held = room[flavor.pk]
-                text += f": {max(0, limit - held)} of {limit} free for the team now"
+                limit, free = room[flavor.pk]
+                text += f": {free} of {limit} free for the team now"
             return text
 
         self.fields["flavor"].label_from_instance = label
         self.fields["flavor"].help_text = (
-            "Free: the team's limit (guaranteed + burst) less what its running jobs hold. Isolation: a time-sliced "
+            "Free: what a job can start on now: the team's guaranteed GPUs its jobs do not hold, plus burst as far as "
+            "no other team's jobs hold the flavor. Isolation: a time-sliced "
             "share has none (it shares the GPU's memory and takes turns), an MPS share has memory and compute "
             "limits, a MIG slice hardware isolation; a DRA flavor claims whole devices per worker.")
         default_tier = PriorityTier.objects.filter(is_default=True).first()

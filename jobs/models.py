@@ -144,7 +144,8 @@ class Job(Reconciled):
     def queue_wait_seconds(self) -> float | None:
         if self.admitted_at is None:
             return None
-        return (self.admitted_at - self.submitted_at).total_seconds()
+        # Rows synced before admission times were clamped to the submission may say a second earlier.
+        return max(0.0, (self.admitted_at - self.submitted_at).total_seconds())
 
     @property
     def run_seconds(self) -> float | None:

@@ -4,6 +4,7 @@ offers (flavors the team holds quota of, its saved templates)."""
 
 import functools
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -224,9 +225,10 @@ def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
 
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
-SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "admitted_at", "started_at",
-               "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug", "cluster__scheduler",
-               "cluster__connection", "cluster__server", "cluster__context", "placement", "topology_level")
+SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "submitted_at", "admitted_at",
+               "started_at", "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug",
+               "cluster__scheduler", "cluster__connection", "cluster__server", "cluster__context", "placement",
+               "topology_level")
 
 
 def active_jobs(*, cluster) -> QuerySet[Job]:
@@ -235,11 +237,34 @@ def active_jobs(*, cluster) -> QuerySet[Job]:
 
 
 def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:
-    """Per flavor the team holds: (its limit, the GPUs its admitted and running jobs hold now)."""
-    held = dict(Job.objects.filter(team=team, state__in=[JobState.ADMITTED, JobState.RUNNING])
-                .values("flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
-                .values_list("flavor_id", "gpus"))
-    return {q.flavor_id: (q.limit, held.get(q.flavor_id) or 0) for q in Quota.objects.filter(team=team)}
+    """Per flavor the team holds: (its limit, the GPUs it can start a job on now).
+
+    Its guaranteed units are its own; burst is borrowed, so only as far as the flavor has units no job holds. The
+    limit alone ("24 free") promised what a job then waited for."""
+    quotas = list(Quota.objects.filter(team=team).select_related("flavor"))
+    held = defaultdict(int)  # (team id, flavor id) → GPUs its admitted and running jobs hold
+    for team_id, flavor_id, gpus in (Job.objects.filter(flavor__in=[q.flavor_id for q in quotas],
+                                                        state__in=[JobState.ADMITTED, JobState.RUNNING])
+                                     .values("team_id", "flavor_id").annotate(gpus=Sum(F("workers") *
+                                                                                      F("gpus_per_worker")))
+                                     .values_list("team_id", "flavor_id", "gpus")):
+        held[(team_id, flavor_id)] += gpus or 0
+    room = {}
+    for quota in quotas:
+        mine = held[(team.pk, quota.flavor_id)]
+        idle = max(0, quota.flavor.capacity - sum(g for (_, f), g in held.items() if f == quota.flavor_id))
+        own = max(0, quota.guaranteed - mine)
+        # Its own unheld guarantee is free even when borrowed by others (the scheduler reclaims it).
+        room[quota.flavor_id] = (quota.limit, max(0, min(quota.limit - mine, max(own, idle))))
+    return room
+
+
+def gpus_held_by_flavor(flavor_ids) -> dict[tuple[int, int], int]:
+    """{(team id, flavor id): GPUs its admitted and running jobs hold} for these flavors, in one query."""
+    return {(team_id, flavor_id): gpus or 0 for team_id, flavor_id, gpus in
+            Job.objects.filter(flavor__in=flavor_ids, state__in=[JobState.ADMITTED, JobState.RUNNING])
+            .values("team_id", "flavor_id").annotate(gpus=Sum(F("workers") * F("gpus_per_worker")))
+            .values_list("team_id", "flavor_id", "gpus")}
 
 
 def submit_flavors(*, team) -> QuerySet[GpuFlavor]:
@@ -266,6 +291,27 @@ def job_template_get(*, team, pk: int) -> JobTemplate:
 
 def team_flavor_quota(*, team, flavor) -> Quota | None:
     return Quota.objects.filter(team=team, flavor=flavor).first()
+
+
+@dataclass
+class QueuedTeam:
+    """One team's queue in a cluster: its waiting jobs in admission order (position 1 starts first)."""
+
+    team: object
+    jobs: list  # Job rows, each with `position`
+
+
+def cluster_queue(*, user, cluster, team=None) -> list[QueuedTeam]:
+    """The waiting jobs of the cluster the user may see, per team queue, in the order the scheduler admits them:
+    higher priority first, then the earlier submission (the order of Kueue's ClusterQueue heap, its queueOrderingFunc
+    under BestEffortFIFO and StrictFIFO; Volcano's priority plugin orders a Queue's jobs alike). One query."""
+    jobs = job_list(user=user, team=team).filter(cluster=cluster, state__in=[JobState.PENDING, JobState.QUEUED])
+    queues: dict[int, QueuedTeam] = {}
+    for job in jobs.order_by("team__slug", "-priority_tier__value", "submitted_at", "id"):
+        queue = queues.setdefault(job.team_id, QueuedTeam(team=job.team, jobs=[]))
+        job.position = len(queue.jobs) + 1
+        queue.jobs.append(job)
+    return list(queues.values())
 
 
 def jobs_ahead(*, job: Job) -> QuerySet[Job]:

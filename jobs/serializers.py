@@ -156,7 +156,8 @@ class JobSubmitSerializer(serializers.Serializer):
     """The rules the model enforces on each value, stated here so the schema shows them (the service checks them
     again, with what depends on stored data: the flavor, tier and quota, exactly as for the form)."""
 
-    team = serializers.SlugField(max_length=63)
+    team = serializers.SlugField(max_length=63, required=False,
+                                 help_text="The team's slug; may be left out by someone who submits for one team only.")
     kind = serializers.ChoiceField(choices=JobKind.choices)
     name = serializers.CharField(max_length=40, validators=[_whole(DNS_LABEL_RE, dns_label.message)],
                                  trim_whitespace=False,

@@ -77,18 +77,29 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
               submitted_by=actor, notify=notify, resubmit_of=resubmit_of, next_attempt_at=timezone.now(),
               spot_allowed=spot_allowed, topology_level=topology_level,
               topology_mode=(topology_mode or Placement.REQUIRED) if topology_level else "")
+    # Every problem at once, per field, as the API reports them: not one group per submit.
+    errors: dict[str, list] = {}
+
+    def collect(check) -> None:
+        try:
+            check()
+        except ValidationError as exc:
+            for name, messages in exc.update_error_dict({}).items():
+                errors.setdefault(name, []).extend(messages)
+
     if flavor.spot and not spot_allowed:
-        raise ValidationError({"spot_allowed": f"{flavor.name} is spot capacity: allow spot to use it. "
-                                               f"{placement.SPOT_WARNING}"})
+        errors["spot_allowed"] = [f"{flavor.name} is spot capacity: allow spot to use it. {placement.SPOT_WARNING}"]
     problem = placement.topology_problem(cluster=flavor.cluster, flavor=flavor, kind=kind, level=topology_level,
                                          mode=job.topology_mode)
     if problem:
-        raise ValidationError({"topology_level": problem})
+        errors["topology_level"] = [problem]
     if kind == JobKind.RAY and not job.command:
-        raise ValidationError({"command": "A Ray job needs an entrypoint command."})
-    job.full_clean(exclude=["priority_tier"] if priority_tier is None else None)
-    job_check_feasible(team=team, flavor=flavor, tier=priority_tier, workers=workers,
-                       gpus_per_worker=gpus_per_worker)
+        errors["command"] = ["A Ray job needs an entrypoint command."]
+    collect(lambda: job.full_clean(exclude=["priority_tier"] if priority_tier is None else None))
+    collect(lambda: job_check_feasible(team=team, flavor=flavor, tier=priority_tier, workers=workers,
+                                       gpus_per_worker=gpus_per_worker))
+    if errors:
+        raise ValidationError(errors)
     job.save()
     audit_record(actor=actor, action="job.submit", obj=job, team=team,
                  after={"kind": kind, "workers": workers, "gpus_per_worker": gpus_per_worker,
@@ -145,6 +156,8 @@ def job_reconcile(*, job_id: int) -> Outcome:
     job = Job.objects.select_related("team", "cluster", "flavor", "priority_tier").filter(pk=job_id).first()
     if job is None or not job.cluster.active:
         return Outcome(statuses=[], writes=0)
+    if job.state == JobState.FAILED and job.observed_generation == 0:
+        return Outcome(statuses=job.objects_status, writes=0)  # refused for good (below): never created later
     generation = job.generation
     desired = selectors.job_desired(job=job)
     try:
@@ -154,6 +167,10 @@ def job_reconcile(*, job_id: int) -> Outcome:
         return record(job, generation, Outcome(statuses=job.objects_status, writes=0, error=exc))
     the_plan = plan(desired, actual, update=False)
     outcome = record(job, generation, converge(client, the_plan))
+    if outcome.error is not None and not outcome.error.transient and job.state == JobState.PENDING:
+        # Refused for good (an admission webhook, a validation): the job can never start, so it has failed, and
+        # says why, rather than waiting as Pending with a Cancel button.
+        sync.set_state(job, Observed(JobState.FAILED, f"{outcome.error}"), timezone.now())
     if outcome.error is None:
         if job.cancel_requested_at and job.state != JobState.CANCELLED:
             sync.set_state(job, Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())

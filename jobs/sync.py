@@ -60,6 +60,9 @@ def _state_changes(job: Job, observed: Observed, now, pods_started: str | None =
     if observed.admitted and job.admitted_at is None:
         admitted = _parse_time(observed.admitted_at) or started or now
         first_start = job.started_at or started
+        # The cluster's times are whole seconds and its clock is not ours: never admitted before it was submitted
+        # (a queue wait of -1 s), nor after it started.
+        admitted = max(admitted, job.submitted_at)
         changes["admitted_at"] = min(admitted, first_start) if first_start else admitted
     if observed.state in TERMINAL_STATES and job.finished_at is None:
         changes["finished_at"] = _parse_time(observed.finished_at) or now

@@ -6,6 +6,7 @@ app_name = "jobs"
 
 urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
+    path("queue/<str:cluster_name>/", views.queue, name="queue"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/pods/", views.job_pods, name="job-pods"),
     path("jobs/<int:pk>/logs.txt", views.job_logs_download, name="job-logs-download"),

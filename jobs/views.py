@@ -16,10 +16,11 @@ from django.views.decorators.http import require_GET, require_POST
 from portal import yamltext
 from portal.http import add_service_errors, confirmed_write, source_ip
 from portal.kube import KubeError
+from quotas import fair_share
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import estimates, outcome, placement, selectors, services, sooner
+from . import cost, estimates, outcome, placement, selectors, services, sooner
 from .choices import JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
@@ -52,7 +53,9 @@ def job_list(request):
     return render(request, "jobs/job_list.html", {"page": page, "live": any(not job.terminal for job in page),
                                                   "filters": filterset.form, "query": query.urlencode(),
                                                   "known_users": known_users, "known_flavors": known_flavors,
-                                                  "submit_teams": tenant_selectors.submit_team_list(user=request.user)})
+                                                  "submit_teams": tenant_selectors.submit_team_list(user=request.user),
+                                                  "queue_clusters": tenant_selectors.queue_cluster_list(
+                                                      user=request.user)})
 
 
 @login_required
@@ -74,6 +77,8 @@ def job_submit(request, slug, kind):
     form = JobSubmitForm(request.POST or None, flavors=flavors, initial=initial,
                          room=selectors.team_flavor_room(team=team), levels=levels)
     preview = None
+    if form.is_bound and not form.is_valid():
+        _feasibility_errors(form, team)  # with the form's own errors, not on the next submit
     estimate = None
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()
@@ -102,12 +107,45 @@ def job_submit(request, slug, kind):
                     services.job_template_save(actor=request.user, team=team, kind=kind,
                                                name=form.cleaned_data["save_as_template"],
                                                values=form.template_values())
-                messages.success(request, f"Job {job.name} submitted.")
+                named = "" if job.object_name.startswith(f"{job.name}-") else \
+                    f" Its objects are named {job.object_name}: a Kubernetes name starts with a letter."
+                messages.success(request, f"Job {job.name} submitted.{named}")
                 return redirect("jobs:job-detail", pk=job.pk)
+    prices = cost.unit_prices(flavors)
     return render(request, "jobs/job_form.html", {"team": team, "kind": kind, "kind_label": JobKind(kind).label,
                                                   "form": form, "preview": preview, "templates": templates,
+                                                  "cost": _cost(form, prices),
+                                                  "prices": {pk: [str(p), c] for pk, (p, c) in prices.items()},
                                                   "estimate": estimate},
                   status=400 if form.errors else 200)
+
+
+def _cost(form, prices) -> str:
+    """The estimate for what the form holds (typed, else its initial values); the page's script keeps it current."""
+    def value(name):
+        raw = form[name].value()
+        try:
+            return int(getattr(raw, "pk", raw))
+        except (TypeError, ValueError):
+            return None
+    flavor, workers, gpus = value("flavor"), value("workers"), value("gpus_per_worker")
+    if flavor is None or workers is None or gpus is None:
+        return ""
+    return cost.estimate_sentence(units=workers * gpus, price=prices.get(flavor),
+                                  max_runtime_minutes=value("max_runtime_minutes"))
+
+
+def _feasibility_errors(form, team) -> None:
+    """The feasibility check's errors on a form that has errors of its own, as far as its fields are valid."""
+    data = form.cleaned_data
+    if not all(name in data for name in ("flavor", "workers", "gpus_per_worker")):
+        return
+    tier = data.get("priority_tier") or form.fields["priority_tier"].queryset.first()
+    try:
+        services.job_check_feasible(team=team, flavor=data["flavor"], tier=tier, workers=data["workers"],
+                                    gpus_per_worker=data["gpus_per_worker"])
+    except ValidationError as exc:
+        add_service_errors(form, exc)
 
 
 def _preview(team, kind, fields) -> str:
@@ -124,6 +162,8 @@ def _status_context(request, job: Job) -> dict:
         "why": selectors.why_waiting(job=job),
         "ahead": selectors.jobs_ahead(job=job)[:20] if job.state == "queued" else [],
         "can_act": role in (Role.ADMIN, Role.MEMBER),
+        # What services.job_cancel allows: a member cancels only her own jobs, a team admin anyone's.
+        "can_cancel": role == Role.ADMIN or (role == Role.MEMBER and job.submitted_by_id == request.user.pk),
         "outcome": outcome.explain(job.state, job.state_message),
         "placed": placement.placement_sentence(job, selectors.spot_flavor_names(cluster=job.cluster)),
         "spot_warning": placement.SPOT_WARNING if job.spot_allowed else "",
@@ -140,6 +180,41 @@ def job_detail(request, pk):
     return render(request, "jobs/job_detail.html", {**_status_context(request, job),
                                                     "command": shlex.join([*job.command, *job.args]),
                                                     "manifests": yamltext.dump_all(manifests)})
+
+
+@login_required
+@require_GET
+def queue(request, cluster_name):
+    """A cluster's queues as the user may see them (KueueViz's and Volcano's queue views): each team's waiting jobs
+    in admission order with their position, its quota per flavor (nominal, in use, borrowed, unused and so lendable)
+    and the cohort tree. The rows are the database's, which the cluster watcher keeps live; the page re-reads them."""
+    clusters = tenant_selectors.queue_cluster_list(user=request.user)
+    cluster = next((c for c in clusters if c.name == cluster_name), None)
+    if cluster is None:
+        raise Http404("No such cluster")
+    team = None
+    if request.GET.get("team"):
+        team = tenant_selectors.team_get(user=request.user, slug=request.GET["team"])
+    visible = {t.pk for t in tenant_selectors.team_list(user=request.user)}
+    shares = [row for row in fair_share.fair_shares(cluster=cluster)
+              if (row.department or row.team.pk in visible) and (team is None or row.team.pk == team.pk)]
+    return render(request, "jobs/queue.html", {
+        "cluster": cluster, "clusters": clusters, "team": team,
+        "queues": selectors.cluster_queue(user=request.user, cluster=cluster, team=team),
+        "quota": [{"team": row.team.slug, "flavor": name, "nominal": nominal, "in_use": used,
+                   "borrowed": max(0, used - nominal), "unused": max(0, nominal - used)}
+                  for row in shares if not row.department for name, (nominal, used) in row.flavors.items()],
+        "tree": _cohort_tree(shares),
+    })
+
+
+def _cohort_tree(rows) -> list[tuple[str, list]]:
+    """(cohort, [team rows]) in page order: the teams under the cohort their queue borrows in."""
+    tree: dict[str, list] = {}
+    for row in rows:
+        if not row.department:
+            tree.setdefault(row.cohort or "", []).append(row)
+    return sorted(tree.items())
 
 
 @login_required

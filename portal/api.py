@@ -120,7 +120,7 @@ ERROR_RESPONSES = {
     "400": "The input is not valid: `fields` names each field and what is wrong. Beyond the rules this schema "
            "states, some depend on stored data (a flavor or tier that must exist, a quota the job must fit, "
            "a range between two parameters); they are named in the operation's description.",
-    "401": "No valid credentials: send 'Authorization: Bearer <token>'.",
+    "401": "No valid credentials: send `Authorization: Bearer gpp_…` (a personal access token).",
     "403": "Your role in the team does not allow this.",
     "404": "No such object among those you can see (another team's objects are not found), or a `cursor` this "
            "list did not hand out.",

@@ -192,6 +192,8 @@ TRUSTED_PROXIES = env_list("TRUSTED_PROXIES")
 AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_SENSITIVE_PARAMETERS = ["password", "token"]
+# No start-up banner from every process and management command (django-axes axes/apps.py prints it when verbose).
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -307,7 +309,8 @@ REST_FRAMEWORK = {
         "tenants.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated",
+                                   "tenants.authentication.TokenScopePermission"],
     "DEFAULT_THROTTLE_CLASSES": ["portal.api.TokenRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -319,7 +322,8 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
-    "DESCRIPTION": "Quotas, jobs and usage of the GPU portal. Authenticate with 'Authorization: Bearer <token>'.",
+    "DESCRIPTION": "Quotas, jobs and usage of the GPU portal. Authenticate with `Authorization: Bearer gpp_…`: a "
+                   "personal access token from the portal's Access tokens page (/tokens/).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",

@@ -33,7 +33,7 @@ from tenants.models import Cluster, TeamNamespace
 
 from .desired import parent_name
 from .models import Quota
-from .selectors import in_use
+from .selectors import held_by_jobs, in_use, shared_resource_flavors
 
 
 @dataclass
@@ -48,6 +48,8 @@ class FairShare:
     deserved: Fraction | None = None  # Volcano: the team's deal when every team is busy
     department: bool = False  # Kueue: the row of a department's Cohort, its teams summed, with its own weight
     path: tuple[str, ...] = field(default=(), repr=False)  # cohorts from the root down, then the team: page order
+    # Per flavor: (guaranteed, in use), so the page shows units of one kind together, never a100s plus MIG slices.
+    flavors: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
 
     @property
     def borrowed(self) -> int:
@@ -154,16 +156,20 @@ def _team_rows(cluster: Cluster) -> tuple[list[FairShare], dict, dict]:
     rows: dict[int, FairShare] = {}
     usage: dict[int, dict[FlavorResource, int]] = defaultdict(dict)
     nominal: dict[int, dict[FlavorResource, int]] = defaultdict(dict)
+    shared = shared_resource_flavors(cluster.flavors.select_related("cluster"))
+    by_jobs = held_by_jobs(shared)
     for quota in Quota.objects.filter(flavor__cluster=cluster, team_id__in=namespaces).select_related(
             "flavor__cluster").order_by("team__slug", "flavor__name"):
         team = namespaces[quota.team_id].team
-        used = in_use(flavor=quota.flavor, scheduler=cluster.scheduler,
-                      quota_status=namespaces[quota.team_id].quota_status)
+        used = by_jobs.get((team.pk, quota.flavor_id), 0) if quota.flavor_id in shared else \
+            in_use(flavor=quota.flavor, scheduler=cluster.scheduler,
+                   quota_status=namespaces[quota.team_id].quota_status)
         row = rows.setdefault(team.pk, FairShare(team=team, cohort=parent_name(team, cluster),
                                                  weight=team.fair_share_weight, guaranteed=0, limit=0, in_use=0))
         row.guaranteed += quota.guaranteed
         row.limit += quota.guaranteed + quota.burst
         row.in_use += used
+        row.flavors[quota.flavor.name] = (quota.guaranteed, used)
         fr = (quota.flavor.name, quota.flavor.scheduled_resource(cluster.mig_strategy))
         usage[team.pk][fr] = used
         nominal[team.pk][fr] = quota.guaranteed

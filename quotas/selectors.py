@@ -105,11 +105,17 @@ def capacity_overview(*, cluster: Cluster | None = None) -> list[FlavorUsage]:
     for cluster_id, status in (TeamNamespace.objects.filter(deleted_at__isnull=True).exclude(quota_status={})
                                .values_list("cluster_id", "quota_status")):
         statuses[cluster_id].append(status)
+    flavors = list(flavors)
+    shared = shared_resource_flavors(flavors)
+    held = defaultdict(int)
+    for (_, flavor_id), units in held_by_jobs(shared).items():
+        held[flavor_id] += units
     return [
         FlavorUsage(flavor=f, guaranteed=(sums.get(f.pk) or {}).get("g") or 0,
                     burst=(sums.get(f.pk) or {}).get("b") or 0,
-                    in_use=sum(in_use(flavor=f, scheduler=f.cluster.scheduler, quota_status=status)
-                               for status in statuses[f.cluster_id]))
+                    in_use=held[f.pk] if f.pk in shared else
+                    sum(in_use(flavor=f, scheduler=f.cluster.scheduler, quota_status=status)
+                        for status in statuses[f.cluster_id]))
         for f in flavors
     ]
 
@@ -145,6 +151,29 @@ class CapacityEffect:
 def capacity_effect(*, flavor: GpuFlavor, capacity: int | None = None) -> CapacityEffect:
     usage = next(u for u in capacity_overview(cluster=flavor.cluster) if u.flavor.pk == flavor.pk)
     return CapacityEffect(usage=usage, capacity=flavor.capacity if capacity is None else capacity)
+
+
+# Volcano counts GPUs per queue and resource name, not per flavor (its Queue `allocated`, like the ResourceQuota's
+# `used`): two flavors of one resource name (a100 and l40s nodes, both nvidia.com/gpu) would each show the sum. Those
+# are told apart by the jobs the portal placed on each flavor, which the jobs app (a layer above) registers here:
+# a callable from flavor ids to {(team id, flavor id): GPUs its admitted and running jobs hold}.
+_jobs_holding: list = []
+
+
+def register_jobs_holding(source) -> None:
+    _jobs_holding[:] = [source]
+
+
+def shared_resource_flavors(flavors) -> set[int]:
+    """The flavors of a cluster whose resource name another flavor of it shares."""
+    by_resource = defaultdict(list)
+    for f in flavors:
+        by_resource[(f.cluster_id, volcano_resource(f, f.cluster.mig_strategy))].append(f.pk)
+    return {pk for pks in by_resource.values() if len(pks) > 1 for pk in pks}
+
+
+def held_by_jobs(flavor_ids: set[int]) -> dict[tuple[int, int], int]:
+    return _jobs_holding[0](flavor_ids) if flavor_ids and _jobs_holding else {}
 
 
 def in_use(*, flavor: GpuFlavor, scheduler: str, quota_status: dict) -> int:
@@ -205,6 +234,8 @@ def team_held_quotas(*, team: Team) -> list[HeldQuota]:
 
     for quota in quotas:
         expected[(quota.flavor.cluster_id, resource(quota.flavor))] += quota.limit
+    shared = shared_resource_flavors(GpuFlavor.objects.filter(cluster__in=namespaces).select_related("cluster"))
+    by_jobs = held_by_jobs({q.flavor_id for q in quotas} & shared)
     held = []
     for quota in quotas:
         flavor = quota.flavor
@@ -212,7 +243,8 @@ def team_held_quotas(*, team: Team) -> list[HeldQuota]:
         status = namespace.quota_status if namespace else {}
         held.append(HeldQuota(
             quota=quota,
-            in_use=in_use(flavor=flavor, scheduler=flavor.cluster.scheduler, quota_status=status),
+            in_use=by_jobs.get((team.pk, flavor.pk), 0) if flavor.pk in shared else
+            in_use(flavor=flavor, scheduler=flavor.cluster.scheduler, quota_status=status),
             not_applied=_not_applied(namespace, resource(flavor), expected[(flavor.cluster_id, resource(flavor))]),
         ))
     return held

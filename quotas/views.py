@@ -3,7 +3,7 @@ queue, capacity overview, flavors and priority tiers. Reads through selectors, w
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -48,6 +48,10 @@ def team_quota(request, slug):
 @login_required
 def request_create(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
+    if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
+        # Said before the form is filled in, not after: the service refuses viewers too.
+        admins = ", ".join(tenant_selectors.team_admin_names(team=team)) or "the platform team"
+        raise PermissionDenied(f"Viewers cannot request quota for {team.name}; ask a member or its admins ({admins}).")
     flavors = selectors.requestable_flavors(team=team)
     initial = {}
     renew = request.GET.get("renew")
@@ -97,7 +101,10 @@ def request_withdraw(request, pk):
 @login_required
 def request_list(request):
     return render(request, "quotas/request_list.html",
-                  {"requests": selectors.request_list(user=request.user, requested_by=request.user)[:200]})
+                  {"requests": selectors.request_list(user=request.user, requested_by=request.user)[:200],
+                   "request_teams": tenant_selectors.submit_team_list(user=request.user),
+                   "viewer_teams": [(team, tenant_selectors.team_admin_names(team=team))
+                                    for team in tenant_selectors.viewer_team_list(user=request.user)]})
 
 
 def _edited_impact(quota_request, form: ApproveForm):

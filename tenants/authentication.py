@@ -3,10 +3,12 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from portal import lockout
 
 from . import selectors
+from .models import AccessToken
 from .tokens import access_token_touch
 
 
@@ -35,6 +37,16 @@ class BearerTokenAuthentication(BaseAuthentication):
     def authenticate_header(self, request):
         # Makes DRF answer a missing or bad credential with 401 (and this challenge) rather than 403.
         return f'{self.keyword} realm="api"'
+
+
+class TokenScopePermission(BasePermission):
+    """A read-only token reads: any other method is refused (403) before the view runs."""
+
+    message = "This token is read-only: create a read-write token to change anything."
+
+    def has_permission(self, request, view) -> bool:
+        token = request.auth
+        return not (isinstance(token, AccessToken) and token.read_only and request.method not in SAFE_METHODS)
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

@@ -3,7 +3,6 @@
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Sum
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -57,7 +56,12 @@ def console_cluster_create(request):
 @platform_admin_required
 @require_GET
 def console_cluster_list(request):
-    clusters = selectors.cluster_list().annotate(flavor_count=Count("flavors"), total_capacity=Sum("flavors__capacity"))
+    clusters = list(selectors.cluster_list().prefetch_related("flavors"))
+    for cluster in clusters:
+        # In whole GPUs: a MIG slice, an MPS share and a GPU are not the same unit, so units do not add up.
+        flavors = list(cluster.flavors.all())
+        cluster.flavor_count = len(flavors)
+        cluster.total_gpus = round(float(sum(f.gpu_equivalents for f in flavors)), 1)
     return render(request, "tenants/console/cluster_list.html", {"clusters": clusters})
 
 

@@ -60,6 +60,17 @@ class AccessTokenForm(forms.Form):
         choices=[("7", "in 7 days"), ("30", "in 30 days"), ("90", "in 90 days"), ("366", "in a year"),
                  ("", "never")],
     )
+    access = forms.ChoiceField(choices=[("write", "read and write"), ("read", "read only")], initial="write",
+                               required=False,
+                               label="Access", help_text="Read only: lists, status, logs, usage; no submit or cancel.")
+    teams = forms.ModelMultipleChoiceField(
+        queryset=Team.objects.none(), required=False, label="Teams", widget=forms.CheckboxSelectMultiple,
+        help_text="Limit it to these teams (none ticked: all your teams). A limited token never acts as a "
+                  "platform admin.")
+
+    def __init__(self, *args, teams=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["teams"].queryset = teams if teams is not None else Team.objects.none()
 
 
 class ClusterForm(forms.ModelForm):

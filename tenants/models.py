@@ -219,6 +219,22 @@ class GpuFlavor(models.Model):
         return Fraction(Decimal(self.gpu_fraction))
 
     @property
+    def unit_word(self) -> str:
+        """What one unit of capacity is called: a whole GPU, a MIG slice, a time-sliced or MPS share, a DRA device."""
+        if self.sharing == Sharing.MIG or self.mig_profile:
+            return "slices"
+        if self.sharing in SHARED:
+            return "shares"
+        if self.sharing == Sharing.DRA:
+            return "devices"
+        return "GPUs"
+
+    @property
+    def gpu_equivalents(self) -> Fraction:
+        """The flavor's capacity in whole GPUs (7 1g slices of an A100 are one), so flavors of a cluster add up."""
+        return self.capacity * self.fraction
+
+    @property
     def fraction_decimal(self) -> Decimal:
         return (Decimal(self.fraction.numerator) / Decimal(self.fraction.denominator)).quantize(Decimal("0.0001"))
 

@@ -28,6 +28,34 @@ class AuditEvent(models.Model):
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_repr}"
 
+    @property
+    def object_label(self) -> str:
+        """The object in words: its name when it has one ("quotarequest #18" rather than "#18 #18")."""
+        repr_ = self.object_repr.strip()
+        return "" if repr_ in ("", f"#{self.object_id}", self.object_id) else repr_
+
+    @property
+    def changes(self) -> list[tuple[str, str, str]]:
+        """(field, before, after) of each field that changed, in words: no raw dictionaries on the page."""
+        before, after = self.before or {}, self.after or {}
+        if not isinstance(before, dict) or not isinstance(after, dict):
+            return [("", _words(before), _words(after))]
+        keys = list(dict.fromkeys([*before, *after]))
+        return [(key.replace("_", " "), _words(before.get(key)), _words(after.get(key)))
+                for key in keys if before.get(key) != after.get(key)]
+
+
+def _words(value) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, dict):
+        return ", ".join(f"{k.replace('_', ' ')} {_words(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_words(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
 
 class AccessToken(models.Model):
     """A personal access token for scripts and notebooks, acting as its user.
@@ -44,6 +72,10 @@ class AccessToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Fine-grained scope (as GitHub's fine-grained tokens): reads only, and only these teams (ids of teams the
+    # owner is a member of; empty: all of them). A token limited to teams never acts as a platform admin.
+    read_only = models.BooleanField(default=False, help_text="The token may read but not change anything.")
+    team_ids = models.JSONField(default=list, blank=True, help_text="The teams it may act in; empty for all.")
 
     class Meta:
         ordering = ["-created_at", "-id"]

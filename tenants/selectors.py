@@ -22,6 +22,9 @@ def team_list(*, user) -> QuerySet[Team]:
     teams = Team.objects.all()
     if not is_platform_admin(user):
         teams = teams.filter(memberships__user=user)
+        scoped = getattr(user, TOKEN_TEAMS_ATTR, None)
+        if scoped is not None:  # a token limited to some of the user's teams
+            teams = teams.filter(pk__in=scoped)
     return teams.order_by("slug")
 
 
@@ -29,6 +32,8 @@ def team_list(*, user) -> QuerySet[Team]:
 # then scopes a request's reads without another query. Only that lookup sets it, on a user object made for one
 # request, so it cannot outlive a membership change.
 TEAM_IDS_ATTR = "_visible_team_ids"
+# Set beside it when the token is limited to some teams: what team_list and team_role narrow to.
+TOKEN_TEAMS_ATTR = "_token_team_ids"
 
 
 def visible_team_ids(*, user) -> list[int] | None:
@@ -58,6 +63,9 @@ def team_role(*, user, team: Team) -> str | None:
     """The user's role in the team; platform admins act as team admins everywhere."""
     if is_platform_admin(user):
         return Role.ADMIN
+    scoped = getattr(user, TOKEN_TEAMS_ATTR, None)
+    if scoped is not None and team.pk not in scoped:
+        return None
     membership = Membership.objects.filter(user=user, team=team).only("role").first()
     return membership.role if membership else None
 
@@ -80,6 +88,32 @@ def submit_team_list(*, user) -> QuerySet[Team]:
     if not is_platform_admin(user):
         teams = teams.filter(memberships__user=user, memberships__role__in=(Role.ADMIN, Role.MEMBER))
     return teams
+
+
+def queue_cluster_list(*, user) -> list[Cluster]:
+    """The active clusters whose queues the user may look at: all for platform admins, else where a team of hers
+    has a namespace."""
+    clusters = Cluster.objects.filter(active=True).order_by("name")
+    if not is_platform_admin(user):
+        clusters = clusters.filter(team_namespaces__team__in=team_list(user=user),
+                                   team_namespaces__deleted_at__isnull=True)
+    return list(clusters.distinct())
+
+
+def member_team_list(*, user) -> QuerySet[Team]:
+    """The teams the user is a member of (whatever the role), for limiting a token to some of them."""
+    return Team.objects.filter(memberships__user=user).order_by("slug")
+
+
+def team_admin_names(*, team: Team) -> list[str]:
+    """Whom a viewer asks for what she may not do herself."""
+    return list(team.memberships.filter(role=Role.ADMIN).order_by("user__username")
+                .values_list("user__username", flat=True))
+
+
+def viewer_team_list(*, user) -> QuerySet[Team]:
+    """The teams the user only views (she may read but not submit or request)."""
+    return team_list(user=user).filter(memberships__user=user, memberships__role=Role.VIEWER)
 
 
 def can_manage_members(*, user, team: Team) -> bool:
@@ -246,7 +280,14 @@ def access_token_for_secret(raw: str) -> AccessToken | None:
     token.user = get_user_model().from_db(db, query.user_names, rows[0][split:-1])
     if not token.is_active() or not token.user.is_active:
         return None
-    setattr(token.user, TEAM_IDS_ATTR, [row[-1] for row in rows if row[-1] is not None])
+    member_of = [row[-1] for row in rows if row[-1] is not None]
+    if token.team_ids:
+        # Limited to some teams: only those, and never as a platform admin (this user object lives for one
+        # request and is never saved).
+        token.user.is_staff = token.user.is_superuser = False
+        member_of = [team_id for team_id in member_of if team_id in token.team_ids]
+        setattr(token.user, TOKEN_TEAMS_ATTR, member_of)
+    setattr(token.user, TEAM_IDS_ATTR, member_of)
     return token
 
 

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .audit import audit_record
-from .models import AccessToken
+from .models import AccessToken, Membership
 
 TOKEN_RE = re.compile(r"^gpp_([0-9a-f]{10})_[A-Za-z0-9_-]{43}$")
 
@@ -40,20 +40,26 @@ MAX_TOKEN_DAYS = 366
 
 
 @transaction.atomic
-def access_token_create(*, actor, name: str, expires_in_days: int | None = None,
-                        source_ip: str | None = None) -> tuple[AccessToken, str]:
-    """A new token for the actor; returns the row and the token itself, which is shown once and never stored."""
+def access_token_create(*, actor, name: str, expires_in_days: int | None = None, read_only: bool = False,
+                        teams=(), source_ip: str | None = None) -> tuple[AccessToken, str]:
+    """A new token for the actor; returns the row and the token itself, which is shown once and never stored.
+    `teams` limits it to some of the actor's teams (none: all of them); `read_only` to reads."""
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
         raise ValidationError({"expires_in_days": f"Between 1 and {MAX_TOKEN_DAYS} days, or none for no expiry."})
+    team_ids = sorted({team.pk for team in teams})
+    if team_ids and Membership.objects.filter(user=actor, team_id__in=team_ids).count() != len(team_ids):
+        raise ValidationError({"teams": "A token can be limited only to teams you are a member of."})
     prefix, raw = new_token()
     now = timezone.now()
     token = AccessToken(user=actor, name=name.strip(), prefix=prefix, digest=token_digest(raw), created_at=now,
-                        expires_at=now + timedelta(days=expires_in_days) if expires_in_days else None)
+                        expires_at=now + timedelta(days=expires_in_days) if expires_in_days else None,
+                        read_only=read_only, team_ids=team_ids)
     token.full_clean()
     token.save()
     audit_record(actor=actor, action="token.create", obj=token,
                  after={"name": token.name, "prefix": prefix,
-                        "expires_at": token.expires_at.isoformat() if token.expires_at else None},
+                        "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+                        "read_only": read_only, "team_ids": team_ids},
                  source_ip=source_ip)
     return token, raw
 

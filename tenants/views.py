@@ -21,7 +21,7 @@ from portal.desired import team_namespace_desired
 from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
 
 from . import selectors, services
-from .choices import SyncState
+from .choices import Role, SyncState, TeamState
 from .forms import (
     AccessTokenForm,
     MemberAddForm,
@@ -80,6 +80,9 @@ def _team_page(request, team, *, add_form=None, member_form=None, status=200):
         "add_form": add_form or MemberAddForm(),
         "member_form": member_form,
         "namespaces": namespaces,
+        "can_submit": team.state == TeamState.ACTIVE and selectors.team_role(user=request.user, team=team) in (
+            Role.ADMIN, Role.MEMBER),
+        "submit_teams": [team],
         # While a namespace is still converging the section refreshes itself (HTMX); settled pages stay still.
         "settling": any(item["row"].sync_state in (SyncState.PENDING, SyncState.RETRYING) for item in namespaces),
     }, status=status)
@@ -205,29 +208,46 @@ def object_live(request, slug, cluster_name, group, version, kind, name):
 
 
 def _tokens_page(request, *, form=None, new_token=None, status=200):
+    teams = selectors.member_team_list(user=request.user)
+    names = dict(teams.values_list("pk", "slug"))
+    tokens = list(selectors.access_token_list(user=request.user))
+    for token in tokens:
+        token.team_slugs = [names.get(pk, "a team you left") for pk in token.team_ids]
     return render(request, "tenants/token_list.html", {
-        "tokens": selectors.access_token_list(user=request.user), "form": form or AccessTokenForm(),
+        "tokens": tokens, "form": form or AccessTokenForm(teams=teams),
         "new_token": new_token, "now": timezone.now(),
     }, status=status)
 
 
+NEW_TOKEN_KEY = "new_access_token"
+
+
 @login_required
 def token_list(request):
-    """The user's tokens; creating one shows its secret on this response only (it is never stored)."""
+    """The user's tokens; creating one redirects to this page, which shows its secret once (kept in the session
+    only until then; the database keeps a hash)."""
     if request.method != "POST":
-        return _tokens_page(request)
-    form = AccessTokenForm(request.POST)
+        # Shown once, on the page the creation redirects to: a reload neither creates another token nor shows it.
+        created = request.session.pop(NEW_TOKEN_KEY, None)
+        token = selectors.access_token_list(user=request.user).filter(pk=created["pk"]).first() if created else None
+        if token is None:
+            return _tokens_page(request)
+        response = _tokens_page(request, new_token={"token": token, "secret": created["secret"]})
+        response["Cache-Control"] = "no-store"  # the secret must not be kept by a browser or proxy cache
+        return response
+    form = AccessTokenForm(request.POST, teams=selectors.member_team_list(user=request.user))
     if form.is_valid():
         try:
             token, raw = services.access_token_create(actor=request.user, name=form.cleaned_data["name"],
                                                       expires_in_days=form.cleaned_data["expires_in_days"],
+                                                      read_only=form.cleaned_data["access"] == "read",
+                                                      teams=form.cleaned_data["teams"],
                                                       source_ip=source_ip(request))
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            response = _tokens_page(request, new_token={"token": token, "secret": raw})
-            response["Cache-Control"] = "no-store"  # the secret must not be kept by a browser or proxy cache
-            return response
+            request.session[NEW_TOKEN_KEY] = {"pk": token.pk, "secret": raw}
+            return redirect("tenants:token-list")
     return _tokens_page(request, form=form, status=400)
 
 

@@ -240,7 +240,8 @@ MATRIX = {
                                  setup=_member_token),
     # --- quotas pages -----------------------------------------------------------------------------------------
     "quotas:team-quota": Row(team, {"get": TEAM_READ}),
-    "quotas:request-create": Row(team, {"get": TEAM_READ, "post": TEAM_WRITE},
+    # Viewers are refused before they fill the form in, not after.
+    "quotas:request-create": Row(team, {"get": TEAM_WRITE, "post": TEAM_WRITE},
                                  data={"post": lambda w: {"flavor": w.flavor.pk, "guaranteed": 1, "burst": 0,
                                                           "justification": "A short experiment"}}),
     "quotas:request-list": Row(none, {"get": ANYONE}),
@@ -268,6 +269,8 @@ MATRIX = {
     "quotas:tier-list": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     # --- jobs pages -------------------------------------------------------------------------------------------
     "jobs:job-list": Row(none, {"get": ANYONE}),
+    # Every role's team has a namespace in the world's cluster; each sees its own teams' queues in it.
+    "jobs:queue": Row(lambda w: {"cluster_name": w.cluster.name}, {"get": ANYONE}),
     "jobs:job-detail": Row(job, {"get": TEAM_READ}),
     "jobs:job-pods": Row(job, {"get": TEAM_READ}),
     # The world's cluster does not answer, so the allowed roles get the 503 that says so.

@@ -10,19 +10,23 @@ import re
 import sys
 from pathlib import Path
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 PASSWORD = "demo-gpu-portal"
-WIDTHS = {"desktop": 1280, "phone": 390}
-# (user, path): the pages a platform admin, a team member and a viewer meet first.
+WIDTHS = {"desktop": 1440, "phone": 390}
+# (user, path): the pages a platform admin, a team admin, a team member and a viewer meet first. A name in a path
+# ("job:<name>") is the demo job of that name, found on the jobs page.
 PAGES = [
     ("admin", "/"),
     ("admin", "/console/approvals/"),
     ("admin", "/console/capacity/"),
     ("admin", "/console/clusters/"),
+    ("admin", "/console/clusters/gpu-west/"),
     ("admin", "/console/teams/"),
     ("admin", "/console/usage/"),
     ("admin", "/console/audit/"),
+    ("admin", "/api/docs/"),
     ("erin", "/"),
     ("erin", "/teams/nlp/"),
     ("erin", "/teams/nlp/quota/"),
@@ -31,8 +35,16 @@ PAGES = [
     ("erin", "/jobs/"),
     ("erin", "/teams/nlp/jobs/new/pytorch/"),
     ("erin", "/tokens/"),
+    ("erin", "job:llama-finetune"),
+    ("bob", "job:nightly-benchmark"),
+    ("heidi", "job:ranker-untrusted"),
+    ("dave", "/teams/nlp/usage/"),
     ("carol", "/jobs/"),
     ("carol", "/teams/ml-research/"),
+    ("carol", "/teams/ml-research/quota/request/"),
+    ("carol", "/quota/requests/"),
+    ("erin", "/queue/gpu-east/"),
+    ("admin", "/queue/gpu-west/"),
 ]
 
 
@@ -41,9 +53,9 @@ def _name(user: str, path: str, width: str) -> str:
     return f"{user}-{slug}-{width}.png"
 
 
-def _first_job_path(page, base: str) -> str | None:
+def _job_path(page, base: str, name: str) -> str | None:
     page.goto(f"{base}/jobs/")
-    link = page.locator("table a[href^='/jobs/']").first
+    link = page.locator("#job-table a[href^='/jobs/']", has_text=name).first
     return link.get_attribute("href") if link.count() else None
 
 
@@ -58,10 +70,9 @@ def main(argv=None) -> int:
     wide = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        pages = list(PAGES)
         for width_name, width in WIDTHS.items():
             contexts = {}
-            for user, path in pages:
+            for user, path in PAGES:
                 if user not in contexts:
                     context = browser.new_context(viewport={"width": width, "height": 900})
                     page = context.new_page()
@@ -71,14 +82,20 @@ def main(argv=None) -> int:
                     page.click("main button[type=submit]")
                     page.wait_for_load_state()
                     contexts[user] = page
-                    if user == "erin" and width_name == "desktop":
-                        job = _first_job_path(page, args.base)
-                        if job:
-                            pages.append(("erin", job))
                 page = contexts[user]
+                label = path
+                if path.startswith("job:"):
+                    found = _job_path(page, args.base, path[4:])
+                    if not found:
+                        print(f"  no job named {path[4:]} in the demo", file=sys.stderr)
+                        continue
+                    path = found
                 page.goto(f"{args.base}{path}")
-                page.wait_for_load_state("networkidle")
-                page.screenshot(path=str(out / _name(user, path, width_name)), full_page=True)
+                try:  # pages that poll (live jobs, queues) may never be idle for long: shoot them as they are
+                    page.wait_for_load_state("networkidle", timeout=10_000)
+                except PlaywrightTimeout:
+                    pass
+                page.screenshot(path=str(out / _name(user, label, width_name)), full_page=True)
                 scroll = page.evaluate("document.documentElement.scrollWidth")
                 if scroll > width:
                     wide.append(f"{user} {path} at {width} px: page is {scroll} px wide")

@@ -8,6 +8,23 @@
       element.style.width = percent + "%";
     });
   }
+  // A button with data-copy="<element id>" copies that element's text and says so.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-copy]");
+    if (!button) return;
+    var text = document.getElementById(button.dataset.copy).textContent.trim();
+    var done = function () { button.textContent = "Copied"; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done);
+    } else {  // plain http (the demo): the older copy command, from a selection
+      var range = document.createRange();
+      range.selectNodeContents(document.getElementById(button.dataset.copy));
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      if (document.execCommand("copy")) done();
+    }
+  });
   document.addEventListener("DOMContentLoaded", function () { widths(document); });
   document.addEventListener("htmx:afterSwap", function (event) { widths(event.target); });
 })();

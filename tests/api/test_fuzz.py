@@ -24,7 +24,8 @@ ROLES = ["platform_admin", "admin", "member", "viewer"]
 # 400 may name for a request the schema allows. A 400 naming any other field is a rule the schema left out.
 STORED_STATE_FIELDS = {
     "POST /api/v1/jobs/": {"flavor", "cluster", "priority", "priority_tier", "workers", "gpus_per_worker", "env",
-                           "command"},  # flavor/tier exist, quota and node fit; env names; a Ray entrypoint
+                           "command", "team"},  # flavor/tier exist, quota and node fit; env names; a Ray entrypoint;
+    # no team named by someone who submits for several
     "POST /api/v1/quota-requests/": {"flavor_id", "flavor", "ends_at"},  # offered to the team; in the future
     "POST /api/v1/teams/{slug}/members/": {"username"},  # an active user of that name
     "GET /api/v1/teams/{slug}/usage/": {"start", "end"},  # a real day; end after start, within 366 days

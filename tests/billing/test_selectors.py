@@ -409,3 +409,17 @@ def test_many_teams_at_once_get_the_statements_they_get_one_by_one(h100):
         (Decimal(3), Decimal(1), Decimal("3.00"))]
     assert [m.message for m in together[teams[1].pk].missing if m.state == "failed"] == ["timeout"]
     assert [m.state for m in together[teams[0].pk].missing] == ["missing"]  # its cluster has no ledger at all
+
+
+def test_the_forecast_of_a_team_whose_usage_predates_its_row_runs_from_its_first_usage(h100):
+    # The demo's teams are created now over a month of backfilled usage: the forecast spread that over no hours at
+    # all and equalled the cost to date.
+    team = backdate(TeamFactory(), at(16, 10))
+    TeamNamespaceFactory(team=team, cluster=h100.cluster)
+    RateCardFactory(flavor=h100, price_per_gpu_hour=1, effective_from=START)
+    _collect_month(h100.cluster)
+    for hour in range(10):
+        UsageHourFactory(team=team, flavor=h100, hour=at(16, hour), allocated_gpu_hours=2, used_gpu_hours=1)
+    statement = selectors.team_statement(team=team, month=NOV, now=at(16, 10))
+    assert statement.total_cost == Decimal("20.00")
+    assert selectors.forecast(statement, now=at(16, 10)) == Decimal(2 * 15 * 24)

@@ -2,27 +2,26 @@
 
 import pytest
 
-from jobs.outcome import explain
+from jobs.outcome import REQUEUED, explain
 
 CASES = [
     ("kueue preemption within the ClusterQueue", "preempted",
      "Preempted to accommodate a workload (UID: 465c, JobUID: 58cb) due to prioritization in the ClusterQueue; "
      "preemptor path: /east/nlp; preemptee path: /east/nlp",
-     "Preempted: a higher-priority job of the same team needed the GPUs. Resubmit it to run again."),
+     "Preempted: a higher-priority job of the same team needed the GPUs. " + REQUEUED),
     ("kueue reclamation", "preempted",
      "Preempted to accommodate a workload (UID: a, JobUID: b) due to reclamation within the cohort",
-     "Preempted: another team took back the guaranteed quota this job was borrowing. Resubmit it to run again."),
+     "Preempted: another team took back the guaranteed quota this job was borrowing. " + REQUEUED),
     ("kueue fair sharing", "preempted",
      "Preempted to accommodate a workload (UID: a, JobUID: b) due to Fair Sharing within the cohort",
-     "Preempted: fair sharing gave the GPUs to a team that had used less. Resubmit it to run again."),
+     "Preempted: fair sharing gave the GPUs to a team that had used less. " + REQUEUED),
     ("volcano preempt", "preempted", "Evicted by preempt to schedule ml-research/eval-urgent-18",
      "Preempted: the scheduler stopped this job to make room for ml-research/eval-urgent-18, which has a higher "
-     "priority. Resubmit it to run again."),
+     "priority. " + REQUEUED),
     ("volcano reclaim", "preempted", "Evicted by reclaim to schedule vision/train-3",
-     "Preempted: another team took back the quota this job was borrowing, for vision/train-3. Resubmit it to run "
-     "again."),
+     "Preempted: another team took back the quota this job was borrowing, for vision/train-3. " + REQUEUED),
     ("unknown preemption", "preempted", "",
-     "Preempted: a higher-priority job needed the GPUs. Resubmit it to run again."),
+     "Preempted: a higher-priority job needed the GPUs. " + REQUEUED),
     ("exit code", "failed", "pod train-11-master-0 failed with exit code 137",
      "Failed: the program in pod train-11-master-0 exited with code 137. Its log below shows why."),
     ("backoff", "failed", "BackoffLimitExceeded: Job has reached the specified backoff limit",

@@ -458,7 +458,7 @@ def test_cluster_list_shows_flavors_capacity_and_sync(client, cluster, staff):
     ClusterFactory(name="west", scheduler="volcano")
     page = text(login(client, staff).get(reverse("tenants:cluster-list")))
     assert "east" in page and "west" in page and "Volcano" in page and "Sandbox cluster" in page
-    assert '<td class="num">2</td>' in page and '<td class="num">48</td>' in page
+    assert '<td class="num">2</td>' in page and '>48</td>' in page  # whole GPUs: 32 + 16
     assert 'badge-pending">pending' in page
 
 
