@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0008_cluster_replacing_flavors'),
+        ('tenants', '0009_access_token_scope'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
