@@ -64,6 +64,9 @@ def test_admin_sees_namespace_then_member_requests_and_admin_approves(browser, l
     page.wait_for_load_state()
     assert "approved" in page.inner_text("body").lower()
     page.goto(f"{base}/teams/nlp/")
+    # The team page folds its Kubernetes objects away once they are applied: unfold them as a person would.
+    for summary in page.locator("details.objects-details:not([open]) > summary").all():
+        summary.click()
     body = page.inner_text("body")
     assert "ClusterQueue" in body and "LocalQueue" in body
     row = page.locator("tr", has_text="ClusterQueue").first
