@@ -29,8 +29,6 @@ def _until(check, timeout: float = 60, what: str = ""):
         time.sleep(0.2)
 
 
-@pytest.mark.xfail(reason="against kube-apiserver v1.34 a sweep after the namespace deletion still wrote 4 objects; "
-                          "which ones is printed by the assertion, not yet diagnosed", strict=False)
 def test_a_deleted_team_namespace_is_terminating_until_the_namespace_controller_empties_it(
         control_plane, real_cluster, run_on_commit):
     cluster = real_cluster(scheduler=Scheduler.KUEUE, cohort="gpu")
