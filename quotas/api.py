@@ -102,14 +102,22 @@ class QuotaRequestDetailView(APIView):
 # POST on one request, scoped to the user (another team's is a 404): act through the service, then answer with the
 # request as it now is. A comment, not a docstring: drf-spectacular would publish a docstring as each endpoint's
 # description.
-class _RequestActionView(APIView):
+class _ActionView(APIView):
+    """Subclasses name the scoped selector (`get_row`), the output serializer and the service call (`act`)."""
 
-    def act(self, request, quota_request) -> None:
+    get_row = staticmethod(selectors.request_get)
+    output = QuotaRequestSerializer
+
+    def act(self, request, row) -> None:
         raise NotImplementedError
 
     def post(self, request, pk):
-        self.act(request, selectors.request_get(user=request.user, pk=pk))
-        return Response(QuotaRequestSerializer(selectors.request_get(user=request.user, pk=pk)).data)
+        self.act(request, self.get_row(user=request.user, pk=pk))
+        return Response(self.output(self.get_row(user=request.user, pk=pk)).data)
+
+
+class _RequestActionView(_ActionView):
+    pass
 
 
 @extend_schema_view(post=extend_schema(request=None, responses=QuotaRequestSerializer,
@@ -205,14 +213,9 @@ class ReservationDetailView(APIView):
 
 
 # POST on one reservation, scoped to the user: act through the service, answer with the reservation as it now is.
-class _ReservationActionView(APIView):
-
-    def act(self, request, reservation) -> None:
-        raise NotImplementedError
-
-    def post(self, request, pk):
-        self.act(request, selectors.reservation_get(user=request.user, pk=pk))
-        return Response(ReservationSerializer(selectors.reservation_get(user=request.user, pk=pk)).data)
+class _ReservationActionView(_ActionView):
+    get_row = staticmethod(selectors.reservation_get)
+    output = ReservationSerializer
 
 
 @extend_schema_view(post=extend_schema(request=None, responses=ReservationSerializer,
