@@ -114,11 +114,17 @@ services:
 # The batch schedulers themselves (tools/controllers/): Kueue's manager, Volcano's scheduler, controller manager and
 # webhook manager, the KubeRay operator, kwok and kube-scheduler, each built from its upstream Go module into the
 # git-ignored var/bin/. Kueue, Volcano, KubeRay and kwok pin different k8s.io releases, so each has a module of its
-# own; kube-scheduler is Kubernetes 1.34's, from tools/controlplane's module. `make controllers-bin` builds them
-# (rebuilt only when a module's go.mod or go.sum changes); `make test-controllers` runs the `controllers` lane.
+# own; kube-scheduler is Kubernetes 1.34's, from tools/controlplane's module. `make controllers-bin` builds those of
+# SCHEDULERS (rebuilt only when a module's go.mod or go.sum changes); `make test-controllers` runs their scenarios
+# (tests/controllers/test_<scheduler>.py, marker `controllers`).
+SCHEDULERS ?= kueue,volcano,kuberay
+comma := ,
+SCHEDULER_LIST := $(subst $(comma), ,$(SCHEDULERS))
 GO_BUILD = $(GO) build -buildvcs=false -trimpath -ldflags=-s
-VOLCANO_BINS := var/bin/vc-scheduler var/bin/vc-controller-manager var/bin/vc-webhook-manager
-CONTROLLER_BINS := var/bin/kube-scheduler var/bin/kwok var/bin/kueue $(VOLCANO_BINS) var/bin/kuberay-operator
+BINS_kueue := var/bin/kueue
+BINS_volcano := var/bin/vc-scheduler var/bin/vc-controller-manager var/bin/vc-webhook-manager
+BINS_kuberay := var/bin/kuberay-operator
+CONTROLLER_BINS := var/bin/kube-scheduler var/bin/kwok $(foreach s,$(SCHEDULER_LIST),$(BINS_$(s)))
 
 var/bin/kube-scheduler: tools/controlplane/go.mod tools/controlplane/go.sum
 	cd tools/controlplane && $(GO_BUILD) -o $(abspath $@) k8s.io/kubernetes/cmd/kube-scheduler
@@ -129,7 +135,7 @@ var/bin/kwok: tools/controllers/kwok/go.mod tools/controllers/kwok/go.sum
 var/bin/kueue: tools/controllers/kueue/go.mod tools/controllers/kueue/go.sum
 	cd tools/controllers/kueue && $(GO_BUILD) -o $(abspath $@) sigs.k8s.io/kueue/cmd/kueue
 
-$(VOLCANO_BINS): var/bin/vc-%: tools/controllers/volcano/go.mod tools/controllers/volcano/go.sum
+$(BINS_volcano): var/bin/vc-%: tools/controllers/volcano/go.mod tools/controllers/volcano/go.sum
 	cd tools/controllers/volcano && $(GO_BUILD) -o $(abspath $@) volcano.sh/volcano/cmd/$*
 
 var/bin/kuberay-operator: tools/controllers/kuberay/go.mod tools/controllers/kuberay/go.sum
@@ -139,12 +145,11 @@ controllers-bin: $(CONTROLLER_BINS)
 
 # `make controllers SCHEDULERS=kueue,volcano,kuberay` (the default: all three): the control plane with the chosen
 # schedulers and four fake 8-GPU nodes, in the foreground until Ctrl-C (kubeconfig: var/controlplane/kubeconfig).
-SCHEDULERS ?= kueue,volcano,kuberay
 controllers: $(STAMP) controlplane-bin controllers-bin
 	$(BIN)/python -m tools.controllers --schedulers $(SCHEDULERS)
 
 test-controllers: $(STAMP) $(ASSETS) controlplane-bin controllers-bin
-	$(BIN)/pytest -m controllers tests/controllers
+	$(BIN)/pytest -m controllers $(wildcard $(foreach s,$(SCHEDULER_LIST),tests/controllers/test_$(s).py))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -35,7 +35,7 @@ from . import base, forecast
 from . import kueue_manifests as m
 from .choices import JobKind, JobState, Placement
 from .kueue_forecast import KueuePolicy
-from .observe import EVICTED_REASONS, REQUEUED, Observed, admission_time, condition, ray_job, true
+from .observe import EVICTED_REASONS, REQUEUED, Observed, admission_time, condition, ray_job, timed_out, true
 from .specs import flavor_spec
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -113,6 +113,8 @@ def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
     evicted = condition(workload, "Evicted")
     if evicted.get("status") == "True" and evicted.get("reason") in EVICTED_REASONS:
         return Observed(JobState.PREEMPTED, evicted.get("message", ""))
+    if message := timed_out(workload):
+        return Observed(JobState.QUEUED, message)
     if job.get("spec", {}).get("suspend"):
         waiting = condition(workload, "QuotaReserved")
         return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")

@@ -37,6 +37,19 @@ def true(obj: dict | None, kind: str) -> bool:
 # Evictions that stop a running workload and queue it again: preemption, and its nodes gone with no replacement
 # (kueue apis/kueue/v1beta2/workload_types.go WorkloadEvictedByPreemption, WorkloadEvictedDueToNodeFailures).
 EVICTED_REASONS = ("Preempted", "NodeFailures")
+# Kueue evicts an admitted workload whose pods are not all ready within waitForPodsReady's timeout (on by default
+# since v0.19, 30 minutes: apis/config/v1beta2/defaults.go) and queues it again after a backoff
+# (pkg/controller/core/workload_controller.go reconcileNotReadyTimeout): waiting again, not preempted.
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+PODS_READY_TIMEOUT_MARKER = "Exceeded the PodsReady timeout"
+
+
+def timed_out(workload: dict | None) -> str:
+    """Kueue's eviction message while the workload waits again after the PodsReady timeout; '' otherwise."""
+    evicted = condition(workload, "Evicted")
+    if evicted.get("status") == "True" and evicted.get("reason") == PODS_READY_TIMEOUT:
+        return evicted.get("message") or PODS_READY_TIMEOUT_MARKER
+    return ""
 
 
 def ray_job(job: dict, workload: dict | None = None) -> Observed:
@@ -56,6 +69,8 @@ def ray_job(job: dict, workload: dict | None = None) -> Observed:
     evicted = condition(workload, "Evicted")
     if evicted.get("status") == "True" and evicted.get("reason") in EVICTED_REASONS:
         return Observed(JobState.PREEMPTED, evicted.get("message", ""))
+    if message_timed_out := timed_out(workload):
+        return Observed(JobState.QUEUED, message_timed_out)
     if deployment == "Suspended" and status.get("reason") == "Preempted":
         return Observed(JobState.PREEMPTED, message)
     if deployment in ("", "Suspended", "Suspending", "Waiting") or job.get("spec", {}).get("suspend"):

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from backends import backend_for
 from backends.kueue_manifests import LOCAL_QUEUE
+from backends.observe import PODS_READY_TIMEOUT_MARKER
 from backends.specs import TeamQuotaSpec
 from portal import kube, sql
 from portal.upstream import RAY_API, VOLCANO_TOPOLOGY_API
@@ -365,6 +366,10 @@ def why_waiting(*, job: Job) -> str:
     if 'topology "' in job.state_message:  # Kueue's TAS words: the domain, not the quota, has no room
         sentence = (f"Placement, not quota, is what blocks: no {job.topology_level or 'topology domain'} has room "
                     f"for all {job.workers} workers together ({held}, {in_use} in use)")
+    elif PODS_READY_TIMEOUT_MARKER in job.state_message:  # Kueue's waitForPodsReady: admitted, but never started
+        sentence = (f"Its pods did not all start in time after Kueue admitted it (waitForPodsReady), so Kueue "
+                    f"released its quota and queues it again after a backoff: team quota {held}, {in_use} in use by "
+                    f"{count} job{'' if count == 1 else 's'}")
     elif "tasks in gang unschedulable" in job.state_message:  # Volcano's gang words: past enqueue, so not quota
         within = (f" within one {job.topology_level} (hard network topology)"
                   if job.topology_level and job.topology_mode == Placement.REQUIRED else "")

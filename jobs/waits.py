@@ -3,7 +3,8 @@
 A waiting job's reason is read from the scheduler's own words, the same markers `selectors.why_waiting` explains:
 Kueue's topology-aware scheduling names the topology that has no room (pkg/scheduler/flavorassigner, v0.19.2),
 Volcano's gang plugin says "tasks in gang unschedulable" once a job is past enqueue (pkg/scheduler/plugins/gang,
-v1.15.1). Both mean placement, not quota. A job the portal holds for its team's budget says "budget".
+v1.15.1), and Kueue's waitForPodsReady evicts a job whose pods did not all start in time after admission
+(v0.19.2). All mean placement, not quota. A job the portal holds for its team's budget says "budget".
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from datetime import datetime
 
 from django.db.models import Q
 
+from backends.observe import PODS_READY_TIMEOUT_MARKER
+
 from .choices import JobState, WaitReason
 from .models import Job, JobWait
 
 WAITING = {JobState.PENDING, JobState.QUEUED}
-PLACEMENT_MARKERS = ('topology "', "tasks in gang unschedulable")
+PLACEMENT_MARKERS = ('topology "', "tasks in gang unschedulable", PODS_READY_TIMEOUT_MARKER)
 
 
 def wait_reason(state: str, message: str) -> str | None:

@@ -11,6 +11,12 @@ KUEUE = "v0.19.2"
 VOLCANO = "v1.15.1"
 KUBERAY = "v1.7.0"
 
+# The releases the controllers lane builds and runs (tools/controllers: the module proxy serves no Volcano v1.15 API
+# module and no KubeRay v1.7.0 source; UPSTREAM.md says what differs from the releases above).
+KUEUE_BUILT = KUEUE
+VOLCANO_BUILT = "v1.14.1"
+KUBERAY_BUILT = "v1.6.2"
+
 # The one spelling of each scheduler API version the portal writes and reads.
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 VOLCANO_SCHEDULING_API = "scheduling.volcano.sh/v1beta1"

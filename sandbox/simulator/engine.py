@@ -48,13 +48,16 @@ DISCOVERY_CONFIG = (volcano_discovery.CONFIG_NAMESPACE, volcano_discovery.CONFIG
 class Simulator:
     def __init__(self, store, *, duration: float | None = None, startup: float | None = None,
                  clock=time.time, seed: int = 0, dra_nodes: int | None = None, dra_gpus_per_node: int = 8,
-                 kueue_mappings: dict[str, str] | None = None):
+                 kueue_mappings: dict[str, str] | None = None, pods_ready_timeout: float | None = None):
         self.store = store
         self.clock = clock
         self.default_duration = float(duration if duration is not None
                                       else os.environ.get("SANDBOX_JOB_DURATION_SECONDS", 60))
         self.default_startup = float(startup if startup is not None
                                      else os.environ.get("SANDBOX_JOB_STARTUP_SECONDS", 1))
+        # Kueue's waitForPodsReady timeout, on by default since v0.19 (30 minutes).
+        self.pods_ready_timeout = float(pods_ready_timeout if pods_ready_timeout is not None
+                                        else os.environ.get("SANDBOX_KUEUE_PODS_READY_TIMEOUT_SECONDS", 1800))
         self.objects = Objects(store)
         self.writers = writers(self.objects)
         self.devices = Devices(self.objects, seed=seed, gpus_per_node=dra_gpus_per_node, nodes=int(
@@ -146,7 +149,7 @@ class Simulator:
         return job
 
     def _create_record(self, job: Tracked, obj: dict, now: float) -> None:
-        self.schedulers[job.backend].create_record(job, obj)
+        self.schedulers[job.backend].create_record(job, obj, now)
         self.writers[job.kind].created(job, now)
 
     def _queue_id(self, job: Tracked) -> str:
@@ -166,9 +169,10 @@ class Simulator:
             self._progress(now)
             if any(self.schedulers["kueue"].admitted.values()):
                 self.schedulers["kueue"].evict_lost_nodes(now)
+                self.schedulers["kueue"].evict_not_ready(now)
             if any(self._pending.values()) and (self._inputs_changed or now >= self._requeue_due):
                 self._schedule(now)
-            queue_status.publish(self)
+            queue_status.publish(self, now)
             self.step_cpu += time.process_time() - started
 
     def cpu(self) -> dict[str, float]:

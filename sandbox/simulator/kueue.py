@@ -60,7 +60,7 @@ class Kueue:
     def record_name(self, job: Tracked) -> str:
         return kueue_workload_name(job.kind[1], job.name, job.uid, job.api_version)
 
-    def create_record(self, job: Tracked, obj: dict) -> None:
+    def create_record(self, job: Tracked, obj: dict, now: float) -> None:
         labels = obj["metadata"].get("labels") or {}
         spec = {"queueName": job.queue, "priority": job.priority, "active": True,
                 "podSets": [{"name": p.name, "count": p.count, "template": p.template} for p in job.pod_sets]}
@@ -73,6 +73,10 @@ class Kueue:
                          "labels": {"kueue.x-k8s.io/job-uid": job.uid}, "ownerReferences": [owner(job)]},
             "spec": spec})
         job.scheduler_uid = (created or {}).get("metadata", {}).get("uid", job.scheduler_uid)
+        # The job reconciler's first word on a workload with waitForPodsReady on (pkg/controller/jobframework
+        # reconciler.go generatePodsReadyCondition): not admitted, so its pods are not ready.
+        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                                  {"conditions": [kueue_status.pods_not_ready(now)]})
 
     # Configuration ---------------------------------------------------------------------------------------------
 
@@ -352,7 +356,10 @@ class Kueue:
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": False}})
 
     def running_status(self, job: Tracked, now: float) -> None:
-        """Kueue writes nothing when pods start (PodsReady is off by default)."""
+        """Every pod ready: the PodsReady condition turns True (waitForPodsReady, on by default since v0.19)."""
+        conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
+        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                                  {"conditions": set_conditions(conditions, kueue_status.pods_ready(now))})
 
     def finished_status(self, job: Tracked, now: float, succeeded: bool, message: str) -> None:
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
@@ -365,7 +372,7 @@ class Kueue:
         """Evicted and suspended again (jobframework's stopJob)."""
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
-                                  kueue_status.evicted(conditions, message, reason, now))
+                                  kueue_status.evicted(conditions, message, reason, now, job))
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": True}})
 
     def evict_lost_nodes(self, now: float) -> None:
@@ -377,6 +384,19 @@ class Kueue:
                 if lost:
                     self.sim.evict(job, now, kueue_tas.lost_nodes_message(lost), reason=kueue_tas.NODE_FAILURES)
                     job.requeue_at = now + kueue_tas.REQUEUE_AFTER_NODE_FAILURE
+
+    def evict_not_ready(self, now: float) -> None:
+        """waitForPodsReady: a workload admitted longer than the timeout ago whose pods are not all ready is evicted
+        and requeued after a backoff of 60 s doubling per eviction up to an hour (pkg/controller/core
+        workload_controller.go reconcileNotReadyTimeout; pkg/workload/workload.go UpdateRequeueState)."""
+        timeout = self.sim.pods_ready_timeout
+        for jobs in list(self.admitted.values()):
+            for job in list(jobs.values()):
+                if job.state == "starting" and now - job.admitted_at >= timeout:
+                    job.requeues += 1
+                    job.requeue_at = now + kueue_status.requeue_backoff(job.requeues)
+                    self.sim.evict(job, now, f"Exceeded the PodsReady timeout {job.namespace}/{job.scheduler_object}",
+                                   reason=kueue_status.PODS_READY_TIMEOUT)
 
     def adopt(self, job: Tracked, record: dict | None) -> None:
         admission = ((record or {}).get("status") or {}).get("admission") or {}

@@ -5,7 +5,7 @@ podSetAssignments with flavors, resource usage and, with Topology-Aware Scheduli
 from __future__ import annotations
 
 from . import kueue_tas
-from .model import Tracked, condition, fmt, set_conditions
+from .model import Tracked, condition, fmt, iso, set_conditions
 
 
 def admitted(job: Tracked, conditions: list[dict], now: float) -> dict:
@@ -24,13 +24,37 @@ def admitted(job: Tracked, conditions: list[dict], now: float) -> dict:
             "admission": {"clusterQueue": job.cluster_queue, "podSetAssignments": assignments}}
 
 
-def evicted(conditions: list[dict], message: str, reason: str, now: float) -> dict:
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+BACKOFF_BASE_SECONDS, BACKOFF_MAX_SECONDS = 60, 3600  # waitForPodsReady.requeuingStrategy's defaults
+
+
+def requeue_backoff(count: int) -> float:
+    """Seconds until a workload evicted for the `count`th time by the PodsReady timeout may be admitted again."""
+    return float(min(BACKOFF_BASE_SECONDS * 2 ** (count - 1), BACKOFF_MAX_SECONDS))
+
+
+def pods_not_ready(now: float) -> dict:
+    return condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", now)
+
+
+def pods_ready(now: float) -> dict:
+    return condition("PodsReady", True, "Started", "All pods reached readiness and the workload is running", now)
+
+
+def evicted(conditions: list[dict], message: str, reason: str, now: float, job: Tracked) -> dict:
     """Evicted/Preempted/Requeued as workload.SetEvictedCondition and SetPreemptedCondition write them; a workload
-    whose nodes are gone (NodeFailures) is evicted, not preempted."""
-    lost = reason == kueue_tas.NODE_FAILURES
-    updates = [condition("Evicted", True, reason if lost else "Preempted", message, now),
-               *([] if lost else [condition("Preempted", True, reason, message, now)]),
-               condition("QuotaReserved", False, "Preempted", message, now),
+    whose nodes are gone (NodeFailures) is evicted, not preempted, and one whose pods were not ready in time
+    (PodsReadyTimeout) waits out its backoff before it is requeued (status.requeueState)."""
+    if reason in (kueue_tas.NODE_FAILURES, PODS_READY_TIMEOUT):
+        evicted_reason, preempted = reason, []
+    else:
+        evicted_reason, preempted = "Preempted", [condition("Preempted", True, reason, message, now)]
+    backoff = reason == PODS_READY_TIMEOUT
+    updates = [condition("Evicted", True, evicted_reason, message, now), *preempted,
+               condition("QuotaReserved", False, evicted_reason, message, now),
                condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
-               condition("Requeued", True, reason if lost else "Preempted", message, now)]
-    return {"conditions": set_conditions(conditions, *updates), "admission": None}
+               condition("Requeued", not backoff, evicted_reason, message, now), pods_not_ready(now)]
+    status = {"conditions": set_conditions(conditions, *updates), "admission": None}
+    if backoff:
+        status["requeueState"] = {"count": job.requeues, "requeueAt": iso(job.requeue_at)}
+    return status

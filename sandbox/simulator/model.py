@@ -121,6 +121,7 @@ class Tracked:
     enqueued: bool = False  # Volcano: the PodGroup passed enqueue
     limit: int | None = None  # how many of its pods run (Volcano may place fewer than all, never below the gang)
     waiting: tuple | None = None  # the (reason, message) last written while pending, so it is written once
+    requeues: int = 0  # Kueue: evictions by the PodsReady timeout so far (its requeueState.count)
     record_refused: str = ""  # why admission refused its Workload/PodGroup (made again each step until accepted)
     pods: list[str] = field(default_factory=list)
     cluster_name: str = ""  # RayCluster name
@@ -252,7 +253,7 @@ class Scheduler(Protocol):
     def priority(self, labels: dict, priority_class: str) -> tuple[int, bool]: ...  # (value, may preempt)
     def queue_id(self, job: Tracked) -> str: ...
     def record_name(self, job: Tracked) -> str: ...
-    def create_record(self, job: Tracked, obj: dict) -> None: ...
+    def create_record(self, job: Tracked, obj: dict, now: float) -> None: ...
     def snapshot(self) -> dict: ...  # its configuration and quota, read once per step
     def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]: ...
     def schedule(self, job: Tracked, config: dict, now: float) -> None: ...  # admit (engine.admit), evict, or wait

@@ -105,7 +105,7 @@ class Volcano:
     def min_resources(self, job: Tracked) -> dict[str, Decimal]:
         return self._sum(self._pods(job, self.min_count(job)))
 
-    def create_record(self, job: Tracked, obj: dict) -> None:
+    def create_record(self, job: Tracked, obj: dict, now: float) -> None:
         spec = {"minMember": self.min_count(job), "queue": job.queue,
                 "minResources": {k: fmt(v) for k, v in sorted(self.min_resources(job).items()) if v},
                 "minTaskMember": {p.name: (p.min_count if p.min_count is not None else p.count)
@@ -175,7 +175,7 @@ class Volcano:
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         if job.record_refused:  # no PodGroup, nothing for the scheduler to see: the controller tries again
-            self.create_record(job, self.objects.get(job.api_version, job.kind[1], job.namespace, job.name) or {})
+            self.create_record(job, self.objects.get(job.api_version, job.kind[1], job.namespace, job.name) or {}, now)
             if job.record_refused:
                 return None
         queue = config["queues"].get(job.queue)

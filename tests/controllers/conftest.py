@@ -1,10 +1,16 @@
 """The controllers lane (`make test-controllers`, marker `controllers`): the portal's jobs judged by the real Kueue
 and Volcano (tools/controllers) on a real control plane (tools/controlplane), with kwok's fake GPU nodes. Each
 test gets a fresh cluster with only the scheduler it needs, so no test sees another's queues or jobs. CI sets
-REQUIRE_CONTROLLERS, so there a binary that was not built fails the lane instead of skipping it."""
+REQUIRE_CONTROLLERS, so there a binary that was not built fails the lane instead of skipping it.
 
+The scenarios (`scenarios.py`) run on two targets, the real controllers and the sandbox's simulator, and what each
+showed is written to var/controllers/observations.json for `python -m bench.controllers` (bench/CONTROLLERS.md).
+"""
+
+import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +20,11 @@ from portal import kube
 from tests.jobs.conftest import reconcile_cluster
 from tests.requires import unavailable
 
+OBSERVATIONS = Path(__file__).resolve().parents[2] / "var" / "controllers" / "observations.json"
+TARGETS = ("controllers", "simulator")
 
-def _start(schedulers, crds_dir, settings):
+
+def _start(schedulers, crds_dir, settings, **options):
     from tools import controllers, controlplane
 
     if missing := controlplane.missing_binaries() + controllers.missing_binaries(schedulers):
@@ -23,7 +32,7 @@ def _start(schedulers, crds_dir, settings):
                     flag="REQUIRE_CONTROLLERS")
     plane = controlplane.start(crds_dir=crds_dir)
     try:
-        controllers.start(plane, schedulers)
+        controllers.start(plane, schedulers, **options)
     except BaseException:
         plane.stop()
         raise
@@ -32,57 +41,126 @@ def _start(schedulers, crds_dir, settings):
     return plane
 
 
-@pytest.fixture
-def kueue_cluster(crds_dir, settings):
-    plane = _start(("kueue",), crds_dir, settings)
-    yield plane
-    kube.forget_clients()
-    plane.stop()
+class Target:
+    """Where a scenario runs: `controllers` (a control plane with the real scheduler and kwok's nodes) or
+    `simulator` (the sandbox with its Kueue and Volcano, ticking in real time; pods run until told otherwise)."""
+
+    def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None):
+        """`pods_ready_timeout`: Kueue's waitForPodsReady timeout in seconds (its default is 30 minutes); on the
+        simulator, pods then take a day to start, so only the timeout ends their wait."""
+        self.kind, self.scheduler = kind, scheduler
+        self.plane = self.sandbox = None
+        if kind == "controllers":
+            options = {}
+            if pods_ready_timeout is not None:
+                options["kueue_config"] = {"waitForPodsReady": {"timeout": f"{pods_ready_timeout}s"}}
+            self.plane = _start((scheduler,), crds_dir, settings, **options)
+        else:
+            from sandbox import Sandbox
+
+            simulation = {"duration": 24 * 3600, "startup": 1}
+            if pods_ready_timeout is not None:
+                simulation |= {"startup": 24 * 3600, "pods_ready_timeout": pods_ready_timeout}
+            self.sandbox = Sandbox(crd_dirs=[crds_dir], builtin_custom_kinds=True, simulate=True, tick=0.2,
+                                   simulation=simulation).start()
+
+    def cluster_fields(self) -> dict:
+        from tools import controlplane
+
+        if self.plane is not None:
+            return {"connection": "kubeconfig", "server": "", "context": controlplane.CONTEXT}
+        return {"server": self.sandbox.url}
+
+    def add_node(self, name: str, *, labels: dict, taints: list, allocatable: dict) -> None:
+        if self.plane is not None:
+            from tools import controllers
+
+            controllers.add_node(self.plane, name, labels=labels, taints=taints, allocatable=allocatable)
+        else:
+            from sandbox.nodes import add_node
+
+            node = {"kubernetes.io/hostname": name, **labels}
+            add_node(self.sandbox.store, name, node, allocatable)
+
+    def stop(self) -> None:
+        kube.forget_clients()
+        if self.plane is not None:
+            self.plane.stop()
+        else:
+            self.sandbox.stop()
 
 
-@pytest.fixture
-def volcano_cluster(crds_dir, settings):
-    plane = _start(("volcano",), crds_dir, settings)
-    yield plane
-    kube.forget_clients()
-    plane.stop()
+def _target(request, scheduler, crds_dir, settings):
+    target = Target(request.param, scheduler, crds_dir, settings)
+    request.addfinalizer(target.stop)
+    return target
 
 
-def flavor_nodes(plane, flavor, *, cpu: int = 96, memory_gib: int = 1024, extra_labels=None) -> list[str]:
-    """The flavor's GPUs as fake nodes: capacity / gpus_per_node nodes with its labels and taints."""
-    from tools import controllers
+@pytest.fixture(params=TARGETS)
+def kueue_target(request, crds_dir, settings):
+    return _target(request, "kueue", crds_dir, settings)
 
+
+@pytest.fixture(params=TARGETS)
+def volcano_target(request, crds_dir, settings):
+    return _target(request, "volcano", crds_dir, settings)
+
+
+@pytest.fixture(params=TARGETS)
+def kueue_target_pods_ready_timeout(request, crds_dir, settings):
+    """Kueue with a 15-second waitForPodsReady timeout."""
+    target = Target(request.param, "kueue", crds_dir, settings, pods_ready_timeout=15)
+    request.addfinalizer(target.stop)
+    return target
+
+
+@pytest.fixture(scope="session")
+def observations():
+    """Scenario -> target -> what `scenarios.observe` saw; merged into the file at the end of the session, so a
+    partial run keeps what earlier runs recorded for the other scenarios."""
+    seen: dict = {}
+    yield seen
+    if seen:
+        OBSERVATIONS.parent.mkdir(parents=True, exist_ok=True)
+        kept = json.loads(OBSERVATIONS.read_text()) if OBSERVATIONS.exists() else {}
+        for scenario, by_target in seen.items():
+            kept.setdefault(scenario, {}).update(by_target)
+        OBSERVATIONS.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
+
+
+def flavor_nodes(target: Target, flavor, count: int | None = None, *, cpu: int = 96, memory_gib: int = 1024,
+                 extra_labels=None) -> list[str]:
+    """The flavor's GPUs as fake nodes (`count` of them, by default capacity / gpus_per_node) with its labels and
+    taints."""
     names = []
-    for index in range(flavor.capacity // flavor.gpus_per_node):
+    for index in range(flavor.capacity // flavor.gpus_per_node if count is None else count):
         name = f"{flavor.name}-{index}"
         labels = {**flavor.node_labels, **((extra_labels or {}).get(index, {}))}
-        controllers.add_node(plane, name, labels=labels, taints=list(flavor.node_taints or []), allocatable={
+        target.add_node(name, labels=labels, taints=list(flavor.node_taints or []), allocatable={
             flavor.resource_name: flavor.gpus_per_node, "cpu": cpu, "memory": f"{memory_gib}Gi", "pods": 110})
         names.append(name)
     return names
 
 
-def build_real_world(plane, scheduler: str, *, guaranteed: int = 8, burst: int = 8, nodes: bool = True) -> dict:
-    """tests.jobs.conftest.build_world on the real cluster: the same rows, the cluster registered by kubeconfig
-    context, and the flavor's nodes created for kwok."""
-    from quotas import services as quota_services
+def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None) -> dict:
+    """tests.jobs.conftest.build_world on the target: the same rows (one h100 flavor of 64 GPUs, team nlp with a
+    member and an approved quota, three tiers), the cluster registered as an operator would, and the flavor's
+    nodes (`nodes` of them, by default all eight)."""
     from tenants.choices import Role
     from tests.factories import (
         ClusterFactory,
         GpuFlavorFactory,
         MembershipFactory,
-        PlatformAdminFactory,
         PriorityTierFactory,
         TeamFactory,
         TeamNamespaceFactory,
     )
-    from tools import controlplane
 
-    cluster = ClusterFactory(connection="kubeconfig", server="", context=controlplane.CONTEXT, scheduler=scheduler,
-                             cohort="gpu" if scheduler == "kueue" else "")
+    scheduler = target.scheduler
+    cluster = ClusterFactory(scheduler=scheduler, cohort="gpu" if scheduler == "kueue" else "",
+                             **target.cluster_fields())
     flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
-    if nodes:
-        flavor_nodes(plane, flavor)
+    flavor_nodes(target, flavor, nodes)
     tiers = {name: PriorityTierFactory(name=name, value=value, preemption_policy=policy, is_default=default)
              for name, value, policy, default in (("urgent", 100000, "PreemptLowerPriority", False),
                                                   ("standard", 10000, "PreemptLowerPriority", True),
@@ -90,10 +168,21 @@ def build_real_world(plane, scheduler: str, *, guaranteed: int = 8, burst: int =
     team = TeamFactory(slug="nlp")
     TeamNamespaceFactory(team=team, cluster=cluster)
     member = MembershipFactory(team=team, role=Role.MEMBER, user__email="erin@example.com").user
-    quota_services.quota_set(actor=PlatformAdminFactory(), team=team, flavor=flavor, guaranteed=guaranteed,
-                             burst=burst, cpu_cores=256, memory_gib=4096)
-    reconcile_cluster(cluster)
-    return {"cluster": cluster, "flavor": flavor, "team": team, "tiers": tiers, "member": member}
+    approve_quota(team, member, flavor, guaranteed=guaranteed, burst=burst)
+    return {"cluster": cluster, "flavor": flavor, "team": team, "tiers": tiers, "member": member, "target": target}
+
+
+def approve_quota(team, member, flavor, *, guaranteed: int, burst: int) -> None:
+    """The team asks and the platform team approves, as in the portal; the cluster's reconcile then applies the
+    team's queues."""
+    from quotas import services as quota_services
+    from tests.factories import PlatformAdminFactory
+
+    request = quota_services.quota_request_create(actor=member, team=team, flavor=flavor, guaranteed=guaranteed,
+                                                  burst=burst, cpu_cores=256, memory_gib=4096,
+                                                  justification="the real controllers' scenarios")
+    quota_services.quota_request_approve(actor=PlatformAdminFactory(), request=request)
+    reconcile_cluster(flavor.cluster)
 
 
 def sync(world) -> dict[int, Job]:
@@ -127,14 +216,11 @@ def wait_for(check, *, timeout: float = 60, what: str = ""):
 
 def add_team(world, slug: str, *, guaranteed: int, burst: int) -> dict:
     """A second team on the same cluster and flavor (the same cohort under Kueue), with a member; reconciled."""
-    from quotas import services as quota_services
     from tenants.choices import Role
-    from tests.factories import MembershipFactory, PlatformAdminFactory, TeamFactory, TeamNamespaceFactory
+    from tests.factories import MembershipFactory, TeamFactory, TeamNamespaceFactory
 
     team = TeamFactory(slug=slug)
     TeamNamespaceFactory(team=team, cluster=world["cluster"])
     member = MembershipFactory(team=team, role=Role.MEMBER).user
-    quota_services.quota_set(actor=PlatformAdminFactory(), team=team, flavor=world["flavor"], guaranteed=guaranteed,
-                             burst=burst, cpu_cores=256, memory_gib=4096)
-    reconcile_cluster(world["cluster"])
+    approve_quota(team, member, world["flavor"], guaranteed=guaranteed, burst=burst)
     return {**world, "team": team, "member": member}

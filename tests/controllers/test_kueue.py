@@ -1,51 +1,68 @@
-"""The portal on the real Kueue: queues applied from an approved quota, a job admitted and running, a job waiting
-for quota in Kueue's own words, the quota page's in-use figure from Kueue's status, and priority preemption."""
+"""The portal on the real Kueue, and the same scenarios on the sandbox's simulator (`kueue_target`): queues applied
+from an approved quota through Kueue's own webhooks, a job admitted and running, a job waiting for quota in
+Kueue's words, the quota page's in-use figure from Kueue's status, priority preemption, and borrowing in a cohort
+with its reclaim. What each target showed is recorded for bench/CONTROLLERS.md."""
 
 import re
 
 import pytest
 
 from composition import reconcile
-from jobs import selectors
 from jobs.choices import JobState
 from portal import kube
 from quotas import selectors as quota_selectors
-from tests.controllers.conftest import add_team, build_real_world, sync_until, wait_for
-from tests.jobs.test_simulated import submit
+from tests.controllers import scenarios
+from tests.controllers.conftest import build_world_on, wait_for
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
+
+# Kueue's preemption message (pkg/scheduler/preemption/preemption.go preemptionMessage): the preemptor's UIDs (as
+# `scenarios.observe` writes them), the reason, and both workloads' paths in the cohort tree.
+PREEMPTED = (r"Preempted to accommodate a workload \(UID: <uid>, JobUID: <uid>\) due to {reason}; "
+             r"preemptor path: {preemptor}; preemptee path: {preemptee}")
 
 
 def conditions(obj: dict) -> dict[str, dict]:
     return {c["type"]: c for c in obj.get("status", {}).get("conditions", [])}
 
 
-def test_an_approved_quota_becomes_queues_that_kueue_makes_active(kueue_cluster):
-    world = build_real_world(kueue_cluster, "kueue")
+def test_an_approved_quota_becomes_queues_that_kueue_makes_active(kueue_target):
+    world = build_world_on(kueue_target)
     client = kube.client_for_cluster(world["cluster"])
 
-    def active(kind, namespace=None):
-        obj = client.get("kueue.x-k8s.io/v1beta2", kind, "nlp", namespace=namespace)
-        return conditions(obj).get("Active", {}).get("status") == "True" and obj
+    def active(kind, name, namespace=None):
+        obj = client.get("kueue.x-k8s.io/v1beta2", kind, name, namespace=namespace)
+        return obj and conditions(obj).get("Active", {}).get("status") == "True" and obj
 
-    cluster_queue = wait_for(lambda: active("ClusterQueue"), what="ClusterQueue nlp Active")
+    cluster_queue = wait_for(lambda: active("ClusterQueue", "nlp"), what="ClusterQueue nlp Active")
     assert conditions(cluster_queue)["Active"]["reason"] == "Ready"
-    assert wait_for(lambda: active("LocalQueue", "nlp"), what="LocalQueue nlp/nlp Active")
+    assert cluster_queue["spec"]["cohortName"] == "gpu"
+    local_queue = wait_for(lambda: active("LocalQueue", "default", "nlp"), what="LocalQueue nlp/default Active")
+    assert local_queue["spec"]["clusterQueue"] == "nlp"
 
 
-def test_one_job_runs_and_the_next_waits_in_kueues_words(kueue_cluster, run_on_commit):
-    world = build_real_world(kueue_cluster, "kueue", guaranteed=8, burst=0)
-    first = submit(world, run_on_commit, name="first", workers=1, gpus_per_worker=8, kind="batch")
-    sync_until(world, lambda r: r[first.pk].state in (JobState.ADMITTED, JobState.RUNNING), what="first admitted")
-    second = submit(world, run_on_commit, name="second", workers=1, gpus_per_worker=8, kind="batch")
-    rows = sync_until(world, lambda r: r[second.pk].state == JobState.QUEUED and r[second.pk].state_message,
-                      what="second queued with Kueue's reason")
-    assert rows[first.pk].state in (JobState.ADMITTED, JobState.RUNNING)
-    # Kueue's scheduler words (pkg/scheduler/flavorassigner), as the simulator writes them.
-    assert "insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed" in rows[second.pk].state_message
-    sentence = selectors.why_waiting(job=rows[second.pk])
-    assert sentence.startswith("Waiting for 8 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 0 burst, "
-                               "8 in use by 1 job. Scheduler: ")
+def test_one_job_runs_and_the_next_waits_in_kueues_words(kueue_target, run_on_commit, observations):
+    world = build_world_on(kueue_target, guaranteed=8, burst=0)
+    jobs = scenarios.queued_behind(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: one job runs, the next waits for quota", {})[kueue_target.kind] = seen
+    # The Job was created unsuspended; only Kueue's mutating webhook (the real one, served on loopback) suspends
+    # a queued Job, so the waiting one being suspended shows every object went through upstream's admission.
+    second = kube.client_for_cluster(world["cluster"]).get("batch/v1", "Job", jobs["second"].object_name, "nlp")
+    assert second["spec"]["suspend"] is True
+    assert seen["admitted"] == ["first"]
+    assert seen["jobs"]["first"]["state"] == JobState.RUNNING
+    assert seen["jobs"]["first"]["placement"] == "Placed on flavor h100."
+    waiting = seen["jobs"]["second"]
+    assert waiting["state"] == JobState.QUEUED
+    # Kueue's scheduler words (pkg/scheduler/flavorassigner): the simulator writes the same.
+    assert waiting["message"] == ("couldn't assign flavors to pod set main: insufficient unused quota for "
+                                  "nvidia.com/gpu in flavor h100, 8 more needed"), waiting["message"]
+    assert waiting["why_waiting"] == (
+        "Waiting for 8 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 0 burst, 8 in use by 1 job. "
+        f"Scheduler: {waiting['message']}")
+    assert waiting["conditions"]["QuotaReserved"] == "False Pending"
+
     # "In use" on the quota page is the ClusterQueue's flavorsUsage that Kueue wrote, as the sweep records it.
     def in_use():
         reconcile.reconcile_sweep()
@@ -55,36 +72,58 @@ def test_one_job_runs_and_the_next_waits_in_kueues_words(kueue_cluster, run_on_c
     wait_for(in_use, what="8 in use from Kueue's ClusterQueue status")
 
 
-def test_a_higher_tier_preempts_within_the_team_and_the_victim_says_why(kueue_cluster, run_on_commit, mailoutbox):
-    world = build_real_world(kueue_cluster, "kueue", guaranteed=8, burst=0)
-    low = submit(world, run_on_commit, name="cheap", workers=1, gpus_per_worker=8, kind="batch",
-                 priority_tier=world["tiers"]["standard"])
-    sync_until(world, lambda r: r[low.pk].state == JobState.RUNNING, what="cheap running")
-    high = submit(world, run_on_commit, name="deadline", workers=1, gpus_per_worker=8, kind="batch",
-                  priority_tier=world["tiers"]["urgent"])
-    with run_on_commit():
-        rows = sync_until(world, lambda r: r[low.pk].state == JobState.PREEMPTED
-                          and r[high.pk].state in (JobState.ADMITTED, JobState.RUNNING), what="cheap preempted")
-    # preemptionMessage (pkg/scheduler/preemption/preemption.go): the preemptor's UIDs and paths.
-    assert re.fullmatch(r"Preempted to accommodate a workload \(UID: [-0-9a-f]+, JobUID: [-0-9a-f]+\) due to "
-                        r"prioritization in the ClusterQueue; preemptor path: /nlp; preemptee path: /nlp",
-                        rows[low.pk].state_message), rows[low.pk].state_message
-    assert [m.subject for m in mailoutbox] == ["Job cheap preempted"]
+def test_a_higher_tier_preempts_within_the_team_and_the_victim_says_why(kueue_target, run_on_commit, mailoutbox,
+                                                                         observations):
+    world = build_world_on(kueue_target, guaranteed=8, burst=0)
+    jobs = scenarios.priority_preemption(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: a higher tier preempts within the team", {})[kueue_target.kind] = seen
+    assert seen["preempted"] == ["cheap"]
+    assert seen["jobs"]["deadline"]["state"] in scenarios.STARTED
+    victim = seen["jobs"]["cheap"]
+    assert re.fullmatch(PREEMPTED.format(reason="prioritization in the ClusterQueue", preemptor="/nlp",
+                                         preemptee="/nlp"), victim["message"]), victim["message"]
+    assert victim["outcome"].startswith("Preempted: a higher-priority job of the same team needed the GPUs.")
+    assert victim["conditions"]["Evicted"] == "True Preempted"
+    assert victim["conditions"]["Preempted"] == "True InClusterQueue"
+    assert [m.subject for m in mailoutbox if "preempted" in m.subject] == ["Job cheap preempted"]
 
 
-def test_borrowing_in_the_cohort_and_its_reclaim(kueue_cluster, run_on_commit):
-    """nlp borrows vision's unused 8 GPUs; when vision submits, Kueue reclaims them (reclaimWithinCohort Any)."""
-    world = build_real_world(kueue_cluster, "kueue", guaranteed=8, burst=8)
-    vision = add_team(world, "vision", guaranteed=8, burst=0)
-    mine = submit(world, run_on_commit, name="base", workers=1, gpus_per_worker=8, kind="batch")
-    sync_until(world, lambda r: r[mine.pk].state == JobState.RUNNING, what="base running")
-    borrowing = submit(world, run_on_commit, name="burst", workers=1, gpus_per_worker=8, kind="batch")
-    sync_until(world, lambda r: r[borrowing.pk].state == JobState.RUNNING, what="burst running on borrowed GPUs")
-    theirs = submit(vision, run_on_commit, name="own", workers=1, gpus_per_worker=8, kind="batch")
-    with run_on_commit():
-        rows = sync_until(world, lambda r: r[borrowing.pk].state == JobState.PREEMPTED
-                          and r[theirs.pk].state in (JobState.ADMITTED, JobState.RUNNING), what="burst reclaimed")
-    assert rows[mine.pk].state == JobState.RUNNING
-    assert re.fullmatch(r"Preempted to accommodate a workload \(UID: [-0-9a-f]+, JobUID: [-0-9a-f]+\) due to "
-                        r"reclamation within the cohort; preemptor path: /gpu/vision; preemptee path: /gpu/nlp",
-                        rows[borrowing.pk].state_message), rows[borrowing.pk].state_message
+def test_borrowing_in_the_cohort_and_its_reclaim(kueue_target, run_on_commit, observations):
+    world = build_world_on(kueue_target, guaranteed=8, burst=8)
+    jobs = scenarios.borrow_and_reclaim(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: borrowing in the cohort and its reclaim", {})[kueue_target.kind] = seen
+    assert seen["preempted"] == ["burst"]
+    assert seen["jobs"]["base"]["state"] == JobState.RUNNING
+    assert seen["jobs"]["own"]["state"] in scenarios.STARTED
+    victim = seen["jobs"]["burst"]
+    assert re.fullmatch(PREEMPTED.format(reason="reclamation within the cohort", preemptor="/gpu/vision",
+                                         preemptee="/gpu/nlp"), victim["message"]), victim["message"]
+    assert victim["outcome"].startswith("Preempted: another team took back the guaranteed quota this job was "
+                                        "borrowing.")
+    assert victim["conditions"]["Preempted"] == "True InCohortReclamation"
+
+
+
+def test_a_job_whose_pods_never_become_ready_is_evicted_and_queued_again(kueue_target_pods_ready_timeout,
+                                                                         run_on_commit, observations):
+    """WaitForPodsReady, on by default since v0.19 (30 minutes; 15 s here): admitted on quota alone, with no node
+    to run on, the job is evicted when the timeout passes, its quota released, and it queues again after a
+    backoff. The page says so, and the wait counts as placement, not quota."""
+    target = kueue_target_pods_ready_timeout
+    world = build_world_on(target, guaranteed=8, burst=0, nodes=0)
+    jobs = scenarios.pods_never_ready(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: pods never ready, evicted by the PodsReady timeout", {})[target.kind] = seen
+    stuck = seen["jobs"]["stuck"]
+    assert stuck["state"] == JobState.QUEUED
+    # pkg/controller/core/workload_controller.go reconcileNotReadyTimeout.
+    assert stuck["message"] == "Exceeded the PodsReady timeout nlp/<record:stuck>", stuck["message"]
+    assert stuck["conditions"]["Evicted"] == "True PodsReadyTimeout"
+    assert stuck["why_waiting"] == (
+        "Its pods did not all start in time after Kueue admitted it (waitForPodsReady), so Kueue released its "
+        "quota and queues it again after a backoff: team quota 8 guaranteed + 0 burst, 0 in use by 0 jobs. "
+        "Scheduler: Exceeded the PodsReady timeout nlp/<record:stuck>")
+    [last] = jobs["stuck"].waits.order_by("-started_at")[:1]
+    assert (last.reason, last.ended_at) == ("placement", None)

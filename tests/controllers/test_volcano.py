@@ -1,44 +1,48 @@
-"""The portal on the real Volcano: queues applied and opened by its controller, a job running and the next one
-waiting in Volcano's own words, and the quota page's in-use figure from Volcano's status."""
+"""The portal on the real Volcano, and the same scenarios on the sandbox's simulator (`volcano_target`): a queue
+applied from an approved quota and opened by Volcano's controller, a job running and the next one waiting for the
+queue's quota in Volcano's words, the quota page's in-use figure from Volcano's status, and a gang that passes the
+queue's quota but does not fit on the nodes (minAvailable). What each target showed is recorded for
+bench/CONTROLLERS.md."""
 
 import pytest
 
 from composition import reconcile
-from jobs import selectors
 from jobs.choices import JobState
 from portal import kube
 from quotas import selectors as quota_selectors
-from tests.controllers.conftest import build_real_world, sync_until, wait_for
-from tests.jobs.test_simulated import submit
+from tests.controllers import scenarios
+from tests.controllers.conftest import build_world_on, wait_for
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
 
-def test_an_approved_quota_becomes_a_queue_that_volcano_opens(volcano_cluster):
-    world = build_real_world(volcano_cluster, "volcano")
+def test_an_approved_quota_becomes_a_queue_that_volcano_opens(volcano_target):
+    world = build_world_on(volcano_target)
     client = kube.client_for_cluster(world["cluster"])
 
     def opened():
         queue = client.get("scheduling.volcano.sh/v1beta1", "Queue", "nlp")
-        return queue.get("status", {}).get("state") == "Open" and queue
+        return queue and queue.get("status", {}).get("state") == "Open" and queue
 
     queue = wait_for(opened, what="Queue nlp Open")
     assert queue["spec"]["capability"]["nvidia.com/gpu"] == "16"
 
 
-def test_one_job_runs_and_the_next_waits_in_volcanos_words(volcano_cluster, run_on_commit):
-    world = build_real_world(volcano_cluster, "volcano", guaranteed=8, burst=0)
-    first = submit(world, run_on_commit, name="first", workers=1, gpus_per_worker=8, kind="batch")
-    sync_until(world, lambda r: r[first.pk].state == JobState.RUNNING, what="first running")
-    second = submit(world, run_on_commit, name="second", workers=1, gpus_per_worker=8, kind="batch")
-    rows = sync_until(world, lambda r: r[second.pk].state == JobState.QUEUED and r[second.pk].state_message,
-                      what="second queued with Volcano's reason")
-    assert rows[first.pk].state == JobState.RUNNING
+def test_one_job_runs_and_the_next_waits_in_volcanos_words(volcano_target, run_on_commit, observations):
+    world = build_world_on(volcano_target, guaranteed=8, burst=0)
+    jobs = scenarios.queued_behind(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("volcano: one job runs, the next waits for quota", {})[volcano_target.kind] = seen
+    assert seen["admitted"] == ["first"]
+    assert seen["jobs"]["first"]["state"] == JobState.RUNNING
+    waiting = seen["jobs"]["second"]
+    assert waiting["state"] == JobState.QUEUED
     # proportion's enqueue refusal (pkg/scheduler/plugins/proportion), an Event on the PodGroup.
-    assert rows[second.pk].state_message == "queue resource quota insufficient: insufficient nvidia.com/gpu"
-    sentence = selectors.why_waiting(job=rows[second.pk])
-    assert sentence.startswith("Waiting for 8 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 0 burst, "
-                               "8 in use by 1 job. Scheduler: ")
+    assert waiting["message"] == "queue resource quota insufficient: insufficient nvidia.com/gpu", waiting["message"]
+    assert waiting["why_waiting"] == (
+        "Waiting for 8 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 0 burst, 8 in use by 1 job. "
+        f"Scheduler: {waiting['message']}")
+    assert waiting["phase"] == "Pending"
 
     def in_use():
         reconcile.reconcile_sweep()
@@ -46,3 +50,18 @@ def test_one_job_runs_and_the_next_waits_in_volcanos_words(volcano_cluster, run_
         return held.in_use == 8
 
     wait_for(in_use, what="8 in use from the cluster's status")
+
+
+def test_a_gang_that_passes_the_quota_but_not_the_nodes_waits_for_room(volcano_target, run_on_commit, observations):
+    world = build_world_on(volcano_target, guaranteed=16, burst=0, nodes=2)
+    jobs = scenarios.gang_does_not_fit(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("volcano: a gang that does not fit the nodes", {})[volcano_target.kind] = seen
+    assert seen["jobs"]["small"]["state"] == JobState.RUNNING
+    gang = seen["jobs"]["gang"]
+    assert gang["state"] == JobState.QUEUED
+    assert gang["phase"] == "Inqueue"
+    assert gang["why_waiting"].startswith(
+        "Placement, not quota, is what blocks: Volcano let the job into its queue (16 guaranteed + 0 burst, 4 in use), "
+        "but its nodes have no room for all 2 workers together. Scheduler: "), gang["why_waiting"]
+    assert "/2 tasks in gang unschedulable: pod group is not ready" in gang["message"], gang["message"]

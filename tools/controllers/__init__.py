@@ -146,8 +146,9 @@ def _kueue_webhook_kept(path: str) -> bool:
 class Controllers:
     """What `start()` launched: ports, the webhook CA, and each controller's log."""
 
-    def __init__(self, plane: ControlPlane, schedulers, bin_dir: Path):
+    def __init__(self, plane: ControlPlane, schedulers, bin_dir: Path, kueue_config: dict | None = None):
         self.plane, self.schedulers, self.bin_dir = plane, tuple(schedulers), Path(bin_dir)
+        self.kueue_config = dict(kueue_config or {})
         self.workdir = plane.workdir / "controllers"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.pki = certs.generate(self.workdir / "webhook-pki")
@@ -230,6 +231,7 @@ class Controllers:
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+            **self.kueue_config,
         }))
         _kueue_metrics_certs(self.pki)
         # The on-demand visibility API server (a feature on by default) wants its own certificate in /visibility and
@@ -296,15 +298,17 @@ class Controllers:
             self.wait_http(name, f"{scheme}://127.0.0.1:{port}/healthz")
 
 
-def start(plane: ControlPlane, schedulers=SCHEDULERS, *, bin_dir: str | os.PathLike = BIN_DIR) -> Controllers:
+def start(plane: ControlPlane, schedulers=SCHEDULERS, *, bin_dir: str | os.PathLike = BIN_DIR,
+          kueue_config: dict | None = None) -> Controllers:
     """Launch the controllers of `schedulers` (any of kueue, volcano, kuberay) against `plane`; return once each
-    one's health endpoint answers and its webhooks are registered."""
+    one's health endpoint answers and its webhooks are registered. `kueue_config` adds to (or replaces top-level
+    fields of) Kueue's Configuration, e.g. a shorter `waitForPodsReady`."""
     schedulers = tuple(schedulers)
     if unknown := set(schedulers) - set(SCHEDULERS):
         raise ControlPlaneError(f"unknown scheduler(s) {', '.join(sorted(unknown))}: choose from {SCHEDULERS}")
     if missing := missing_binaries(schedulers, Path(bin_dir)):
         raise ControlPlaneError(f"{', '.join(missing)} not built in {bin_dir}: run `make controllers-bin`")
-    running = Controllers(plane, schedulers, Path(bin_dir))
+    running = Controllers(plane, schedulers, Path(bin_dir), kueue_config)
     running.start_base()
     for name in schedulers:
         getattr(running, f"start_{name}")()

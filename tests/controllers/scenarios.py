@@ -1,0 +1,147 @@
+"""The scenarios of the controllers lane, written once and run twice: on the real Kueue and Volcano
+(tests/controllers/test_<scheduler>.py) and on the sandbox's simulator (`sandbox_world`), so the two can be
+compared on what matters to the portal (`observe`): the order jobs were admitted in, which were preempted, the
+reasons on the scheduler's own records, and the sentences the portal shows for each job.
+
+A scenario takes a world (`conftest.build_real_world` or `sandbox_world`: the same rows, only the cluster differs)
+and returns the portal's jobs by name once the scheduler has settled; every wait polls the status sync, so both
+run at the controllers' own pace.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jobs import outcome, selectors
+from jobs.choices import JobState
+from jobs.placement import placement_sentence
+from portal import kube
+from portal.upstream import KUEUE_API, VOLCANO_SCHEDULING_API
+from tests.controllers.conftest import add_team, sync, sync_until
+from tests.jobs.test_simulated import submit
+
+STARTED = (JobState.ADMITTED, JobState.RUNNING)
+
+
+# --- Kueue and Volcano alike ---------------------------------------------------------------------------------
+
+
+def queued_behind(world, run_on_commit) -> dict:
+    """Quota 8 + 0: the first 8-GPU job is admitted and runs; the second waits for quota."""
+    first = submit(world, run_on_commit, name="first", workers=1, gpus_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[first.pk].state == JobState.RUNNING, what="first running")
+    second = submit(world, run_on_commit, name="second", workers=1, gpus_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[second.pk].state == JobState.QUEUED and r[second.pk].state_message,
+               what="second queued with the scheduler's reason")
+    return {"first": first, "second": second}
+
+
+# --- Kueue ---------------------------------------------------------------------------------------------------
+
+
+def priority_preemption(world, run_on_commit) -> dict:
+    """Quota 8 + 0: an urgent job preempts the team's own standard job (withinClusterQueue LowerPriority)."""
+    low = submit(world, run_on_commit, name="cheap", workers=1, gpus_per_worker=8, kind="batch",
+                 priority_tier=world["tiers"]["standard"])
+    sync_until(world, lambda r: r[low.pk].state == JobState.RUNNING, what="cheap running")
+    high = submit(world, run_on_commit, name="deadline", workers=1, gpus_per_worker=8, kind="batch",
+                  priority_tier=world["tiers"]["urgent"])
+    with run_on_commit():
+        sync_until(world, lambda r: r[low.pk].state == JobState.PREEMPTED and r[high.pk].state in STARTED,
+                   what="cheap preempted, deadline admitted")
+    return {"cheap": low, "deadline": high}
+
+
+def borrow_and_reclaim(world, run_on_commit) -> dict:
+    """nlp (8 + 8) borrows vision's idle 8 GPUs in the cohort; when vision (8 + 0) submits, Kueue reclaims them
+    (reclaimWithinCohort Any) by preempting the borrowing job, not nlp's own."""
+    vision = add_team(world, "vision", guaranteed=8, burst=0)
+    mine = submit(world, run_on_commit, name="base", workers=1, gpus_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[mine.pk].state == JobState.RUNNING, what="base running")
+    borrowing = submit(world, run_on_commit, name="burst", workers=1, gpus_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[borrowing.pk].state == JobState.RUNNING, what="burst running on borrowed GPUs")
+    theirs = submit(vision, run_on_commit, name="own", workers=1, gpus_per_worker=8, kind="batch")
+    with run_on_commit():
+        sync_until(world, lambda r: r[borrowing.pk].state == JobState.PREEMPTED and r[theirs.pk].state in STARTED,
+                   what="burst reclaimed, own admitted")
+    return {"base": mine, "burst": borrowing, "own": theirs}
+
+
+def pods_never_ready(world, run_on_commit) -> dict:
+    """Quota for 8 GPUs but no node to run on: Kueue admits the job, its pod never becomes ready, and once
+    waitForPodsReady's timeout has passed (on by default since v0.19) Kueue evicts it, releases its quota and queues
+    it again after a backoff."""
+    stuck = submit(world, run_on_commit, name="stuck", workers=1, gpus_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[stuck.pk].state == JobState.ADMITTED, what="stuck admitted")
+    sync_until(world, lambda r: r[stuck.pk].state == JobState.QUEUED and r[stuck.pk].state_message,
+               what="stuck evicted by the PodsReady timeout", timeout=180)
+    return {"stuck": stuck}
+
+
+# --- Volcano -------------------------------------------------------------------------------------------------
+
+
+def gang_does_not_fit(world, run_on_commit) -> dict:
+    """Quota 16 on two 8-GPU nodes: a 4-GPU job runs on one; a 2 x 6-GPU gang (minAvailable 2) passes the queue's
+    quota and the cluster's overcommit check (enqueue), but only one of its pods finds room, so none starts."""
+    small = submit(world, run_on_commit, name="small", workers=1, gpus_per_worker=4, kind="batch")
+    sync_until(world, lambda r: r[small.pk].state == JobState.RUNNING, what="small running")
+    gang = submit(world, run_on_commit, name="gang", workers=2, gpus_per_worker=6, kind="pytorch")
+    sync_until(world, lambda r: r[gang.pk].state == JobState.QUEUED and "gang" in r[gang.pk].state_message,
+               what="gang waiting for room on the nodes")
+    return {"small": small, "gang": gang}
+
+
+# --- what is compared ----------------------------------------------------------------------------------------
+
+_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _records(world) -> dict[str, dict]:
+    """The scheduler's record of each job (Kueue's Workload, Volcano's PodGroup) by the job object's name."""
+    client = kube.client_for_cluster(world["cluster"])
+    kind = (KUEUE_API, "Workload") if world["cluster"].scheduler == "kueue" else (VOLCANO_SCHEDULING_API, "PodGroup")
+    records = {}
+    for record in client.list(*kind):
+        for ref in record["metadata"].get("ownerReferences") or []:
+            records[ref["name"]] = record
+    return records
+
+
+def observe(world, jobs: dict) -> dict:
+    """What the portal shows for each job and what the scheduler wrote of it, with the names and UIDs that
+    differ from run to run replaced by placeholders."""
+    rows = sync(world)
+    records = _records(world)
+    names = {}
+    for name, job in jobs.items():
+        row = rows[job.pk]
+        record = records.get(row.object_name, {})
+        names[record.get("metadata", {}).get("name", "") or f"<none:{name}>"] = f"<record:{name}>"
+        names[row.object_name] = f"<job:{name}>"
+
+    def plain(text: str) -> str:
+        for actual, placeholder in names.items():
+            text = text.replace(actual, placeholder)
+        return _UID.sub("<uid>", text)
+
+    seen, admitted = {}, []
+    for name, job in sorted(jobs.items(), key=lambda item: (rows[item[1].pk].admitted_at is None,
+                                                            rows[item[1].pk].admitted_at, item[0])):
+        row = rows[job.pk]
+        if row.admitted_at is not None:
+            admitted.append(name)
+        record = records.get(row.object_name, {})
+        status = record.get("status") or {}
+        seen[name] = {
+            "state": row.state,
+            "message": plain(row.state_message),
+            "why_waiting": plain(selectors.why_waiting(job=row)),
+            "outcome": plain(outcome.explain(row.state, row.state_message)),
+            "placement": placement_sentence(row, set()),
+            "conditions": {c["type"]: f"{c['status']} {c.get('reason', '')}".strip()
+                           for c in status.get("conditions") or []},
+            **({"phase": status["phase"]} if status.get("phase") else {}),
+        }
+    return {"admitted": admitted, "preempted": sorted(n for n, s in seen.items() if s["state"] == JobState.PREEMPTED),
+            "jobs": seen}
