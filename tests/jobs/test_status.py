@@ -16,6 +16,7 @@ def wl(*conditions):
     return {"status": {"conditions": list(conditions)}}
 
 
+TIMED_OUT = "Exceeded the PodsReady timeout nlp/job-train-1-3f2a1"
 INSUFFICIENT = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
                 "h100, 8 more needed")
 
@@ -45,6 +46,13 @@ INSUFFICIENT = ("couldn't assign flavors to pod set main: insufficient unused qu
         ({"spec": {"suspend": True}}, wl(cond("Evicted", reason="Preempted", message="Preempted to accommodate a "
                                               "higher priority Workload")), JobState.PREEMPTED,
          "Preempted to accommodate a higher priority Workload"),
+        # waitForPodsReady (on by default since Kueue v0.19): evicted for pods not ready in time, it waits again.
+        ({"spec": {"suspend": True}}, wl(cond("Evicted", reason="PodsReadyTimeout", message=TIMED_OUT),
+                                         cond("QuotaReserved", "False", "PodsReadyTimeout", TIMED_OUT)),
+         JobState.QUEUED, TIMED_OUT),
+        ({"spec": {"suspend": False}, "status": {"active": 1, "ready": 1}},
+         wl(cond("Admitted"), cond("Evicted", "False", "QuotaReserved", "Previously: evicted"),
+            cond("PodsReady", reason="Started")), JobState.RUNNING, ""),
     ],
 )
 def test_kueue_batch_job(job, workload, state, message):
@@ -136,3 +144,9 @@ def test_volcano_says_why_a_job_waits_in_volcanos_words(podgroup, refusal, state
 )
 def test_ray_job(status, spec, state):
     assert ray_job({"spec": spec, "status": status}).state == state
+
+
+def test_a_rayjob_evicted_by_the_pods_ready_timeout_waits_again():
+    observed = ray_job({"spec": {"suspend": True}, "status": {"jobDeploymentStatus": "Suspended"}},
+                       wl(cond("Evicted", reason="PodsReadyTimeout", message=TIMED_OUT)))
+    assert (observed.state, observed.message) == (JobState.QUEUED, TIMED_OUT)

@@ -18,6 +18,7 @@ T0 = datetime(2026, 6, 1, 9, tzinfo=UTC)
     ("queued", "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu", "quota"),
     ("queued", 'couldn\'t assign flavors to pod set main: topology "default" doesn\'t allow to fit', "placement"),
     ("queued", "0/4 tasks in gang unschedulable: pod group is not ready", "placement"),
+    ("queued", "Exceeded the PodsReady timeout nlp/job-train-1-3f2a1", "placement"),
     ("pending", "Held: the team's monthly budget is spent", "budget"),
     ("running", "", None),
     ("succeeded", "", None),
