@@ -79,7 +79,11 @@ def _resources(spec: JobSpec, gpus: int | None = None) -> dict:
     if gpus and spec.device_class:
         return {"requests": requests, "limits": limits, "claims": container_claims()}
     if gpus:
-        limits[spec.gpu_resource] = str(gpus)  # extended resources: the request defaults to the limit
+        # The request is written, not left to default from the limit: the namespace's LimitRange gives GPUs a
+        # default request of 0, and Kueue applies a LimitRange's defaults before it copies missing requests from
+        # limits (kueue pkg/workload/resources.go AdjustResources), so a limit alone counts as 0 GPUs against the
+        # team's quota while the API server gives the pod the limit.
+        requests[spec.gpu_resource] = limits[spec.gpu_resource] = str(gpus)
     return {"requests": requests, "limits": limits}
 
 

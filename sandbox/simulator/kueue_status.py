@@ -51,7 +51,9 @@ def evicted(conditions: list[dict], message: str, reason: str, now: float, job: 
         evicted_reason, preempted = "Preempted", [condition("Preempted", True, reason, message, now)]
     backoff = reason == PODS_READY_TIMEOUT
     updates = [condition("Evicted", True, evicted_reason, message, now), *preempted,
-               condition("QuotaReserved", False, evicted_reason, message, now),
+               # The job reconciler releases the reservation as pending again, with the eviction's words
+               # (pkg/controller/jobframework/reconciler.go; "Pending" while UnadmittedWorkloadsObservability is off).
+               condition("QuotaReserved", False, "Pending", message, now),
                condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
                condition("Requeued", not backoff, evicted_reason, message, now), pods_not_ready(now)]
     status = {"conditions": set_conditions(conditions, *updates), "admission": None}

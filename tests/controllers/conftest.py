@@ -199,8 +199,29 @@ def sync_until(world, done, *, timeout: float = float(os.environ.get("CONTROLLER
             return rows
         if time.monotonic() > deadline:
             states = {pk: (row.state, row.state_message) for pk, row in rows.items()}
-            raise AssertionError(f"not reached within {timeout:g} s: {what or done}; jobs: {states}")
+            raise AssertionError(f"not reached within {timeout:g} s: {what or done}; jobs: {states}; "
+                                 f"pods: {pod_story(world)}")
         time.sleep(0.5)
+
+
+def pod_story(world) -> list:
+    """Each pod's phase, node and why it is not scheduled or ready, for a failure message."""
+    client = kube.client_for_cluster(world["cluster"])
+    story = []
+    for pod in client.list("v1", "Pod"):
+        status = pod.get("status") or {}
+        unmet = [f"{c['type']}: {c.get('message') or c.get('reason', '')}" for c in status.get("conditions") or []
+                 if c.get("status") != "True"]
+        story.append((pod["metadata"]["name"], status.get("phase"), (pod.get("spec") or {}).get("nodeName"), unmet))
+    for job in client.list("batch/v1", "Job"):
+        story.append((f"job {job['metadata']['name']}", (job.get("spec") or {}).get("suspend"), job.get("status")))
+    if world["cluster"].scheduler == "kueue":
+        for workload in client.list("kueue.x-k8s.io/v1beta2", "Workload"):
+            status = workload.get("status") or {}
+            story.append((f"workload {workload['metadata']['name']}", [
+                (c["type"], c["status"], c.get("reason"), c.get("message")) for c in status.get("conditions") or []],
+                [a.get("resourceUsage") for a in (status.get("admission") or {}).get("podSetAssignments") or []]))
+    return story
 
 
 def wait_for(check, *, timeout: float = 60, what: str = ""):

@@ -81,8 +81,8 @@ def test_a_higher_tier_preempts_within_the_team_and_the_victim_says_why(kueue_ta
     assert seen["preempted"] == ["cheap"]
     assert seen["jobs"]["deadline"]["state"] in scenarios.STARTED
     victim = seen["jobs"]["cheap"]
-    assert re.fullmatch(PREEMPTED.format(reason="prioritization in the ClusterQueue", preemptor="/nlp",
-                                         preemptee="/nlp"), victim["message"]), victim["message"]
+    assert re.fullmatch(PREEMPTED.format(reason="prioritization in the ClusterQueue", preemptor="/gpu/nlp",
+                                         preemptee="/gpu/nlp"), victim["message"]), victim["message"]
     assert victim["outcome"].startswith("Preempted: a higher-priority job of the same team needed the GPUs.")
     assert victim["conditions"]["Evicted"] == "True Preempted"
     assert victim["conditions"]["Preempted"] == "True InClusterQueue"

@@ -18,7 +18,7 @@ def spec(**overrides) -> JobSpec:
     return JobSpec(**fields)
 
 
-RESOURCES = {"requests": {"cpu": "16", "memory": "128Gi"},
+RESOURCES = {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "4"},
              "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "4"}}
 
 

@@ -197,20 +197,25 @@ class Controllers:
         self.launch("kube-scheduler", [
             f"--kubeconfig={self.plane.kubeconfig}", "--leader-elect=false", "--secure-port=0", "--v=0"])
         kwok_dir = module_dir("kwok") / "kustomize" / "stage"
+        # Upstream's general pod stages, in its kustomization's order (create: IP and Initialized; init containers;
+        # ready; complete; delete), and the fast node stages.
+        pod_stages = yaml.safe_load((kwok_dir / "pod" / "general" / "kustomization.yaml").read_text())["resources"]
         stages = _yaml_documents([kwok_dir / "node" / "fast" / "node-initialize.yaml",
                                   kwok_dir / "node" / "heartbeat" / "node-heartbeat.yaml",
-                                  kwok_dir / "pod" / "general" / "pod-ready.yaml",
-                                  kwok_dir / "pod" / "general" / "pod-complete.yaml",
-                                  kwok_dir / "pod" / "general" / "pod-delete.yaml"])
+                                  *(kwok_dir / "pod" / "general" / name for name in pod_stages)])
         for stage in stages:
+            # Without upstream's random extra of up to 5 s per stage, runs are repeatable and quicker.
+            stage["spec"].get("delay", {}).pop("jitterDurationMilliseconds", None)
             if stage["metadata"]["name"] == "pod-complete":
                 # A pod runs until a test says when it ends (the annotation); upstream's default is a second.
                 stage["spec"]["delay"]["durationMilliseconds"] = 24 * 3600 * 1000
-                stage["spec"]["delay"].pop("jitterDurationMilliseconds", None)
         config = self.workdir / "kwok.yaml"
+        # A configuration file's options are not defaulted as the flags' are (kwok exits on a parallelism of 0):
+        # upstream's defaults (pkg/apis/config/v1alpha1/zz_generated.defaults.go) are spelled out.
         config.write_text(yaml.safe_dump_all([
             {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
-             "options": {"enableCRDs": []}}, *stages]))
+             "options": {"enableCRDs": [], "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
+                         "nodeLeaseParallelism": 4, "podsOnNodeSyncParallelism": 1}}, *stages]))
         self.launch("kwok", [
             f"--kubeconfig={self.plane.kubeconfig}", f"--config={config}",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--cidr=10.0.0.1/16",
