@@ -64,6 +64,11 @@ def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
     }
 
 
+def volcano_queue_state(name: str, state: str) -> dict:
+    """A Queue's status.state (Open or Closed), as `vcctl queue operate` has the queue controller write it."""
+    return {"apiVersion": VOLCANO_SCHEDULING, "kind": "Queue", "metadata": {"name": name}, "status": {"state": state}}
+
+
 def department_queue_name(slug: str) -> str:
     """Distinct from team queue names: a department is a team too and may hold a queue of its own."""
     return dns_name(slug, "dept")

@@ -14,6 +14,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from ..selectors import matches_label_selector
+from . import kueue_checks as checks
 from . import kueue_fair_sharing as fair
 from . import kueue_status, kueue_tas, quota_tree
 from .kueue_preemption import find_targets, preempted_message
@@ -35,6 +36,7 @@ class Kueue:
         self.usage: dict[str, dict[tuple[str, str], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.admitted: dict[str, dict[tuple, Tracked]] = defaultdict(dict)  # ClusterQueue -> its workloads
         self.node_usage: dict[str, dict[str, Decimal]] = {}  # what TAS placements hold on each node
+        self.checked: set[tuple] = set()  # workloads given admission check entries
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -93,7 +95,9 @@ class Kueue:
             specs[name] = {"cohort": spec.get("cohortName", ""), "quotas": quotas}
             queues[name] = {"groups": groups, "namespaces": spec.get("namespaceSelector"), "weight": fair.weight(spec),
                             "preemption": spec.get("preemption") or {},
-                            "stopped": spec.get("stopPolicy", "None") != "None"}
+                            "stopped": spec.get("stopPolicy", "None") != "None", "checks": checks.listed(spec)}
+            queues[name]["inactive_checks"] = checks.inactive(self.objects, queues[name]["checks"]) \
+                if queues[name]["checks"] else []
         cohorts, declared = {}, [cq.get("spec") or {} for cq in self.objects.list(KUEUE, "ClusterQueue")]
         for cohort in self.objects.list(KUEUE, "Cohort"):
             declared.append(cohort.get("spec") or {})
@@ -156,6 +160,12 @@ class Kueue:
             yield remaining.pop(fair.next_entry(entries, config))
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
+        lq = config["lq"].get((job.namespace, job.queue)) or {}
+        listed = (config["cq"].get(lq.get("clusterQueue", "")) or {}).get("checks")
+        entries = []
+        if listed or (listed is not None and job.key in self.checked):  # the workload controller's sync
+            entries = checks.sync(self.objects, job, listed, now)
+            (self.checked.add if entries else self.checked.discard)(job.key)
         blocked = ("Inadmissible", job.refusal) if job.refusal else self._blocker(job, config)
         if blocked:
             return self.pending(job, *blocked, now)
@@ -180,6 +190,8 @@ class Kueue:
                 quota_tree.add_usage(node, fr, value)
             return self.pending(job, "Pending", f"{message}. Pending the preemption of {len(targets)} workload(s)",
                                 now)
+        if not checks.all_ready(entries):  # quota reserved; admitted once every check is Ready
+            return self.sim.reserve(job, now, cluster_queue=cq_name, flavors=flavors)
         self.sim.admit(job, now, cluster_queue=cq_name, flavors=flavors)
 
     def _blocker(self, job: Tracked, config: dict) -> tuple[str, str] | None:
@@ -197,7 +209,8 @@ class Kueue:
         cq = config["cq"].get(cq_name)
         if cq is None:
             return "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"
-        if cq["stopped"] or any(f not in config["rf"] for _, flavors in cq["groups"] for f in flavors):
+        if cq["stopped"] or cq["inactive_checks"] or any(f not in config["rf"] for _, flavors in cq["groups"]
+                                                         for f in flavors):
             return "Inadmissible", f"ClusterQueue {cq_name} is inactive"
         if not self._namespace_matches(job.namespace, cq["namespaces"], config):
             return "Pending", "workload namespace doesn't match ClusterQueue selector"
@@ -351,6 +364,35 @@ class Kueue:
                                   kueue_status.admitted(job, conditions, now))
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": False}})
 
+    def reserved_status(self, job: Tracked, now: float) -> None:
+        conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
+        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                                  checks.reserved(job, conditions, now, kueue_status.assignments(job)))
+
+    def progress_checks(self, now: float) -> None:
+        """Workloads holding quota while their checks decide: admitted when all are Ready, evicted on a Retry,
+        deactivated on a Rejected."""
+        for jobs in list(self.admitted.values()):
+            for job in [j for j in jobs.values() if j.state == "reserved"]:
+                entries = checks.states(self.objects, job)
+                if checks.all_ready(entries):
+                    self.sim.start_reserved(job, now)
+                elif rejected := checks.in_state(entries, "Rejected"):
+                    text = f"The workload is deactivated due to {checks.message(rejected, 'Rejected')}"
+                    self.objects.patch(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                                       {"spec": {"active": False}})
+                    self._check_evicted(job, entries, now, checks.DEACTIVATED, text)
+                    self.sim.deactivate(job)
+                elif retry := checks.in_state(entries, "Retry"):
+                    self.sim.evict(job, now, f"Evicted due to {checks.message(retry, 'Retry')}",
+                                   reason=checks.EVICTED_BY_CHECK)
+                    job.requeue_at = now + checks.requeue_after(retry)
+
+    def _check_evicted(self, job: Tracked, entries: list[dict], now: float, reason: str, text: str) -> None:
+        conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
+        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                                  checks.evicted(conditions, entries, now, reason=reason, text=text))
+
     def running_status(self, job: Tracked, now: float) -> None:
         """Kueue writes nothing when pods start (PodsReady is off by default)."""
 
@@ -363,6 +405,9 @@ class Kueue:
 
     def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None:
         """Evicted and suspended again (jobframework's stopJob)."""
+        if reason == checks.EVICTED_BY_CHECK:  # never unsuspended: only the reservation goes
+            job.waiting = None
+            return self._check_evicted(job, checks.states(self.objects, job), now, reason, message)
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
                                   kueue_status.evicted(conditions, message, reason, now))
