@@ -5,6 +5,7 @@ offers (flavors the team holds quota of, its saved templates)."""
 import functools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -167,6 +168,11 @@ def job_pods(*, job: Job, tail_lines: int = 50) -> list[dict]:
     return result
 
 
+# What a kind adds to its jobs' specs, registered by the app that owns the kind (a workspace's volume and port):
+# kind → function of the job row returning JobSpec fields.
+SPEC_EXTRAS: dict[str, Callable[[Job], dict]] = {}
+
+
 def job_spec(job: Job) -> JobSpec:
     queue = TeamQuotaSpec(slug=job.team.slug, namespace=job.team.namespace, quotas=(), cluster_flavors=()).queue_name
     return JobSpec(
@@ -192,6 +198,7 @@ def job_spec(job: Job) -> JobSpec:
         **_placement_fields(job),
         device_class=job.flavor.device_class if job.flavor.sharing == Sharing.DRA else "",
         device_selector=job.flavor.device_selector,
+        **(SPEC_EXTRAS[job.kind](job) if job.kind in SPEC_EXTRAS else {}),
     )
 
 

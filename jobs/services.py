@@ -123,14 +123,27 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
         raise PermissionDenied("Only the submitter or a team admin can cancel this job.")
     if job.terminal:
         raise Conflict(f"The job has already {job.get_state_display().lower()}.")
+    _request_cancel(job)
+    audit_record(actor=actor, action="job.cancel", obj=job, team=job.team, source_ip=source_ip)
+    job.refresh_from_db()
+    return job
+
+
+def _request_cancel(job: Job) -> None:
     job.cancel_requested_at = timezone.now()
     job.generation = F("generation") + 1
     job.next_attempt_at = timezone.now()
     job.save(update_fields=["cancel_requested_at", "generation", "next_attempt_at"])
-    audit_record(actor=actor, action="job.cancel", obj=job, team=job.team, source_ip=source_ip)
     _nudge(job)
-    job.refresh_from_db()
-    return job
+
+
+@transaction.atomic
+def job_stop(*, job: Job) -> None:
+    """End a job for the app that started it (a workspace being suspended or deleted): its objects are deleted
+    as on cancel; the caller checked who may and records why."""
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if not job.terminal and not job.cancel_requested_at:
+        _request_cancel(job)
 
 
 def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:

@@ -21,7 +21,7 @@ from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
 from . import cost, estimates, outcome, placement, selectors, services, sooner
-from .choices import JobKind
+from .choices import SUBMITTED_KINDS, JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
 from .manifests import job_manifests
@@ -61,7 +61,7 @@ def job_list(request):
 @login_required
 def job_submit(request, slug, kind):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
-    if kind not in JobKind.values:
+    if kind not in SUBMITTED_KINDS:
         raise Http404("Unknown job kind")
     if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Viewers cannot submit jobs.")

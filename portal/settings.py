@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "quotas",
     "jobs",
     "billing",
+    "workspaces",
     "composition",
 ]
 
@@ -257,6 +258,10 @@ CELERY_BEAT_SCHEDULE = {
     "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
     "reservations": {"task": "quotas.tasks.reservation_apply_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
+    "workspace-reconcile-due": {"task": "workspaces.tasks.workspace_reconcile_due_task",
+                                "schedule": RECONCILE_DUE_SECONDS},
+    "workspace-cull": {"task": "workspaces.tasks.workspace_cull_task",
+                       "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
     "idempotency-prune": {"task": "tenants.tasks.idempotency_keys_prune_task", "schedule": 3600},
     "job-estimates-stale": {"task": "jobs.tasks.job_estimates_refresh_stale_task", "schedule": 60},
@@ -272,6 +277,27 @@ BILLING_CURRENCY = env("BILLING_CURRENCY", "USD")
 BUDGET_ALERT_THRESHOLDS = [int(t) for t in env_list("BUDGET_ALERT_THRESHOLDS", "80,100")]
 IDLE_GPU_THRESHOLD = float(env("IDLE_GPU_THRESHOLD", "0.05"))
 IDLE_GPU_WINDOW_HOURS = int(env("IDLE_GPU_WINDOW_HOURS", "2"))
+# Workspaces: the images engineers pick from, per tool (a comma-separated list each), or any image where the
+# platform allows it; the volume's storage class ('' for the cluster's default); the host of a workspace's Ingress
+# (`{workspace}` and `{team}` filled in; '' for none, and the page gives the `kubectl port-forward` command).
+WORKSPACE_IMAGES = {
+    "jupyterlab": env_list("WORKSPACE_JUPYTERLAB_IMAGES", "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12,"
+                                                          "quay.io/jupyter/scipy-notebook:python-3.12"),
+    "code-server": env_list("WORKSPACE_CODE_SERVER_IMAGES", "codercom/code-server:4.100.2"),
+}
+WORKSPACE_ANY_IMAGE = env_bool("WORKSPACE_ANY_IMAGE", False)
+WORKSPACE_STORAGE_CLASS = env("WORKSPACE_STORAGE_CLASS")
+WORKSPACE_HOST_PATTERN = env("WORKSPACE_HOST_PATTERN")
+WORKSPACE_INGRESS_CLASS = env("WORKSPACE_INGRESS_CLASS")
+# Culling by what the GPUs do: idle (activity under the threshold, 0..1) for WARN minutes → a warning; still idle
+# SUSPEND minutes after it → suspended (the volume stays); suspended for VOLUME_DAYS → the volume is deleted, or
+# kept when the policy is "keep". "Keep it running" holds it off EXTENSION minutes, once per warning.
+WORKSPACE_IDLE_THRESHOLD = float(env("WORKSPACE_IDLE_THRESHOLD", env("IDLE_GPU_THRESHOLD", "0.05")))
+WORKSPACE_WARN_MINUTES = float(env("WORKSPACE_WARN_MINUTES", "60"))
+WORKSPACE_SUSPEND_MINUTES = float(env("WORKSPACE_SUSPEND_MINUTES", "30"))
+WORKSPACE_EXTENSION_MINUTES = float(env("WORKSPACE_EXTENSION_MINUTES", "120"))
+WORKSPACE_VOLUME_DAYS = float(env("WORKSPACE_VOLUME_DAYS", "14"))
+WORKSPACE_VOLUME_POLICY = env("WORKSPACE_VOLUME_POLICY", "delete")
 # Usage collection: how far back missed or failed hours are filled in, how long one Prometheus query may take,
 # and the sampling step integrated over each hour (it must divide 3600).
 BILLING_BACKFILL_DAYS = int(env("BILLING_BACKFILL_DAYS", "7"))

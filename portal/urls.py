@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/", include("portal.api_urls")),
     path("", include("quotas.urls")),
     path("", include("jobs.urls")),
+    path("", include("workspaces.urls")),
     path("", include("billing.urls")),
     path("", include("tenants.urls")),
 ]

@@ -116,6 +116,21 @@ def _newbie(w: World) -> None:
     UserFactory(username="newbie")
 
 
+def _workspace(w: World) -> None:
+    from tenants.models import PriorityTier
+    from workspaces.models import Workspace
+
+    Workspace.objects.create(team=w.team, cluster=w.cluster, flavor=w.flavor, owner=w.member, name="nb",
+                             priority_tier=PriorityTier.objects.get(is_default=True), image="jupyter/lab:1",
+                             access_hash="sha256:salt:digest", run=w.job)
+
+
+def workspace(w: World) -> dict:
+    from workspaces.models import Workspace
+
+    return {"pk": Workspace.objects.get(name="nb").pk}
+
+
 def _template(w: World) -> None:
     JobTemplate.objects.create(team=w.team, name="nightly", kind="batch", values={}, created_by=w.member)
 
@@ -281,6 +296,13 @@ MATRIX = {
     "jobs:job-submit": Row(lambda w: {"slug": "nlp", "kind": "batch"}, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     "jobs:template-delete": Row(lambda w: {"slug": "nlp", "pk": JobTemplate.objects.get(name="nightly").pk},
                                 {"post": TEAM_WRITE}, setup=_template),
+    # --- workspaces pages -------------------------------------------------------------------------------------
+    "workspaces:workspace-list": Row(none, {"get": ANYONE}),
+    "workspaces:workspace-detail": Row(workspace, {"get": TEAM_READ}, setup=_workspace),
+    # Owned by the member: the owner and the team's admins may act on it.
+    "workspaces:workspace-action": Row(lambda w: {**workspace(w), "action": "suspend"}, {"post": TEAM_WRITE},
+                                       setup=_workspace),
+    "workspaces:workspace-create": Row(team, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     # --- billing pages ----------------------------------------------------------------------------------------
     "billing:team-usage": Row(team, {"get": TEAM_READ}),
     "billing:budget-set": Row(team, {"post": TEAM_ADMIN}),

@@ -28,6 +28,7 @@ from tenants.choices import Scheduler, TeamState
 from tenants.models import TeamNamespace
 from tests.factories import PlatformAdminFactory
 from tests.requires import unavailable
+from workspaces import selectors as workspace_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "kustomize"
@@ -158,6 +159,7 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
         cluster = type("C", (), {"scheduler": scheduler})()
         viewed |= set(reconcile.team_kinds(cluster)) | set(reconcile.cluster_kinds(cluster))
         applied |= viewed | set(job_selectors.job_kinds(scheduler))
+    applied |= set(workspace_selectors.WORKSPACE_KINDS)
     needed = set()
     for key, kind in kube.KINDS.items():
         group, resource = _group(key[0]), kind.plural
