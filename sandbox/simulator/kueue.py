@@ -14,6 +14,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from ..selectors import matches_label_selector
+from . import kueue_admission_fair_sharing as afs
 from . import kueue_checks as checks
 from . import kueue_fair_sharing as fair
 from . import kueue_status, kueue_tas, quota_tree
@@ -37,6 +38,8 @@ class Kueue:
         self.admitted: dict[str, dict[tuple, Tracked]] = defaultdict(dict)  # ClusterQueue -> its workloads
         self.node_usage: dict[str, dict[str, Decimal]] = {}  # what TAS placements hold on each node
         self.checked: set[tuple] = set()  # workloads given admission check entries
+        self.ledger = afs.Ledger()  # admission fair sharing's decayed usage per LocalQueue
+        self._afs: tuple[str, dict | None] = ("", None)  # the Configuration's settings, by its resourceVersion
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -95,6 +98,7 @@ class Kueue:
             specs[name] = {"cohort": spec.get("cohortName", ""), "quotas": quotas}
             queues[name] = {"groups": groups, "namespaces": spec.get("namespaceSelector"), "weight": fair.weight(spec),
                             "preemption": spec.get("preemption") or {},
+                            "admission_mode": (spec.get("admissionScope") or {}).get("admissionMode", ""),
                             "stopped": spec.get("stopPolicy", "None") != "None", "checks": checks.listed(spec)}
             queues[name]["inactive_checks"] = checks.inactive(self.objects, queues[name]["checks"]) \
                 if queues[name]["checks"] else []
@@ -119,6 +123,7 @@ class Kueue:
                    for rf in self.objects.list(KUEUE, "ResourceFlavor")}
         return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared),
                 "cohort_weights": {name: cohort["weight"] for name, cohort in cohorts.items()},
+                "afs": self.fair_sharing_settings(),
                 "tas": kueue_tas.snapshot(self.objects)}
 
     # Scheduling ------------------------------------------------------------------------------------------------
@@ -139,6 +144,7 @@ class Kueue:
                           for fr, value in self._requests(job, flavors).items())
             return (0, int(borrows))
 
+        jobs = afs.reorder(jobs, config, self.ledger, config["afs"])
         return self._fair_order(jobs, config) if config["fair"] else sorted(jobs, key=key)
 
     def _fair_order(self, jobs: list[Tracked], config: dict):
@@ -193,6 +199,11 @@ class Kueue:
         if not checks.all_ready(entries):  # quota reserved; admitted once every check is Ready
             return self.sim.reserve(job, now, cluster_queue=cq_name, flavors=flavors)
         self.sim.admit(job, now, cluster_queue=cq_name, flavors=flavors)
+        if config["afs"] is not None and config["cq"][cq_name]["admission_mode"] == afs.USAGE_BASED:
+            by_resource: dict[str, Decimal] = defaultdict(Decimal)
+            for (_, resource), value in self._requests(job, flavors).items():
+                by_resource[resource] += value
+            self.ledger.admit((job.namespace, job.queue), by_resource, config["afs"])
 
     def _blocker(self, job: Tracked, config: dict) -> tuple[str, str] | None:
         """Why the workload is not considered at all. A missing or stopped queue is the workload controller's
@@ -348,6 +359,24 @@ class Kueue:
         else:
             self.admitted[job.cluster_queue].pop(job.key, None)
 
+    # Admission fair sharing -------------------------------------------------------------------------------------
+
+    def fair_sharing_settings(self) -> dict | None:
+        namespace, name, _ = afs.KUEUE_CONFIG
+        config_map = self.objects.get("v1", "ConfigMap", namespace, name)
+        version = ((config_map or {}).get("metadata") or {}).get("resourceVersion", "")
+        if version != self._afs[0]:
+            self._afs = (version, afs.configuration(self.objects))
+        return self._afs[1]
+
+    def sample_usage(self, now: float) -> None:
+        """The LocalQueues' decayed usage, sampled as Kueue's LocalQueue controller does (when the Configuration
+        has `admissionFairSharing`)."""
+        settings = self.fair_sharing_settings()
+        if settings is not None:
+            self.ledger.sample(self.objects, afs.admitted_by_queue(self.admitted, lambda j: self._requests(
+                j, j.flavors)), settings, now)
+
     # The Workload's status ---------------------------------------------------------------------------------------
 
     def pending(self, job: Tracked, reason: str, message: str, now: float) -> None:
@@ -365,33 +394,10 @@ class Kueue:
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": False}})
 
     def reserved_status(self, job: Tracked, now: float) -> None:
-        conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
-        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
-                                  checks.reserved(job, conditions, now, kueue_status.assignments(job)))
+        checks.write_reserved(self.objects, job, now, kueue_status.assignments(job))
 
     def progress_checks(self, now: float) -> None:
-        """Workloads holding quota while their checks decide: admitted when all are Ready, evicted on a Retry,
-        deactivated on a Rejected."""
-        for jobs in list(self.admitted.values()):
-            for job in [j for j in jobs.values() if j.state == "reserved"]:
-                entries = checks.states(self.objects, job)
-                if checks.all_ready(entries):
-                    self.sim.start_reserved(job, now)
-                elif rejected := checks.in_state(entries, "Rejected"):
-                    text = f"The workload is deactivated due to {checks.message(rejected, 'Rejected')}"
-                    self.objects.patch(KUEUE, "Workload", job.namespace, job.scheduler_object,
-                                       {"spec": {"active": False}})
-                    self._check_evicted(job, entries, now, checks.DEACTIVATED, text)
-                    self.sim.deactivate(job)
-                elif retry := checks.in_state(entries, "Retry"):
-                    self.sim.evict(job, now, f"Evicted due to {checks.message(retry, 'Retry')}",
-                                   reason=checks.EVICTED_BY_CHECK)
-                    job.requeue_at = now + checks.requeue_after(retry)
-
-    def _check_evicted(self, job: Tracked, entries: list[dict], now: float, reason: str, text: str) -> None:
-        conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
-        self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
-                                  checks.evicted(conditions, entries, now, reason=reason, text=text))
+        checks.progress(self, now)
 
     def running_status(self, job: Tracked, now: float) -> None:
         """Kueue writes nothing when pods start (PodsReady is off by default)."""
@@ -407,7 +413,7 @@ class Kueue:
         """Evicted and suspended again (jobframework's stopJob)."""
         if reason == checks.EVICTED_BY_CHECK:  # never unsuspended: only the reservation goes
             job.waiting = None
-            return self._check_evicted(job, checks.states(self.objects, job), now, reason, message)
+            return checks.write_evicted(self.objects, job, checks.states(self.objects, job), now, reason, message)
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
                                   kueue_status.evicted(conditions, message, reason, now))

@@ -114,3 +114,34 @@ def evicted(conditions: list[dict], entries: list[dict], now: float, *, reason: 
         updates.append(condition("Requeued", True, reason, text, now))
     return {"conditions": set_conditions(conditions, *updates), "admission": None,
             "admissionChecks": reset(entries, now) or None}
+
+
+def write_reserved(objects, job, now: float, podset_assignments: list[dict]) -> None:
+    conditions = objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
+    objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                         reserved(job, conditions, now, podset_assignments))
+
+
+def write_evicted(objects, job, entries: list[dict], now: float, reason: str, text: str) -> None:
+    conditions = objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
+    objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
+                         evicted(conditions, entries, now, reason=reason, text=text))
+
+
+def progress(kueue, now: float) -> None:
+    """Workloads holding quota while their checks decide: admitted when all are Ready, evicted on a Retry,
+    deactivated on a Rejected."""
+    objects, sim = kueue.objects, kueue.sim
+    for jobs in list(kueue.admitted.values()):
+        for job in [j for j in jobs.values() if j.state == "reserved"]:
+            entries = states(objects, job)
+            if all_ready(entries):
+                sim.start_reserved(job, now)
+            elif rejected := in_state(entries, "Rejected"):
+                objects.patch(KUEUE, "Workload", job.namespace, job.scheduler_object, {"spec": {"active": False}})
+                write_evicted(objects, job, entries, now, DEACTIVATED,
+                              f"The workload is deactivated due to {message(rejected, 'Rejected')}")
+                sim.deactivate(job)
+            elif retry := in_state(entries, "Retry"):
+                sim.evict(job, now, f"Evicted due to {message(retry, 'Retry')}", reason=EVICTED_BY_CHECK)
+                job.requeue_at = now + requeue_after(retry)
