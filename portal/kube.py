@@ -63,6 +63,16 @@ def quantity_units(value) -> int:
         return 0
 
 
+def quantity_float(value) -> float:
+    """A Kubernetes quantity as a number, fractions kept ("1500m" → 1.5); 0 for what is not a quantity."""
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return float(parse_quantity(value))
+    except (ValueError, TypeError):
+        return 0.0
+
+
 @dataclass(frozen=True)
 class Connection:
     """How to reach one cluster; hashable so clients can be cached per connection."""

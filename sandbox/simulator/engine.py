@@ -168,6 +168,8 @@ class Simulator:
                 self.schedulers["kueue"].evict_lost_nodes(now)
             if any(self._pending.values()) and (self._inputs_changed or now >= self._requeue_due):
                 self._schedule(now)
+            if self.schedulers["kueue"].installed():
+                self.schedulers["kueue"].sample_usage(now)
             queue_status.publish(self)
             self.step_cpu += time.process_time() - started
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from ..selectors import matches_label_selector
+from . import kueue_admission_fair_sharing as afs
 from . import kueue_fair_sharing as fair
 from . import kueue_status, kueue_tas, quota_tree
 from .kueue_preemption import find_targets, preempted_message
@@ -35,6 +36,8 @@ class Kueue:
         self.usage: dict[str, dict[tuple[str, str], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.admitted: dict[str, dict[tuple, Tracked]] = defaultdict(dict)  # ClusterQueue -> its workloads
         self.node_usage: dict[str, dict[str, Decimal]] = {}  # what TAS placements hold on each node
+        self.ledger = afs.Ledger()  # admission fair sharing's decayed usage per LocalQueue
+        self._afs: tuple[str, dict | None] = ("", None)  # the Configuration's settings, by its resourceVersion
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -93,6 +96,7 @@ class Kueue:
             specs[name] = {"cohort": spec.get("cohortName", ""), "quotas": quotas}
             queues[name] = {"groups": groups, "namespaces": spec.get("namespaceSelector"), "weight": fair.weight(spec),
                             "preemption": spec.get("preemption") or {},
+                            "admission_mode": (spec.get("admissionScope") or {}).get("admissionMode", ""),
                             "stopped": spec.get("stopPolicy", "None") != "None"}
         cohorts, declared = {}, [cq.get("spec") or {} for cq in self.objects.list(KUEUE, "ClusterQueue")]
         for cohort in self.objects.list(KUEUE, "Cohort"):
@@ -115,6 +119,7 @@ class Kueue:
                    for rf in self.objects.list(KUEUE, "ResourceFlavor")}
         return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared),
                 "cohort_weights": {name: cohort["weight"] for name, cohort in cohorts.items()},
+                "afs": self.fair_sharing_settings(),
                 "tas": kueue_tas.snapshot(self.objects)}
 
     # Scheduling ------------------------------------------------------------------------------------------------
@@ -135,6 +140,7 @@ class Kueue:
                           for fr, value in self._requests(job, flavors).items())
             return (0, int(borrows))
 
+        jobs = afs.reorder(jobs, config, self.ledger, config["afs"])
         return self._fair_order(jobs, config) if config["fair"] else sorted(jobs, key=key)
 
     def _fair_order(self, jobs: list[Tracked], config: dict):
@@ -181,6 +187,11 @@ class Kueue:
             return self.pending(job, "Pending", f"{message}. Pending the preemption of {len(targets)} workload(s)",
                                 now)
         self.sim.admit(job, now, cluster_queue=cq_name, flavors=flavors)
+        if config["afs"] is not None and config["cq"][cq_name]["admission_mode"] == afs.USAGE_BASED:
+            by_resource: dict[str, Decimal] = defaultdict(Decimal)
+            for (_, resource), value in self._requests(job, flavors).items():
+                by_resource[resource] += value
+            self.ledger.admit((job.namespace, job.queue), by_resource, config["afs"])
 
     def _blocker(self, job: Tracked, config: dict) -> tuple[str, str] | None:
         """Why the workload is not considered at all. A missing or stopped queue is the workload controller's
@@ -334,6 +345,24 @@ class Kueue:
             self.admitted[job.cluster_queue][job.key] = job
         else:
             self.admitted[job.cluster_queue].pop(job.key, None)
+
+    # Admission fair sharing -------------------------------------------------------------------------------------
+
+    def fair_sharing_settings(self) -> dict | None:
+        namespace, name, _ = afs.KUEUE_CONFIG
+        config_map = self.objects.get("v1", "ConfigMap", namespace, name)
+        version = ((config_map or {}).get("metadata") or {}).get("resourceVersion", "")
+        if version != self._afs[0]:
+            self._afs = (version, afs.configuration(self.objects))
+        return self._afs[1]
+
+    def sample_usage(self, now: float) -> None:
+        """The LocalQueues' decayed usage, sampled as Kueue's LocalQueue controller does (when the Configuration
+        has `admissionFairSharing`)."""
+        settings = self.fair_sharing_settings()
+        if settings is not None:
+            self.ledger.sample(self.objects, afs.admitted_by_queue(self.admitted, lambda j: self._requests(
+                j, j.flavors)), settings, now)
 
     # The Workload's status ---------------------------------------------------------------------------------------
 
