@@ -22,3 +22,9 @@ class BillingConfig(AppConfig):
 
         desired.register_admission_checks(budget_checks_for)
         job_holds.register(job_held_by_budget)
+        # A job sent just before its team's queue closed is refused by Volcano's webhook: it waits, not fails.
+        from backends.volcano_manifests import closed_queue_refusal
+        from portal import kube
+
+        if closed_queue_refusal not in kube.RETRIED_REFUSALS:
+            kube.RETRIED_REFUSALS.append(closed_queue_refusal)

@@ -4,7 +4,7 @@ admits one; the window rolling on (the clock moved) releases the rest. Kueue hol
 AdmissionCheck; Volcano with the team's Queue closed (kubectl is refused at the door, the portal keeps its own
 job and sends it when the queue reopens)."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -13,8 +13,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from billing import budgets, enforce
+from billing.choices import BudgetMode
 from billing.models import BudgetHold, UsageHour
-from billing.pricing import floor_hour
+from billing.pricing import current_month, floor_hour
 from jobs import selectors as job_selectors
 from jobs import sync as job_sync
 from jobs.choices import JobState, WaitReason
@@ -22,13 +23,14 @@ from jobs.models import Job, JobWait
 from quotas import services as quota_services
 from tenants.choices import Role
 from tests.api.world import token_for
-from tests.factories import GpuFlavorFactory, MembershipFactory, PlatformAdminFactory
+from tests.factories import GpuFlavorFactory, MembershipFactory, PlatformAdminFactory, RateCardFactory
 from tests.jobs.conftest import build_world, reconcile_cluster, step
 from tests.kubectl import kubectl_for
 
 pytestmark = pytest.mark.django_db
 V1 = "/api/v1"
 KUEUE = "kueue.x-k8s.io/v1beta2"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
 
 
 @pytest.fixture
@@ -143,3 +145,83 @@ def test_kueue_holds_api_and_kubectl_jobs_until_an_override_and_the_window_roll(
     hold = BudgetHold.objects.get(team=world["team"])
     assert hold.ended_at == later
     assert enforce.budget_enforce(now=later)["writes"] == 0  # nothing changed: nothing written
+
+
+def vcjob(name: str, queue: str, gpus: int) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": "nlp"},
+        "spec": {"schedulerName": "volcano", "queue": queue, "minAvailable": 1, "tasks": [{
+            "name": "main", "replicas": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "ghcr.io/acme/train:1",
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)},
+                               "requests": {"cpu": "1", "memory": "1Gi"}}}]}}}]}})
+
+
+def queue_state(sb, name="nlp"):
+    return (sb.store.get(sb.store.kind(VOLCANO, "Queue"), None, name).get("status") or {}).get("state")
+
+
+def submit(world, name):
+    with_commit = api_as(world["member"]).post(f"{V1}/jobs/", {
+        "team": "nlp", "kind": "batch", "name": name, "flavor": "h100", "image": "ghcr.io/acme/train:2",
+        "command": ["python", "train.py"], "workers": 1, "gpus_per_worker": 4}, format="json")
+    assert with_commit.status_code == 201, with_commit.content
+    return Job.objects.get(pk=with_commit.json()["id"])
+
+
+def test_volcano_closes_the_queue_and_the_portal_keeps_its_jobs_until_the_hold_lifts(
+        simulating_sandbox, run_on_commit, kubectl, mailoutbox):
+    """A hard budget of 100 USD, 200 spent (20 GPU-hours at 10.00 this month)."""
+    sb = simulating_sandbox
+    now = timezone.now()
+    month = current_month(now)
+    world = build_world(sb.url, "volcano", guaranteed=16, burst=0)
+    admin = PlatformAdminFactory()
+    team_admin = MembershipFactory(team=world["team"], role=Role.ADMIN, user__email="ada@example.com").user
+    start = datetime(month.year, month.month, 1, tzinfo=UTC)
+    RateCardFactory(flavor=world["flavor"], price_per_gpu_hour=Decimal("10.00"), effective_from=start)
+    UsageHour.objects.create(team=world["team"], flavor=world["flavor"], cluster=world["cluster"], namespace="nlp",
+                             hour=start, allocated_gpu_hours=Decimal(20), used_gpu_hours=Decimal(20))
+    with run_on_commit():
+        budgets.budget_set(actor=team_admin, team=world["team"], month=month, amount=100, mode=BudgetMode.HOLD)
+    assert queue_state(sb) == "Closed"  # the pass on commit closed it
+    assert len(mailoutbox) == 1
+
+    with run_on_commit():
+        held = submit(world, "api-train")
+    held.refresh_from_db()
+    assert (held.state, held.observed_generation) == (JobState.PENDING, 0)  # kept in the portal, nothing sent
+    assert held.state_message.startswith("Held by the budget: nlp has spent 200.00 USD of its 100.00 USD hard "
+                                         f"budget for {month:%B %Y}, 100.00 USD over.")
+    assert "A team admin can raise the budget" in held.state_message
+    assert JobWait.objects.get(job=held, ended_at__isnull=True).reason == WaitReason.BUDGET
+    refused = kubectl("create", "-f", "-", stdin=vcjob("by-hand", "nlp", 4))
+    assert refused.returncode != 0
+    assert "can only submit job to queue with state `Open`, queue `nlp` status is `Closed`" in refused.stderr
+
+    with run_on_commit():  # every hold lifted for an hour: the queue reopens and the portal sends its job
+        budgets.budget_override_grant(actor=admin, team=world["team"], expires_at=now + timedelta(hours=1),
+                                      reason="release before the demo")
+    assert queue_state(sb) == "Open"
+    held.refresh_from_db()
+    assert held.state == JobState.QUEUED and held.observed_generation > 0
+    step(sb, 0)
+    job_sync.job_status_sync(cluster=world["cluster"])
+    assert Job.objects.get(pk=held.pk).state == JobState.ADMITTED
+
+    expired = now + timedelta(hours=2)  # the override is over, the month's budget still spent
+    with run_on_commit():
+        enforce.budget_enforce(now=expired)
+    assert queue_state(sb) == "Closed"
+    with run_on_commit():
+        second = submit(world, "api-again")
+    assert Job.objects.get(pk=second.pk).state == JobState.PENDING
+    assert len(mailoutbox) == 2  # a new hold, a new e-mail
+
+    next_month = datetime(month.year + month.month // 12, month.month % 12 + 1, 1, 1, tzinfo=UTC)
+    with run_on_commit():
+        counts = enforce.budget_enforce(now=next_month)  # a new month: no hard budget spent
+    assert (counts["closed"], counts["released_jobs"]) == (1, 1)
+    assert queue_state(sb) == "Open"
+    assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+    assert kubectl("create", "-f", "-", stdin=vcjob("by-hand", "nlp", 4)).returncode == 0
