@@ -205,6 +205,14 @@ class ClusterClient:
         path = path_for(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         return self._call("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
 
+    def apply_status(self, obj: dict, *, field_manager: str | None = None) -> dict:
+        """Server-side apply of an object's status (its `status` subresource), as a controller writes it: the
+        portal owns only the fields it declares (an entry of a list map, a condition)."""
+        meta = obj["metadata"]
+        query = [("fieldManager", field_manager or settings.KUBE_FIELD_MANAGER), ("force", "true")]
+        path = path_for(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]) + "/status"
+        return self._call("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
+
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
         try:
             return self._call("GET", path_for(api_version, kind, namespace, name))
