@@ -61,7 +61,7 @@ def focus_rows(statement: Statement) -> list[dict]:
     team = statement.team
     department = team.parent.name if team.parent_id else ""
     rows = []
-    for line, part in ((line, part) for line in statement.lines for part in line_parts(line)):
+    for line, part in ((each, part) for each in statement.lines for part in line_parts(each)):
         flavor = line.flavor
         rows.append({
             "BillingPeriodStart": _iso(statement.start), "BillingPeriodEnd": _iso(statement.end),
