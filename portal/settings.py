@@ -298,6 +298,10 @@ WORKSPACE_SUSPEND_MINUTES = float(env("WORKSPACE_SUSPEND_MINUTES", "30"))
 WORKSPACE_EXTENSION_MINUTES = float(env("WORKSPACE_EXTENSION_MINUTES", "120"))
 WORKSPACE_VOLUME_DAYS = float(env("WORKSPACE_VOLUME_DAYS", "14"))
 WORKSPACE_VOLUME_POLICY = env("WORKSPACE_VOLUME_POLICY", "delete")
+# Teams' outgoing webhooks: private, loopback and link-local targets only where the platform allows them (an
+# on-premises receiver), and how long one delivery may take.
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)
+WEBHOOK_TIMEOUT_SECONDS = float(env("WEBHOOK_TIMEOUT_SECONDS", "5"))
 # Usage collection: how far back missed or failed hours are filled in, how long one Prometheus query may take,
 # and the sampling step integrated over each hour (it must divide 3600).
 BILLING_BACKFILL_DAYS = int(env("BILLING_BACKFILL_DAYS", "7"))

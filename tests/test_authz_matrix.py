@@ -306,6 +306,8 @@ MATRIX = {
     "jobs:job-submit": Row(lambda w: {"slug": "nlp", "kind": "batch"}, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     "jobs:template-delete": Row(lambda w: {"slug": "nlp", "pk": JobTemplate.objects.get(name="nightly").pk},
                                 {"post": TEAM_WRITE}, setup=_template),
+    "tenants:team-webhook": Row(team, {"get": TEAM_ADMIN, "post": TEAM_ADMIN},
+                                data={"post": lambda w: {"url": "http://127.0.0.1/hook"}}),
     # --- workspaces pages -------------------------------------------------------------------------------------
     "workspaces:workspace-list": Row(none, {"get": ANYONE}),
     "workspaces:workspace-detail": Row(workspace, {"get": TEAM_READ}, setup=_workspace),
@@ -327,6 +329,7 @@ MATRIX = {
     "billing:console-statements-csv": Row(lambda w: {"month": month(w)}, {"get": PLATFORM}),
     "billing:console-rates": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     "billing:cluster-signal": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
+    "billing:fair-sharing-what-if": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "billing:job-activity": Row(job, {"get": TEAM_READ}),
 }
 
