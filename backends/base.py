@@ -16,6 +16,8 @@ from portal.schedulers import backend_for, backends, register
 __all__ = ["Backend", "JobParts", "Prepared", "backend_for", "backends", "register"]
 
 Kind = tuple[str, str]  # (apiVersion, kind)
+# Asked of a budget's `hold_message`: whatever holds the team, on any flavor.
+ANY_FLAVOR = ("*",)
 
 
 class JobParts(Protocol):
@@ -83,6 +85,22 @@ class Backend(Protocol):
     def observe(self, kind: str, job: dict, record: dict | None, refusals: dict[str, str]) -> Any: ...
 
     def preempted_sentence(self, message: str) -> str: ...
+
+    # --- budgets (`billing.enforce`): how a team held by its budget or an allowance is held in the scheduler ---
+    # The admission check its teams' queues list ("" when it has none), and whether the portal keeps a held
+    # team's new jobs itself (the scheduler would refuse them) rather than handing them to the scheduler.
+    budget_check: str
+    budget_holds_in_portal: bool
+    budget_status_kinds: Sequence[Kind]  # whose status it writes as a controller (the ClusterRole grants it)
+
+    def budget_controller_reads(self) -> list[tuple]: ...  # list_all queries of the check (if any)
+
+    def budget_controller_writes(self, objects: list[dict], now: str) -> list[dict]: ...  # the check kept Active
+
+    def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]: ...  # list_all queries
+
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message: Callable, now: str
+                      ) -> list[dict]: ...  # status applies that hold or release the team's work
 
     # --- estimates (`forecast`: a pure replay of the scheduler's admission) ----------------------------------
     def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],

@@ -124,6 +124,8 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
         spec["flavorFungibility"] = fungibility
     if team.weight != 1:
         spec["fairSharing"] = {"weight": str(team.weight)}
+    if team.admission_checks:  # v1beta2 lists checks only through the strategy (the plain list is v1beta1's)
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": name} for name in team.admission_checks]}
     if team.cohort:
         spec = {"cohortName": team.cohort, **spec}
     return {
@@ -132,6 +134,37 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
         "metadata": {"name": team.queue_name, "labels": team_labels(team.slug)},
         "spec": spec,
     }
+
+
+# --- the portal's budget check: it is the controller of this AdmissionCheck ------------------------------------
+
+BUDGET_CHECK = "gpu-portal-budget"
+BUDGET_CONTROLLER = "gpu-portal.io/budget"
+
+
+def budget_check_manifest() -> dict:
+    """The AdmissionCheck the ClusterQueues of teams under a hard budget or an allowance list
+    (apis/kueue/v1beta2/admissioncheck_types.go); its controller, the portal, keeps it Active."""
+    return {"apiVersion": KUEUE, "kind": "AdmissionCheck",
+            "metadata": {"name": BUDGET_CHECK, "labels": cluster_labels()},
+            "spec": {"controllerName": BUDGET_CONTROLLER}}
+
+
+def budget_check_active_status(now: str) -> dict:
+    """The Active condition a check's controller sets: a ClusterQueue listing a check that is missing or not
+    Active is inactive and admits nothing (pkg/cache/scheduler/clusterqueue.go, AdmissionCheckInactive)."""
+    return {"apiVersion": KUEUE, "kind": "AdmissionCheck", "metadata": {"name": BUDGET_CHECK},
+            "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active",
+                                       "message": "The GPU portal checks budgets and allowances",
+                                       "lastTransitionTime": now, "observedGeneration": 1}]}}
+
+
+def workload_check_status(workload: dict, *, state: str, message: str, now: str) -> dict:
+    """The portal's entry in a Workload's status.admissionChecks (a map keyed by name: the apply owns only it)."""
+    meta = workload["metadata"]
+    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "status": {"admissionChecks": [{"name": BUDGET_CHECK, "state": state, "message": message,
+                                            "lastTransitionTime": now}]}}
 
 
 def local_queue_manifest(team: TeamQuotaSpec) -> dict:

@@ -7,13 +7,20 @@ from django.db import DatabaseError
 
 from tenants.models import Cluster
 
-from . import budgets, services
+from . import budgets, enforce, services
 
 
 @shared_task(ignore_result=True)
 def budget_check_task() -> int:
     """Hourly: alert the teams whose spend this month crossed a budget threshold."""
     return budgets.budget_check_due()
+
+
+# Enforcement: every minute (the hold lifts as the window rolls) and after each change to a budget, allowance or
+# override; one pass is cheap when nothing changed (it writes nothing).
+@shared_task(ignore_result=True)
+def budget_enforce_task() -> dict:
+    return enforce.budget_enforce()
 
 
 # Collection: the hourly run collects the last hour and backfills the window; a database hiccup retries the run.

@@ -22,7 +22,7 @@ from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record
 
-from . import placement, selectors, sync, tasks
+from . import holds, placement, selectors, sync, tasks
 from .choices import JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -173,6 +173,12 @@ def job_reconcile(*, job_id: int) -> Outcome:
         return Outcome(statuses=job.objects_status, writes=0)  # refused for good (below): never created later
     generation = job.generation
     desired = selectors.job_desired(job=job)
+    if desired and job.state == JobState.PENDING and job.observed_generation == 0:
+        reason = holds.held(job)
+        if reason:  # kept here until the hold lifts; billing's enforcement makes it due again then
+            Job.objects.filter(pk=job.pk).update(next_attempt_at=None)
+            sync.set_state(job, Observed(JobState.PENDING, reason), timezone.now())
+            return Outcome(statuses=job.objects_status, writes=0)
     try:
         client = kube.client_for_cluster(job.cluster)
         actual = _job_actual(client, job)

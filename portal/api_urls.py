@@ -10,6 +10,7 @@ from jobs import api as jobs_api
 from portal.api import api_not_found
 from quotas import api as quotas_api
 from tenants import api as tenants_api
+from workspaces import api as workspaces_api
 
 app_name = "api"
 _docs_styles = csp_update({"style-src": [UNSAFE_INLINE]})
@@ -62,5 +63,11 @@ urlpatterns = [
     path("v1/jobs/<int:pk>/why-waiting/", jobs_api.JobWhyWaitingView.as_view(), name="job-why-waiting"),
     path("v1/jobs/<int:pk>/logs/", jobs_api.JobLogsView.as_view(), name="job-logs"),
     path("v1/jobs/<int:pk>/sooner/", jobs_api.JobSoonerView.as_view(), name="job-sooner"),
+    path("v1/workspaces/", workspaces_api.WorkspaceListView.as_view(), name="workspace-list"),
+    path("v1/workspaces/images/", workspaces_api.WorkspaceImagesView.as_view(), name="workspace-images"),
+    path("v1/workspaces/<int:pk>/", workspaces_api.WorkspaceDetailView.as_view(), name="workspace-detail"),
+    path("v1/workspaces/<int:pk>/suspend/", workspaces_api.WorkspaceSuspendView.as_view(), name="workspace-suspend"),
+    path("v1/workspaces/<int:pk>/resume/", workspaces_api.WorkspaceResumeView.as_view(), name="workspace-resume"),
+    path("v1/workspaces/<int:pk>/keep/", workspaces_api.WorkspaceKeepView.as_view(), name="workspace-keep"),
     re_path(r"^", api_not_found, name="not-found"),  # last: whatever no pattern above matched (any character)
 ]

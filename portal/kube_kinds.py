@@ -34,6 +34,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     (KUEUE_API, "Cohort"): Kind("cohorts", False),
     (KUEUE_API, "Workload"): Kind("workloads", True),
     (KUEUE_API, "Topology"): Kind("topologies", False),
+    (KUEUE_API, "AdmissionCheck"): Kind("admissionchecks", False),  # the portal's budget check (it is its controller)
     (VOLCANO_SCHEDULING_API, "Queue"): Kind("queues", False),
     (VOLCANO_SCHEDULING_API, "PodGroup"): Kind("podgroups", True),
     (VOLCANO_TOPOLOGY_API, "HyperNode"): Kind("hypernodes", False),

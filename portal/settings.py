@@ -250,6 +250,8 @@ WATCH_BACKOFF_MAX_SECONDS = float(env("WATCH_BACKOFF_MAX_SECONDS", "30"))
 WATCH_RELIST_SECONDS = float(env("WATCH_RELIST_SECONDS", "30"))
 # A reconcile nudge that never arrives (lost message, dead worker) is picked up after this lease.
 RECONCILE_LEASE_SECONDS = int(env("RECONCILE_LEASE_SECONDS", "30"))
+# How often holds are judged again (budgets, allowances over their rolling windows, overrides expiring).
+BUDGET_ENFORCE_SECONDS = float(env("BUDGET_ENFORCE_SECONDS", "60"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
@@ -264,6 +266,7 @@ CELERY_BEAT_SCHEDULE = {
     "idempotency-prune": {"task": "tenants.tasks.idempotency_keys_prune_task", "schedule": 3600},
     "job-estimates-stale": {"task": "jobs.tasks.job_estimates_refresh_stale_task", "schedule": 60},
     "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},
+    "budget-enforce": {"task": "billing.tasks.budget_enforce_task", "schedule": BUDGET_ENFORCE_SECONDS},
     # A few minutes past the hour, so the exporters' last samples of the hour that just ended are in.
     "usage-collect": {"task": "billing.tasks.usage_collect_task", "schedule": crontab(minute=5)},
 }
@@ -295,6 +298,10 @@ WORKSPACE_SUSPEND_MINUTES = float(env("WORKSPACE_SUSPEND_MINUTES", "30"))
 WORKSPACE_EXTENSION_MINUTES = float(env("WORKSPACE_EXTENSION_MINUTES", "120"))
 WORKSPACE_VOLUME_DAYS = float(env("WORKSPACE_VOLUME_DAYS", "14"))
 WORKSPACE_VOLUME_POLICY = env("WORKSPACE_VOLUME_POLICY", "delete")
+# Teams' outgoing webhooks: private, loopback and link-local targets only where the platform allows them (an
+# on-premises receiver), and how long one delivery may take.
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)
+WEBHOOK_TIMEOUT_SECONDS = float(env("WEBHOOK_TIMEOUT_SECONDS", "5"))
 # Usage collection: how far back missed or failed hours are filled in, how long one Prometheus query may take,
 # and the sampling step integrated over each hour (it must divide 3600).
 BILLING_BACKFILL_DAYS = int(env("BILLING_BACKFILL_DAYS", "7"))

@@ -19,7 +19,7 @@ from .choices import (
     TeamState,
 )
 from .reconciled import Reconciled
-from .records import AccessToken, AuditEvent, IdempotencyKey  # noqa: F401 - models of this app: registered by being imported here
+from .records import AccessToken, AuditEvent, IdempotencyKey, TeamWebhook, WebhookDelivery  # noqa: F401 - registered here
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
 from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels
 

@@ -74,6 +74,7 @@ def rule(*roles, outsider=404, denied=403, ok=None) -> Rule:
 ANYONE = rule("viewer", "member", "team_admin", "outsider", "platform_admin")
 TEAM_READ = rule(*TEAM_ROLES)
 TEAM_WRITE = rule("member", "team_admin", "platform_admin")
+TEAM_WRITE_CONFLICT = rule("member", "team_admin", "platform_admin", ok=(409,))
 TEAM_ADMIN = rule("team_admin", "platform_admin")
 PLATFORM = rule("platform_admin", outsider=403)
 RESIZERS = rule("team_admin", "outsider", "platform_admin")
@@ -215,6 +216,15 @@ MATRIX = {
     "api:calendar": Row(lambda w: {}, {"get": ANYONE}),
     "api:job-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _submit}),
     "api:job-detail": Row(job, {"get": TEAM_READ}),
+    "api:workspace-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE},
+                              data={"post": lambda w: {"team": "nlp", "name": "nb2", "flavor": "h100",
+                                                       "image": settings.WORKSPACE_IMAGES["jupyterlab"][0]}}),
+    "api:workspace-images": Row(none, {"get": ANYONE}),
+    "api:workspace-detail": Row(workspace, {"get": TEAM_READ, "delete": TEAM_WRITE}, setup=_workspace),
+    "api:workspace-suspend": Row(workspace, {"post": TEAM_WRITE}, setup=_workspace),
+    # Allowed, and refused on its merits: the world's workspace is neither suspended nor warned.
+    "api:workspace-resume": Row(workspace, {"post": TEAM_WRITE_CONFLICT}, setup=_workspace),
+    "api:workspace-keep": Row(workspace, {"post": TEAM_WRITE_CONFLICT}, setup=_workspace),
     "api:job-cancel": Row(job, {"post": TEAM_WRITE}),
     "api:job-resubmit": Row(job, {"post": TEAM_WRITE}, setup=_end_job),
     "api:job-yaml": Row(job, {"get": TEAM_READ}),
@@ -297,6 +307,8 @@ MATRIX = {
     "jobs:job-submit": Row(lambda w: {"slug": "nlp", "kind": "batch"}, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     "jobs:template-delete": Row(lambda w: {"slug": "nlp", "pk": JobTemplate.objects.get(name="nightly").pk},
                                 {"post": TEAM_WRITE}, setup=_template),
+    "tenants:team-webhook": Row(team, {"get": TEAM_ADMIN, "post": TEAM_ADMIN},
+                                data={"post": lambda w: {"url": "http://127.0.0.1/hook"}}),
     # --- workspaces pages -------------------------------------------------------------------------------------
     "workspaces:workspace-list": Row(none, {"get": ANYONE}),
     "workspaces:workspace-detail": Row(workspace, {"get": TEAM_READ}, setup=_workspace),

@@ -27,9 +27,11 @@ class WorkspaceForm(forms.Form):
         self.fields["flavor"].queryset = flavors if flavors is not None else GpuFlavor.objects.none()
         self.fields["flavor"].label_from_instance = lambda f: f"{f.cluster.name} · {f.name} ({f.resource_name})"
         if not settings.WORKSPACE_ANY_IMAGE:
-            images = selectors.images()
-            self.fields["image"] = forms.ChoiceField(choices=[(i, i) for i in images], initial=images[:1],
-                                                     help_text="The images the platform offers for workspaces.")
+            groups = [(label, [(image, image) for image in selectors.images(tool)]) for tool, label in Tool.choices]
+            first = next((items[0][0] for _, items in groups if items), "")
+            self.fields["image"] = forms.ChoiceField(choices=groups, initial=first,
+                                                     help_text="The platform's images, by tool: pick one of the "
+                                                               "chosen tool's.")
 
     def clean_image(self):
         image = self.cleaned_data["image"]

@@ -1,8 +1,9 @@
-"""Telling a workspace's owner what happened to it: an e-mail now (the page shows the stage and its audit
-events)."""
+"""Telling a workspace's owner what happened to it: an e-mail, the team's webhook (signed JSON, delivered with
+retries), and its page, which shows the stage and its audit events."""
 
 from __future__ import annotations
 
+from tenants import webhooks
 from tenants.mail import notify_users
 
 NEXT = {
@@ -14,6 +15,12 @@ NEXT = {
 
 
 def tell(workspace, what: str, reason: str) -> None:
-    """E-mail the owner (after commit)."""
-    notify_users(users=[workspace.owner], subject=f"Workspace {workspace.name} {what}",
+    """E-mail the owner and notify the team's webhook (both after commit)."""
+    subject = f"Workspace {workspace.name} {what}"
+    notify_users(users=[workspace.owner], subject=subject,
                  body=f"{workspace.team.slug}/{workspace.name}: {what}. {reason}\n\n{NEXT.get(what, '')}".strip())
+    webhooks.notice(team=workspace.team, event=f"workspace.{what.replace(' ', '_')}", subject=subject, reason=reason,
+                    next_step=NEXT.get(what, ""),
+                    data={"workspace": {"id": workspace.pk, "name": workspace.name, "owner": workspace.owner.username,
+                                        "cluster": workspace.cluster.name, "volume": workspace.volume_name,
+                                        "activity": workspace.activity}})

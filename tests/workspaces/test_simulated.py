@@ -11,8 +11,12 @@ from django.utils import timezone
 from billing.sandbox_usage import ACTIVITY_ANNOTATION
 from jobs import sync as job_sync
 from jobs.choices import JobState
-from portal import kube
+from portal import kube, outbound
+from tenants import webhooks
+from tenants.choices import Role
+from tests.factories import MembershipFactory
 from tests.jobs.conftest import T0, build_world
+from tests.webhook_receiver import Receiver
 from workspaces import culling, selectors, services
 from workspaces.choices import Stage
 from workspaces.models import Workspace
@@ -80,9 +84,29 @@ def cull(run_on_commit, now):
         return culling.workspace_cull_all(now=now)
 
 
+@pytest.fixture
+def receiver(settings):
+    """The team's webhook receiver: a real HTTP server on loopback, allowed by the platform setting."""
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
+    with Receiver() as found:
+        yield found
+
+
+def hooked(world, receiver) -> str:
+    admin = MembershipFactory(team=world["team"], role=Role.ADMIN).user
+    return webhooks.team_webhook_set(actor=admin, team=world["team"], url=receiver.url)[1]
+
+
+def signed(call, secret) -> bool:
+    stamp = call["headers"][webhooks.TIMESTAMP_HEADER]
+    return call["headers"][webhooks.SIGNATURE_HEADER] == f"sha256={outbound.sign(secret, stamp, call['body'])}"
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_start_idle_warn_suspend_resume_delete(sandbox, run_on_commit, settings, stages, mailoutbox, backend):
+def test_start_idle_warn_suspend_resume_delete(sandbox, run_on_commit, settings, stages, mailoutbox, receiver,
+                                               backend):
     world = build_world(sandbox.url, backend, guaranteed=8, burst=0)
+    secret = hooked(world, receiver)
     workspace, token = start(world, run_on_commit, settings)
     assert len(token) >= 40 and token not in workspace.access_hash
     claim = objects(world, "PersistentVolumeClaim")[workspace.volume_name]
@@ -162,6 +186,37 @@ def test_start_idle_warn_suspend_resume_delete(sandbox, run_on_commit, settings,
                        "workspace.create"]
     warn = selectors.workspace_events(workspace=workspace)[3]
     assert warn.after["activity"]["idle"] is True and warn.after["activity"]["utilisation"] == 0.0
+    # The team's webhook heard each stage, signed with its secret, with the reading that triggered it.
+    assert [c["json"]["event"] for c in receiver.calls] == ["workspace.warned", "workspace.suspended"]
+    assert all(signed(call, secret) for call in receiver.calls)
+    suspended = receiver.calls[1]["json"]
+    assert suspended["workspace"]["volume"] == workspace.volume_name
+    assert suspended["workspace"]["activity"]["verdict"].startswith("does no work")
+    assert "Resume" in suspended["next"]
+
+
+def test_a_preempted_job_is_told_to_the_team_webhook(sandbox, run_on_commit, receiver, mailoutbox):
+    """Kueue preempts a lower tier for a higher one: the submitter's e-mail and the team's webhook, with the
+    scheduler's reason in words and what happens next."""
+    from tests.jobs.test_simulated import submit
+
+    world = build_world(sandbox.url, "kueue", guaranteed=8, burst=0)
+    secret = hooked(world, receiver)
+    low = submit(world, run_on_commit, name="cheap", kind="batch", workers=1, gpus_per_worker=8,
+                 priority_tier=world["tiers"]["standard"])
+    step(sandbox, 0)
+    step(sandbox, 6)
+    submit(world, run_on_commit, name="deadline", kind="batch", workers=1, gpus_per_worker=8,
+           priority_tier=world["tiers"]["urgent"])
+    step(sandbox, 7)
+    sync(world, run_on_commit)
+    assert [m.subject for m in mailoutbox] == ["Job cheap preempted"]
+    (call,) = receiver.calls
+    assert signed(call, secret) and call["json"]["event"] == "job.preempted"
+    assert call["json"]["job"]["id"] == low.pk
+    assert call["json"]["reason"] == "Preempted: a higher-priority job of the same team needed the GPUs. " \
+        "It queues again by itself and restarts when the GPUs are free; cancel it if it is no longer needed."
+    assert call["json"]["next"].startswith("It queues again by itself")
 
 
 def test_keep_it_running_holds_off_the_idle_rule(sandbox, run_on_commit, settings, stages, mailoutbox):
