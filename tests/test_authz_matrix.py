@@ -260,6 +260,7 @@ MATRIX = {
     "tenants:team-set-state": Row(team, {"post": PLATFORM}, data={"post": lambda w: {"state": "suspended"}}),
     "tenants:team-delete-namespaces": Row(team, {"post": PLATFORM}),
     "tenants:audit-list": Row(none, {"get": PLATFORM}),
+    "console-health": Row(none, {"get": PLATFORM}),
     "tenants:token-list": Row(none, {"get": ANYONE, "post": ANYONE}, data={"post": lambda w: {"name": "ci"}}),
     # A token is its owner's alone: everyone else is told it does not exist.
     "tenants:token-revoke": Row(lambda w: {"pk": w.token.pk}, {"post": rule("member", denied=404)},
