@@ -207,6 +207,7 @@ MATRIX = {
     "api:quota-request-evidence": Row(quota_request, {"get": TEAM_READ}),
     # Team admins see their own teams' rows (another team's admin too: its own); members and viewers are refused.
     "api:rightsizing": Row(none, {"get": RESIZERS}),
+    "api:fair-sharing-what-if": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "api:reservation-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _booking}),
     "api:reservation-detail": Row(reservation, {"get": TEAM_READ}, setup=_reservation),
     "api:reservation-cancel": Row(reservation, {"post": TEAM_WRITE}, setup=_reservation),
