@@ -52,6 +52,8 @@ class Backend(Protocol):
     placement_from_pods: bool
     # Whether it builds its own topology objects (Volcano's HyperNodes) from the cluster's node labels.
     discovers_hypernodes: bool
+    # Whether it orders queues by their usage decayed over time (Kueue's admission fair sharing).
+    decays_usage: bool
 
     # --- queues -------------------------------------------------------------------------------------------
     def team_parent(self, cluster, department: str | None) -> str: ...
@@ -70,6 +72,10 @@ class Backend(Protocol):
     def flavor_setup(self, flavor) -> list[tuple[str, str]]: ...
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None: ...
+
+    # Usage the scheduler remembers over time (Kueue's admission fair sharing): from a team's queue objects as
+    # listed, {"consumed": {resource: units}, "updated": when}; None when the scheduler keeps none.
+    def decayed_usage(self, objects: list[dict]) -> dict | None: ...
 
     # --- jobs ---------------------------------------------------------------------------------------------
     def scheduling_labels(self, spec) -> dict[str, str]: ...

@@ -32,7 +32,7 @@ from tenants.choices import Scheduler, Sharing
 from tenants.manifests import priority_class_name
 from tenants.topology import level_label
 
-from . import base, forecast
+from . import base, forecast, kueue_fairshare
 from . import kueue_manifests as m
 from .choices import JobKind, JobState, Placement
 from .kueue_forecast import KueuePolicy
@@ -190,6 +190,7 @@ class Kueue:
     queues_under_cluster_queues = False
     prefers_reserved = False  # the ClusterQueue lists spot after reserved: Kueue falls back by itself
     discovers_hypernodes = False
+    decays_usage = True  # admission fair sharing, where its Configuration turns it on (`kueue_fairshare`)
     placement_from_pods = False  # the Workload's topologyAssignment says where it is (`kueue_placement`)
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -242,6 +243,17 @@ class Kueue:
         if "flavors" not in quota_status:
             return None
         return (quota_status["flavors"].get(flavor_name) or {}).get(resource, 0)
+
+    def decayed_usage(self, objects: list[dict]) -> dict | None:
+        """The team's LocalQueue's `status.fairSharing.admissionFairSharingStatus` (`kueue_fairshare`)."""
+        for obj in objects:
+            if obj.get("kind") == "LocalQueue":
+                found = kueue_fairshare.consumed_from_status(obj)
+                if found is not None:
+                    consumed, updated = found
+                    return {"consumed": {name: round(value, 6) for name, value in sorted(consumed.items())},
+                            "updated": updated}
+        return None
 
     # --- jobs ---------------------------------------------------------------------------------------------
     def scheduling_labels(self, spec) -> dict[str, str]:

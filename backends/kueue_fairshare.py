@@ -155,22 +155,36 @@ class Replayed:
 def replay(hours: Mapping[str, Mapping[float, Mapping[str, float]]], weights: Mapping[str, float],
            settings: Settings, *, start: float, end: float,
            initial: Mapping[str, Mapping[str, float]] | None = None) -> Replayed:
-    """Sample every queue from `start` to `end` (epoch seconds) as Kueue's LocalQueue controller does, once per
-    sampling interval, each sample reading what the queue holds at that moment: `hours[queue][hour start]` is the
-    average it held per resource during that hour (a recorded usage row), nothing for an hour not recorded."""
+    """Sample every queue as Kueue's LocalQueue controller does, once per sampling interval at `start`,
+    `start` + interval, … before `end` (epoch seconds), each sample reading what the queue holds at that moment:
+    `hours[queue][hour start]` is the average it held per resource during that hour (a recorded usage row), nothing
+    for an hour not recorded. `initial` is what each queue had consumed an interval before `start`.
+
+    What a queue holds is the same for every sample within an hour, so the n samples of an hour are taken at once:
+    c ← held + (c − held) × (1 − α)^n, the same figure as n single samples. The series has each queue's usage at
+    the last sample of every hour."""
+    interval = settings.sampling
+    steps = math.ceil((end - start) / interval - 1e-9) - 1  # the last sample's index
     consumed = {queue: dict((initial or {}).get(queue, {})) for queue in sorted(set(hours) | set(weights))}
     series: dict[str, list[tuple[float, float]]] = {queue: [] for queue in consumed}
-    steps = int(math.floor((end - start) / settings.sampling + 1e-9))
-    for step in range(1, steps + 1):
-        now = start + step * settings.sampling
-        hour = math.floor(now / 3600) * 3600
+    keep = 1 - alpha(interval, settings.half_life)
+    first = 0
+    while first <= steps:
+        hour = math.floor((start + first * interval) / 3600) * 3600
+        last = min(steps, math.ceil((hour + 3600 - start) / interval - 1e-9) - 1)
+        count = last - first + 1
         for queue in consumed:
-            consumed[queue] = sample(consumed[queue], (hours.get(queue) or {}).get(hour, {}), settings.sampling,
-                                     settings.half_life)
-        if (now % 3600) < settings.sampling or step == steps:
-            for queue in consumed:
-                series[queue].append((now, usage(consumed[queue], weights.get(queue, 1.0),
-                                                 settings.resource_weights)))
+            held = (hours.get(queue) or {}).get(hour, {})
+            if not settings.decays:
+                consumed[queue] = {}
+                continue
+            factor = keep ** count
+            consumed[queue] = {name: held.get(name, 0.0) + (consumed[queue].get(name, 0.0) - held.get(name, 0.0))
+                               * factor for name in sorted(set(consumed[queue]) | set(held))}
+        for queue in consumed:
+            series[queue].append((start + last * interval, usage(consumed[queue], weights.get(queue, 1.0),
+                                                                 settings.resource_weights)))
+        first = last + 1
     usages = {queue: usage(consumed[queue], weights.get(queue, 1.0), settings.resource_weights)
               for queue in consumed}
     return Replayed(consumed=consumed, usage=usages, share=shares(usages), order=order(usages), series=series)
@@ -191,6 +205,23 @@ def consumed_from_status(local_queue: Mapping) -> tuple[dict[str, float], str] |
         return None
     consumed = {name: quantity_float(value) for name, value in (status.get("consumedResources") or {}).items()}
     return consumed, str(status.get("lastUpdate") or "")
+
+
+OFF, UNKNOWN, NO_HALF_LIFE, ON = "off", "unknown", "no-half-life", "on"
+
+
+def cluster_state(observations: Iterable[tuple[Mapping | None, int]]) -> str:
+    """Whether a cluster's Kueue runs admission fair sharing, from each team's LocalQueue status as recorded
+    (None: Kueue wrote none) and the GPUs its ClusterQueue holds now. Kueue writes the status only when its
+    Configuration has `admissionFairSharing` (OFF without); with a half-life of 0 it empties the consumed resources
+    at every sample, so a queue holding GPUs with nothing consumed tells that the feature is silently off
+    (NO_HALF_LIFE); with nothing held anywhere it cannot be told yet (UNKNOWN)."""
+    seen = [(decayed, held) for decayed, held in observations if decayed is not None]
+    if not seen:
+        return OFF
+    if any(decayed.get("consumed") for decayed, _ in seen):
+        return ON
+    return NO_HALF_LIFE if any(held > 0 for _, held in seen) else UNKNOWN
 
 
 def weight_of(local_queue: Mapping) -> float:

@@ -168,11 +168,16 @@ def workload_check_status(workload: dict, *, state: str, message: str, now: str)
 
 
 def local_queue_manifest(team: TeamQuotaSpec) -> dict:
+    """The team's weight, other than 1, also weighs its LocalQueue's decayed usage where Kueue runs admission
+    fair sharing (apis/kueue/v1beta2 LocalQueueSpec.FairSharing; `kueue_fairshare`)."""
+    spec = {"clusterQueue": team.queue_name, "stopPolicy": "Hold" if team.held else "None"}
+    if team.weight != 1:
+        spec["fairSharing"] = {"weight": str(team.weight)}
     return {
         "apiVersion": KUEUE,
         "kind": "LocalQueue",
         "metadata": {"name": LOCAL_QUEUE, "namespace": team.namespace, "labels": team_labels(team.slug)},
-        "spec": {"clusterQueue": team.queue_name, "stopPolicy": "Hold" if team.held else "None"},
+        "spec": spec,
     }
 
 

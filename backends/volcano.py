@@ -139,6 +139,7 @@ class Volcano:
     queues_under_cluster_queues = True
     prefers_reserved = True  # no flavors, no fallback of its own: a spot-allowed job prefers the reserved nodes
     discovers_hypernodes = True  # from node labels, by its controller's label discovery (`tenants.topology`)
+    decays_usage = False  # v1.15 shares out what is allocated now (`decayed_usage`)
     placement_from_pods = True  # the lowest HyperNode holding the gang's nodes (`jobs.hypernodes`)
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -230,6 +231,11 @@ class Volcano:
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None:
         return None  # no flavors: the ResourceQuota's `used`, else the Queue's `allocated`, per resource
+
+    def decayed_usage(self, objects: list[dict]) -> dict | None:
+        """Volcano v1.15 keeps no usage over time: its proportion and capacity plugins share out what is allocated
+        now (a decaying per-user fair share is only on its main branch, volcano-sh/volcano#5161)."""
+        return None
 
     # --- jobs ---------------------------------------------------------------------------------------------
     def scheduling_labels(self, spec) -> dict[str, str]:

@@ -3,6 +3,7 @@ from datetime import UTC
 from django import forms
 from django.core.exceptions import ValidationError
 
+from backends import kueue_fairshare
 from tenants.models import GpuFlavor
 
 from . import selectors
@@ -45,3 +46,60 @@ class RateCardForm(forms.Form):
     def clean_effective_from(self):
         # The portal runs in UTC; say so rather than guess a browser's zone.
         return self.cleaned_data["effective_from"].astimezone(UTC)
+
+
+class DurationField(forms.CharField):
+    """A Go duration as Kueue's Configuration writes it ("168h", "90m", "1h30m") → seconds."""
+
+    def __init__(self, *, minimum: float, maximum: float, **kwargs):
+        self.minimum, self.maximum = minimum, maximum
+        super().__init__(max_length=20, **kwargs)
+
+    def clean(self, value):
+        value = super().clean(value)
+        try:
+            seconds = kueue_fairshare.parse_duration(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if not self.minimum <= seconds <= self.maximum:
+            raise forms.ValidationError(
+                f"must be between {kueue_fairshare.format_duration(self.minimum)} and "
+                f"{kueue_fairshare.format_duration(self.maximum)}")
+        return seconds
+
+
+class FairSharingWhatIfForm(forms.Form):
+    """Other weights or another half-life for a cluster's admission fair sharing, tried on recorded usage."""
+
+    weeks = forms.IntegerField(min_value=1, max_value=8, initial=4, label="Weeks of recorded usage")
+    half_life = DurationField(minimum=0, maximum=365 * 86400, initial="168h", label="Half-life to try",
+                              help_text="usageHalfLifeTime, e.g. 168h; 0s remembers nothing")
+    baseline_half_life = DurationField(minimum=0, maximum=365 * 86400, initial="0s", label="Half-life today",
+                                       help_text="what the cluster's Kueue Configuration says (Kueue's default is 0s)")
+    sampling = DurationField(minimum=1, maximum=86400, initial="5m", label="Sampling interval",
+                             help_text="usageSamplingInterval (Kueue's default is 5m)")
+
+    def __init__(self, *args, teams: list[tuple[str, str, int]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.teams = teams
+        for slug, name, weight in teams:
+            self.fields[f"weight_{slug}"] = forms.IntegerField(
+                min_value=1, max_value=65535, initial=weight, required=False, label=f"Weight of {name}",
+                widget=forms.NumberInput(attrs={"placeholder": weight}))
+
+    def weight_fields(self):
+        return [self[f"weight_{slug}"] for slug, _, _ in self.teams]
+
+    def option_fields(self):
+        return [self[name] for name in ("weeks", "half_life", "baseline_half_life", "sampling")]
+
+    def weights(self) -> dict[str, int]:
+        """The weights tried, by team slug; a team left blank (or new since the form was drawn) keeps its own."""
+        return {slug: self.cleaned_data[f"weight_{slug}"] if self.cleaned_data.get(f"weight_{slug}") is not None
+                else weight for slug, _, weight in self.teams}
+
+    def settings(self) -> tuple[kueue_fairshare.Settings, kueue_fairshare.Settings]:
+        """(proposed, today's)."""
+        data = self.cleaned_data
+        return (kueue_fairshare.Settings(half_life=data["half_life"], sampling=data["sampling"]),
+                kueue_fairshare.Settings(half_life=data["baseline_half_life"], sampling=data["sampling"]))

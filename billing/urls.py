@@ -29,5 +29,6 @@ urlpatterns = [
     path("console/usage/statements/<month:month>.csv", views.console_statements_csv, name="console-statements-csv"),
     path("console/rates/", views.console_rates, name="console-rates"),
     path("console/clusters/<str:name>/utilisation-signal/", views.console_cluster_signal, name="cluster-signal"),
+    path("console/clusters/<str:name>/fair-sharing/", views.fair_sharing_what_if, name="fair-sharing-what-if"),
     path("usage/jobs/<int:pk>/activity/", views.job_activity, name="job-activity"),
 ]

@@ -18,13 +18,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from backends import backend_for, kueue_fairshare
 from jobs import selectors as job_selectors
 from portal.http import platform_admin_required, source_ip, write_from_form
 from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import activity, budgets, capacity, charts, evidence, selectors
-from .forms import BudgetForm, RateCardForm
+from . import activity, budgets, capacity, charts, evidence, fair_sharing, selectors
+from .forms import BudgetForm, FairSharingWhatIfForm, RateCardForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
@@ -179,6 +180,36 @@ def console_cluster_signal(request, name):
     return render(request, "billing/_cluster_signal.html", {
         "cluster": cluster, "signal": selectors.cluster_signal(cluster=cluster),
         "config": activity.exporter_config()})
+
+
+@platform_admin_required
+@require_GET
+def fair_sharing_what_if(request, name):
+    """Recorded usage replayed through the cluster's admission fair sharing with other weights or another
+    half-life, beside today's: each team's decayed usage, share and place in the queue order. Applies nothing."""
+    cluster = tenant_selectors.cluster_get(name=name)
+    if not backend_for(cluster).decays_usage:
+        raise Http404(f"{cluster.get_scheduler_display()} keeps no usage over time: there is nothing to replay.")
+    teams = fair_sharing.cluster_teams(cluster=cluster)
+    bound = "half_life" in request.GET
+    form = FairSharingWhatIfForm(request.GET if bound else None, teams=teams)
+    result = chart = None
+    if not bound or form.is_valid():
+        if bound:
+            settings_tried, baseline = form.settings()
+            weights, weeks = form.weights(), form.cleaned_data["weeks"]
+        else:  # the first visit: the form's suggestions against today
+            settings_tried = kueue_fairshare.Settings(half_life=kueue_fairshare.parse_duration(
+                form.fields["half_life"].initial))
+            baseline, weights, weeks = kueue_fairshare.Settings(), {}, form.fields["weeks"].initial
+        result = fair_sharing.what_if(cluster=cluster, weights=weights, settings=settings_tried,
+                                      baseline=baseline, weeks=weeks, now=timezone.now())
+        chart = charts.figure_html(charts.fair_sharing_figure(
+            series_now=result.now.series, series=result.proposed.series,
+            names={slug: name for slug, name, _ in teams}), div_id="fair-sharing-chart")
+    return render(request, "billing/fair_sharing_what_if.html",
+                  {"cluster": cluster, "form": form, "result": result, "chart": chart},
+                  status=400 if bound and form.errors else 200)
 
 
 @login_required

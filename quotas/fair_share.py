@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from backends import backend_for
+from backends import backend_for, kueue_fairshare
 from tenants.choices import TeamState
 from tenants.models import Cluster, TeamNamespace
 
@@ -50,6 +50,13 @@ class FairShare:
     path: tuple[str, ...] = field(default=(), repr=False)  # cohorts from the root down, then the team: page order
     # Per flavor: (guaranteed, in use), so the page shows units of one kind together, never a100s plus MIG slices.
     flavors: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    # Kueue's admission fair sharing: the LocalQueue's decayed usage as its status last said ({"consumed":
+    # {resource: units}, "updated": when}), None when the scheduler reported none.
+    decayed: dict | None = None
+
+    @property
+    def decayed_units(self) -> float | None:
+        return None if self.decayed is None else sum((self.decayed.get("consumed") or {}).values())
 
     @property
     def borrowed(self) -> int:
@@ -149,6 +156,11 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
     return sorted(rows, key=lambda r: (r.cohort, r.team.slug))
 
 
+def decayed_usage_state(rows: list[FairShare]) -> str:
+    """Whether the cluster's scheduler weighs usage over time (`kueue_fairshare.cluster_state`)."""
+    return kueue_fairshare.cluster_state((row.decayed, row.in_use) for row in rows if not row.department)
+
+
 def _team_rows(cluster: Cluster) -> tuple[list[FairShare], dict, dict]:
     """Each team's row, with its usage and its nominal quota per (flavor, resource), by team id."""
     namespaces = {ns.team_id: ns for ns in TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
@@ -165,7 +177,8 @@ def _team_rows(cluster: Cluster) -> tuple[list[FairShare], dict, dict]:
             in_use(flavor=quota.flavor, scheduler=cluster.scheduler,
                    quota_status=namespaces[quota.team_id].quota_status)
         row = rows.setdefault(team.pk, FairShare(team=team, cohort=parent_name(team, cluster),
-                                                 weight=team.fair_share_weight, guaranteed=0, limit=0, in_use=0))
+                                                 weight=team.fair_share_weight, guaranteed=0, limit=0, in_use=0,
+                                                 decayed=namespaces[quota.team_id].quota_status.get("decayed")))
         row.guaranteed += quota.guaranteed
         row.limit += quota.guaranteed + quota.burst
         row.in_use += used

@@ -327,6 +327,7 @@ MATRIX = {
     "billing:console-statements-csv": Row(lambda w: {"month": month(w)}, {"get": PLATFORM}),
     "billing:console-rates": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     "billing:cluster-signal": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
+    "billing:fair-sharing-what-if": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "billing:job-activity": Row(job, {"get": TEAM_READ}),
 }
 

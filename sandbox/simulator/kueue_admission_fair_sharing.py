@@ -10,7 +10,7 @@ A port of kubernetes-sigs/kueue v0.19.2:
   (or at once when an entry penalty waits), its consumed resources become old × (1 − α) + admitted × α,
   α = 1 − 0.5^(elapsed ÷ half-life), written to `status.fairSharing.admissionFairSharingStatus` with `lastUpdate`;
   a half-life of 0 resets them to nothing. Products are rounded down to 9 decimals (pkg/util/resource MulByFloat).
-  A stopped LocalQueue is not sampled.
+  A stopped LocalQueue is not sampled; `weightedShare` is left at the 0 the controller starts from.
 - pkg/util/admissionfairsharing (CalculateUsage, CalculateEntryPenalty) and pkg/cache/queue/cluster_queue.go
   (queueOrderingFunc): usage is Σ resource weight × (consumed + entry penalties) ÷ `spec.fairSharing.weight`
   (1 when unset, infinite for 0); lower usage first, then the ClusterQueue's order. An admission adds requests ×
@@ -136,7 +136,8 @@ class Ledger:
                 consumed = _sum(_times(self.consumed.get(key, {}), 1 - rate), _times(admitted.get(key, {}), rate))
             self.consumed[key], self.last[key] = consumed, now
             self.penalty.pop(key, None)
-            objects.patch_status(KUEUE, "LocalQueue", key[0], key[1], {"fairSharing": {
+            # The controller starts from an empty LocalQueueFairSharingStatus: weightedShare (required) is 0.
+            objects.patch_status(KUEUE, "LocalQueue", key[0], key[1], {"fairSharing": {"weightedShare": 0,
                 "admissionFairSharingStatus": {"consumedResources": {n: quantity(v) for n, v in sorted(
                     consumed.items())}, "lastUpdate": iso(now)}}})
 

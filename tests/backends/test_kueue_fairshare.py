@@ -79,13 +79,15 @@ def test_replay_by_hand():
     order is vision (0.5) then speech (1)."""
     settings = afs.Settings(half_life=HOUR, sampling=1800.0)
     hours = afs.by_queue([("vision", T0, GPU, 4.0), ("speech", T0 + HOUR, GPU, 2.0)])
-    replayed = afs.replay(hours, {"vision": 2}, settings, start=T0 - 1800, end=T0 + 2 * HOUR - 1800)
+    replayed = afs.replay(hours, {"vision": 2}, settings, start=T0, end=T0 + 2 * HOUR)
     assert replayed.consumed["vision"][GPU] == pytest.approx(1.0)
     assert replayed.consumed["speech"][GPU] == pytest.approx(1.0)
     assert replayed.usage == pytest.approx({"vision": 0.5, "speech": 1.0})
     assert replayed.order == ["vision", "speech"]
     assert replayed.share == pytest.approx({"vision": 1 / 3, "speech": 2 / 3})
-    assert [t for t, _ in replayed.series["vision"]] == [T0, T0 + HOUR, T0 + 2 * HOUR - 1800]
+    # The series: each hour's last sample, vision's usage ÷ its weight of 2.
+    assert [t for t, _ in replayed.series["vision"]] == [T0 + 1800, T0 + HOUR + 1800]
+    assert [v for _, v in replayed.series["vision"]] == pytest.approx([1.0, 0.5])
 
 
 # --- the replay against the sandbox --------------------------------------------------------------------------
@@ -142,7 +144,7 @@ def test_replay_agrees_with_the_sandbox(weights, half_life):
 
         rows = [(team, T0 + hour * 3600, GPU, float(gpus)) for hour, held in HISTORY.items()
                 for team, gpus in held.items() if gpus]
-        replayed = afs.replay(afs.by_queue(rows), weights, settings, start=T0 - 300, end=T0 + end)
+        replayed = afs.replay(afs.by_queue(rows), weights, settings, start=T0, end=T0 + end + 300)
         for team in weights:
             assert replayed.consumed[team].get(GPU, 0.0) == pytest.approx(sandbox_consumed[team], abs=1e-6)
 
