@@ -87,6 +87,13 @@ class FairSharingWhatIfForm(forms.Form):
                 min_value=1, max_value=65535, initial=weight, required=False, label=f"Weight of {name}",
                 widget=forms.NumberInput(attrs={"placeholder": weight}))
 
+    @classmethod
+    def from_query(cls, params, *, teams: list[tuple[str, str, int]]):
+        """Bound to a query string, what it leaves out taken from the suggestions (a first visit replays them)."""
+        data = {name: field.initial for name, field in cls.base_fields.items()}
+        data.update({key: params.get(key) for key in params})
+        return cls(data, teams=teams)
+
     def weight_fields(self):
         return [self[f"weight_{slug}"] for slug, _, _ in self.teams]
 

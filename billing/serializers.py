@@ -152,6 +152,28 @@ class EvidenceSerializer(serializers.Serializer):
                                      evidence.quota_waiting, strict=True)], many=True).data
 
 
+class FairSharingTeamSerializer(serializers.Serializer):
+    team = serializers.CharField(source="slug")
+    place = serializers.IntegerField(help_text="1 is served first among LocalQueues sharing a ClusterQueue.")
+    weight = serializers.IntegerField()
+    decayed_usage = serializers.FloatField(source="consumed", help_text="GPU units, decayed, all resources together.")
+    usage_per_weight = serializers.FloatField(source="usage")
+    share = serializers.FloatField(help_text="Part of all teams' usage ÷ weight, 0 to 1.")
+    place_today = serializers.IntegerField(source="place_now")
+    weight_today = serializers.IntegerField(source="weight_now")
+    decayed_usage_today = serializers.FloatField(source="consumed_now")
+    usage_per_weight_today = serializers.FloatField(source="usage_now")
+    share_today = serializers.FloatField(source="share_now")
+
+
+class FairSharingWhatIfSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(help_text="Exclusive.")
+    recorded_hours = serializers.IntegerField()
+    teams = FairSharingTeamSerializer(many=True, help_text="In the order tried.")
+
+
 class RecommendationSerializer(serializers.Serializer):
     team = serializers.CharField(source="evidence.team.slug")
     cluster = serializers.CharField(source="evidence.flavor.cluster.name")

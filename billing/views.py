@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from backends import backend_for, kueue_fairshare
+from backends import backend_for
 from jobs import selectors as job_selectors
 from portal.http import platform_admin_required, source_ip, write_from_form
 from quotas import selectors as quota_selectors
@@ -191,25 +191,18 @@ def fair_sharing_what_if(request, name):
     if not backend_for(cluster).decays_usage:
         raise Http404(f"{cluster.get_scheduler_display()} keeps no usage over time: there is nothing to replay.")
     teams = fair_sharing.cluster_teams(cluster=cluster)
-    bound = "half_life" in request.GET
-    form = FairSharingWhatIfForm(request.GET if bound else None, teams=teams)
+    form = FairSharingWhatIfForm.from_query(request.GET, teams=teams)
     result = chart = None
-    if not bound or form.is_valid():
-        if bound:
-            settings_tried, baseline = form.settings()
-            weights, weeks = form.weights(), form.cleaned_data["weeks"]
-        else:  # the first visit: the form's suggestions against today
-            settings_tried = kueue_fairshare.Settings(half_life=kueue_fairshare.parse_duration(
-                form.fields["half_life"].initial))
-            baseline, weights, weeks = kueue_fairshare.Settings(), {}, form.fields["weeks"].initial
-        result = fair_sharing.what_if(cluster=cluster, weights=weights, settings=settings_tried,
-                                      baseline=baseline, weeks=weeks, now=timezone.now())
+    if form.is_valid():
+        settings_tried, baseline = form.settings()
+        result = fair_sharing.what_if(cluster=cluster, weights=form.weights(), settings=settings_tried,
+                                      baseline=baseline, weeks=form.cleaned_data["weeks"], now=timezone.now())
         chart = charts.figure_html(charts.fair_sharing_figure(
             series_now=result.now.series, series=result.proposed.series,
             names={slug: name for slug, name, _ in teams}), div_id="fair-sharing-chart")
     return render(request, "billing/fair_sharing_what_if.html",
                   {"cluster": cluster, "form": form, "result": result, "chart": chart},
-                  status=400 if bound and form.errors else 200)
+                  status=400 if form.errors else 200)
 
 
 @login_required

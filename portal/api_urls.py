@@ -34,6 +34,8 @@ urlpatterns = [
     path("v1/teams/<slug:slug>/budget/", billing_api.BudgetView.as_view(), name="team-budget"),
     path("v1/clusters/", tenants_api.ClusterListView.as_view(), name="cluster-list"),
     path("v1/clusters/<str:name>/", tenants_api.ClusterDetailView.as_view(), name="cluster-detail"),
+    path("v1/clusters/<str:name>/fair-sharing/what-if/", billing_api.FairSharingWhatIfView.as_view(),
+         name="fair-sharing-what-if"),
     path("v1/flavors/", tenants_api.FlavorListView.as_view(), name="flavor-list"),
     path("v1/quota-requests/", quotas_api.QuotaRequestListView.as_view(), name="quota-request-list"),
     path("v1/quota-requests/<int:pk>/", quotas_api.QuotaRequestDetailView.as_view(), name="quota-request-detail"),

@@ -12,6 +12,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
+    path("console/health/", views.console_health, name="console-health"),
     path("login/", auth_views.LoginView.as_view(extra_context={"sso_enabled": settings.OIDC_ENABLED}), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("django-admin/", admin.site.urls),

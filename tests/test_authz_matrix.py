@@ -207,6 +207,7 @@ MATRIX = {
     "api:quota-request-evidence": Row(quota_request, {"get": TEAM_READ}),
     # Team admins see their own teams' rows (another team's admin too: its own); members and viewers are refused.
     "api:rightsizing": Row(none, {"get": RESIZERS}),
+    "api:fair-sharing-what-if": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "api:reservation-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _booking}),
     "api:reservation-detail": Row(reservation, {"get": TEAM_READ}, setup=_reservation),
     "api:reservation-cancel": Row(reservation, {"post": TEAM_WRITE}, setup=_reservation),
@@ -259,6 +260,7 @@ MATRIX = {
     "tenants:team-set-state": Row(team, {"post": PLATFORM}, data={"post": lambda w: {"state": "suspended"}}),
     "tenants:team-delete-namespaces": Row(team, {"post": PLATFORM}),
     "tenants:audit-list": Row(none, {"get": PLATFORM}),
+    "console-health": Row(none, {"get": PLATFORM}),
     "tenants:token-list": Row(none, {"get": ANYONE, "post": ANYONE}, data={"post": lambda w: {"name": "ci"}}),
     # A token is its owner's alone: everyone else is told it does not exist.
     "tenants:token-revoke": Row(lambda w: {"pk": w.token.pk}, {"post": rule("member", denied=404)},

@@ -160,3 +160,39 @@ def test_capacity_page_shows_decayed_usage_and_warns_of_a_zero_half_life(client,
     row = body.split('data-team="nlp"')[1].split("</tr>")[0]
     assert f'<td class="num decayed">{shown}' in row or (shown != "—" and f">{shown}</span>" in row)
     assert url(cluster) in body
+
+
+# --- the API -----------------------------------------------------------------------------------------------------
+
+
+def api_url(cluster, **params):
+    base = reverse("api:fair-sharing-what-if", args=[cluster.name])
+    return base + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+def test_the_api_gives_the_same_figures(client, world):
+    cluster, flavor, teams = world
+    usage(flavor, teams["nlp"], 3, 8)
+    usage(flavor, teams["vision"], 1, 3)
+    response = request_as(client, PlatformAdminFactory(), api_url(cluster, **FORM))
+    assert response.status_code == 200
+    body = response.json()
+    assert [t["team"] for t in body["teams"]] == ["vision", "nlp"]
+    vision = body["teams"][0]
+    assert (vision["place"], vision["place_today"], vision["weight"], vision["weight_today"]) == (1, 2, 3, 1)
+    assert vision["usage_per_weight"] == pytest.approx(3 * (1 - 0.5 ** 0.5) / 3)
+    assert body["recorded_hours"] == 2 and body["end"] == "2026-11-20T12:00:00Z"
+    defaults = request_as(client, PlatformAdminFactory(), api_url(cluster)).json()  # 168h against 0s, 4 weeks
+    assert defaults["start"] == "2026-10-23T12:00:00Z"
+
+
+def test_the_api_refuses_bad_input_and_other_users(client, world):
+    cluster, _, teams = world
+    bad = request_as(client, PlatformAdminFactory(), api_url(cluster, half_life="soon", weight_nlp="0"))
+    assert bad.status_code == 400
+    fields = bad.json()["error"]["fields"]
+    assert "not a duration" in fields["half_life"][0] and "greater than or equal to 1" in fields["weight_nlp"][0]
+    member = MembershipFactory(team=teams["nlp"], role="admin").user
+    assert request_as(client, member, api_url(cluster)).status_code == 403
+    volcano = ClusterFactory(name="gpu-west", scheduler="volcano")
+    assert request_as(client, PlatformAdminFactory(), api_url(volcano)).status_code == 404
