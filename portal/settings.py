@@ -379,11 +379,18 @@ SPECTACULAR_SETTINGS = {
 # Content-Security-Policy (django-csp): every script, style, font and image is the portal's own static file (htmx,
 # plotly.js, Swagger UI and Redoc included), so nothing inline or from elsewhere runs. The API docs pages relax only
 # style-src: Swagger UI and Redoc style their widgets with inline <style> elements (portal/api_urls.py).
+# style-src-attr allows exactly two style attribute values, by hash: plotly.js draws a heatmap as a small bitmap
+# scaled up and keeps it sharp with an `image-rendering: ... pixelated` style attribute, after probing support with
+# an empty one; refused, the heatmap is smoothed into a blur. Any other inline style attribute is still refused.
+# The hashes follow plotly.js's text (package-lock.json); tests/test_csp.py fails if they drift.
+PLOTLY_STYLE_ATTRIBUTE_HASHES = ["'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='",  # the pixelated image
+                                 "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"]  # the empty probe
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
         "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-hashes'", *PLOTLY_STYLE_ATTRIBUTE_HASHES],
         "img-src": ["'self'", "data:"],
         "font-src": ["'self'"],
         "connect-src": ["'self'"],
