@@ -234,7 +234,8 @@ def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
 SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "submitted_at", "admitted_at",
-               "started_at", "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug",
+               "started_at", "finished_at", "cancel_requested_at", "cancel_reason", "notify", "submitted_by_id",
+               "team__slug",
                "cluster__scheduler", "cluster__connection", "cluster__server", "cluster__context", "placement",
                "topology_level")
 

@@ -263,6 +263,8 @@ CELERY_BEAT_SCHEDULE = {
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "workspace-reconcile-due": {"task": "workspaces.tasks.workspace_reconcile_due_task",
                                 "schedule": RECONCILE_DUE_SECONDS},
+    "job-idle-rule": {"task": "billing.tasks.job_idle_rule_task",
+                      "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
     "workspace-cull": {"task": "workspaces.tasks.workspace_cull_task",
                        "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
@@ -301,6 +303,11 @@ WORKSPACE_SUSPEND_MINUTES = float(env("WORKSPACE_SUSPEND_MINUTES", "30"))
 WORKSPACE_EXTENSION_MINUTES = float(env("WORKSPACE_EXTENSION_MINUTES", "120"))
 WORKSPACE_VOLUME_DAYS = float(env("WORKSPACE_VOLUME_DAYS", "14"))
 WORKSPACE_VOLUME_POLICY = env("WORKSPACE_VOLUME_POLICY", "delete")
+# The same idle rule for running batch jobs, on the tiers whose idle action allows it (the tier page): warned after
+# WARN minutes idle, stopped STOP minutes after the warning where the tier says "suspend".
+JOB_IDLE_THRESHOLD = float(env("JOB_IDLE_THRESHOLD", env("IDLE_GPU_THRESHOLD", "0.05")))
+JOB_IDLE_WARN_MINUTES = float(env("JOB_IDLE_WARN_MINUTES", "60"))
+JOB_IDLE_STOP_MINUTES = float(env("JOB_IDLE_STOP_MINUTES", "60"))
 # Teams' outgoing webhooks: private, loopback and link-local targets only where the platform allows them (an
 # on-premises receiver), and how long one delivery may take.
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)
