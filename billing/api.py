@@ -16,7 +16,7 @@ from portal.limits import DAY_PATTERN, EARLIEST_YEAR, LATEST_YEAR, MONTH_PATTERN
 from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import evidence, fair_sharing, selectors
+from . import evidence, fair_sharing, holds, selectors
 from .forms import FairSharingWhatIfForm
 from .serializers import (
     BudgetSerializer,
@@ -87,7 +87,8 @@ class StatementView(APIView):
 
 
 class BudgetView(APIView):
-    @extend_schema(responses=BudgetSerializer, summary="The team's budget, spend and forecast for a month",
+    @extend_schema(responses=BudgetSerializer,
+                   summary="The team's budget, spend and forecast for a month; its holds and allowances now",
                    parameters=[OpenApiParameter("month", {"type": "string", "pattern": MONTH_PATTERN},
                                                 description="YYYY-MM (years 2000-2999); this month by default")])
     def get(self, request, slug):
@@ -95,10 +96,14 @@ class BudgetView(APIView):
         month = _month(request.query_params.get("month"))
         statement = selectors.team_statement(team=team, month=month)
         status = selectors.budget_status(team=team, statement=statement)
+        panel = holds.team_budget_panel(team=team)
         return Response(BudgetSerializer({
             "team": team.slug, "month": f"{month:%Y-%m}", "currency": statement.currency,
             "amount": status.budget.amount if status.budget else None, "spent": status.spent,
             "forecast": status.forecast, "percent": status.percent, "forecast_percent": status.forecast_percent,
+            "mode": status.budget.mode if status.budget else None, "held": panel.state.held,
+            "held_since": panel.hold.started_at if panel.hold else None, "holds": panel.state.holds,
+            "allowances": panel.state.allowances,
         }).data)
 
 

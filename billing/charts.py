@@ -121,6 +121,7 @@ def utilisation_heatmap(cells: list[dict]) -> go.Figure:
                                   colorbar={"title": "%"}, hoverongaps=False))
     figure.update_layout(**{**LAYOUT, "height": max(240, 26 * len(teams) + 120)},
                          title="Utilisation by team and day")
+    figure.update_xaxes(dtick=86400000, tickformat="%b %-d")  # one tick a day, dates without hours
     return figure
 
 

@@ -47,9 +47,12 @@ def budget_checks_for(team: Team, cluster: Cluster) -> tuple[str, ...]:
 
 def job_held_by_budget(job) -> str:
     """Why the portal keeps a job back from a scheduler that would refuse it ("" when it may go)."""
-    if not backend_for(job.cluster).budget_holds_in_portal:
-        return ""
-    hold = BudgetHold.objects.filter(team_id=job.team_id, ended_at__isnull=True).only("message").first()
+    return team_held_by_budget(job.team) if backend_for(job.cluster).budget_holds_in_portal else ""
+
+
+def team_held_by_budget(team) -> str:
+    """What holds the team's new jobs now, as its open hold row says ("" when nothing does)."""
+    hold = BudgetHold.objects.filter(team=team, ended_at__isnull=True).only("message").first()
     return hold.message if hold else ""
 
 

@@ -20,7 +20,7 @@ from tenants.models import GpuFlavor, Team
 
 from . import allowances
 from .choices import BudgetMode, HoldKind
-from .models import Allowance, Budget, BudgetOverride, UsageHour
+from .models import Allowance, Budget, BudgetHold, BudgetOverride, UsageHour
 from .pricing import ZERO, current_month, money, price_periods
 from .statements import statements_for
 
@@ -169,3 +169,21 @@ def _allowance_holds(states: dict[int, TeamBudgetState], overrides, now: datetim
 def _hours(value: Decimal) -> str:
     """GPU-hours to two places, without trailing zeros (10, 2.5, 0.33)."""
     return f"{value.quantize(Decimal('0.01')).normalize():f}"
+
+
+@dataclass
+class BudgetPanel:
+    """What the team's usage page and the API show: the holds and allowances now, the open hold row (since when),
+    the overrides in force."""
+
+    state: TeamBudgetState
+    hold: BudgetHold | None
+    overrides: list[BudgetOverride]
+
+
+def team_budget_panel(*, team: Team, now: datetime | None = None) -> BudgetPanel:
+    now = now or timezone.now()
+    return BudgetPanel(state=team_holds(teams=[team], now=now)[team.pk],
+                       hold=BudgetHold.objects.filter(team=team, ended_at__isnull=True).first(),
+                       overrides=list(BudgetOverride.objects.filter(team=team, expires_at__gt=now)
+                                      .select_related("flavor", "granted_by").order_by("expires_at")))

@@ -66,6 +66,15 @@ def prometheus_readings(source: PrometheusSource, now: datetime) -> list[PodRead
             for (namespace, pod), value in sorted(values.items())]
 
 
+def job_reading(readings: list[PodReading], *, namespace: str, job_id: int, object_name: str) -> PodReading | None:
+    """A job's pods' reading: by the job label where the source knows it, else by the job's pod-name prefix; the
+    busiest of its pods (it is busy if any of them works)."""
+    prefix = f"{object_name}-"
+    found = [r for r in readings if r.namespace == namespace and (r.job == str(job_id) or
+                                                                  (not r.job and r.pod.startswith(prefix)))]
+    return max(found, key=lambda r: r.utilisation) if found else None
+
+
 def activity_now(source, now: datetime) -> list[PodReading]:
     if isinstance(source, SandboxSource):
         return sandbox_readings(source, now)

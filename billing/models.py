@@ -249,3 +249,16 @@ class BudgetHold(models.Model):
 
     def __str__(self) -> str:
         return f"hold {self.team_id} from {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class JobIdleWatch(models.Model):
+    """The idle rule's memory of a running batch job whose tier lets it act: since when its GPUs do no work, when
+    its submitter was warned, and the last reading. Gone once the GPUs work again."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="idle_watch")
+    idle_since = models.DateTimeField()
+    warned_at = models.DateTimeField(null=True, blank=True)
+    activity = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} idle since {self.idle_since:%Y-%m-%d %H:%M}"

@@ -37,3 +37,11 @@ def usage_collect_hour_task(cluster_id: int, hour: str) -> str:
     """Re-collect one hour on request (the admin's action); the ledger row records the outcome."""
     cluster = Cluster.objects.get(pk=cluster_id)
     return services.usage_collect_hour(cluster=cluster, hour=datetime.fromisoformat(hour)).state
+
+
+@shared_task(ignore_result=True)
+def job_idle_rule_task() -> dict:
+    """Warn (and where the tier allows, stop) running batch jobs whose GPUs do no work."""
+    from .idle_rule import job_idle_rule_all
+
+    return job_idle_rule_all()

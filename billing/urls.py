@@ -20,6 +20,8 @@ app_name = "billing"
 urlpatterns = [
     path("teams/<slug:slug>/usage/", views.team_usage, name="team-usage"),
     path("teams/<slug:slug>/usage/budget/", views.budget_set, name="budget-set"),
+    path("teams/<slug:slug>/usage/allowances/", views.allowance_set, name="allowance-set"),
+    path("teams/<slug:slug>/usage/overrides/", views.override_grant, name="override-grant"),
     path("teams/<slug:slug>/usage/statements/<month:month>/", views.team_statement, name="team-statement"),
     path("teams/<slug:slug>/usage/statements/<month:month>.<str:fmt>", views.team_statement_export,
          name="team-statement-export"),

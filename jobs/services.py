@@ -138,11 +138,13 @@ def _request_cancel(job: Job) -> None:
 
 
 @transaction.atomic
-def job_stop(*, job: Job) -> None:
-    """End a job for the app that started it (a workspace being suspended or deleted): its objects are deleted
-    as on cancel; the caller checked who may and records why."""
+def job_stop(*, job: Job, reason: str = "") -> None:
+    """End a job for the portal (a workspace being suspended or deleted, the idle rule): its objects are deleted
+    as on cancel, and `reason` becomes its final message; the caller checked who may and records it."""
     job = Job.objects.select_for_update().get(pk=job.pk)
     if not job.terminal and not job.cancel_requested_at:
+        Job.objects.filter(pk=job.pk).update(cancel_reason=reason[:300])
+        job.cancel_reason = reason[:300]
         _request_cancel(job)
 
 
@@ -192,7 +194,8 @@ def job_reconcile(*, job_id: int) -> Outcome:
         sync.set_state(job, Observed(JobState.FAILED, f"{outcome.error}"), timezone.now())
     if outcome.error is None:
         if job.cancel_requested_at and job.state != JobState.CANCELLED:
-            sync.set_state(job, Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
+            sync.set_state(job, Observed(JobState.CANCELLED, job.cancel_reason or "Cancelled by the user"),
+                           timezone.now())
         elif job.state == JobState.PENDING and desired:
             sync.set_state(job, Observed(JobState.QUEUED), timezone.now())
     return outcome

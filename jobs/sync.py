@@ -164,7 +164,7 @@ def job_changes(members: list[Job], objects: dict[str, dict], records: dict[str,
         observed = _observe(job, objects, records, refusals)
         if observed is None:
             if job.cancel_requested_at:
-                observed = Observed(JobState.CANCELLED, "Cancelled by the user")
+                observed = Observed(JobState.CANCELLED, job.cancel_reason or "Cancelled by the user")
             else:
                 if counts is not None:
                     counts["vanished"] += 1

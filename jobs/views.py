@@ -20,7 +20,7 @@ from quotas import fair_share
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import cost, estimates, outcome, placement, selectors, services, sooner
+from . import cost, estimates, holds, outcome, placement, selectors, services, sooner
 from .choices import SUBMITTED_KINDS, JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
@@ -116,7 +116,7 @@ def job_submit(request, slug, kind):
                                                   "form": form, "preview": preview, "templates": templates,
                                                   "cost": _cost(form, prices),
                                                   "prices": {pk: [str(p), c] for pk, (p, c) in prices.items()},
-                                                  "estimate": estimate},
+                                                  "estimate": estimate, "budget_hold": holds.team_held(team)},
                   status=400 if form.errors else 200)
 
 

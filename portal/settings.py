@@ -260,6 +260,8 @@ CELERY_BEAT_SCHEDULE = {
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "workspace-reconcile-due": {"task": "workspaces.tasks.workspace_reconcile_due_task",
                                 "schedule": RECONCILE_DUE_SECONDS},
+    "job-idle-rule": {"task": "billing.tasks.job_idle_rule_task",
+                      "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
     "workspace-cull": {"task": "workspaces.tasks.workspace_cull_task",
                        "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
@@ -298,6 +300,11 @@ WORKSPACE_SUSPEND_MINUTES = float(env("WORKSPACE_SUSPEND_MINUTES", "30"))
 WORKSPACE_EXTENSION_MINUTES = float(env("WORKSPACE_EXTENSION_MINUTES", "120"))
 WORKSPACE_VOLUME_DAYS = float(env("WORKSPACE_VOLUME_DAYS", "14"))
 WORKSPACE_VOLUME_POLICY = env("WORKSPACE_VOLUME_POLICY", "delete")
+# The same idle rule for running batch jobs, on the tiers whose idle action allows it (the tier page): warned after
+# WARN minutes idle, stopped STOP minutes after the warning where the tier says "suspend".
+JOB_IDLE_THRESHOLD = float(env("JOB_IDLE_THRESHOLD", env("IDLE_GPU_THRESHOLD", "0.05")))
+JOB_IDLE_WARN_MINUTES = float(env("JOB_IDLE_WARN_MINUTES", "60"))
+JOB_IDLE_STOP_MINUTES = float(env("JOB_IDLE_STOP_MINUTES", "60"))
 # Teams' outgoing webhooks: private, loopback and link-local targets only where the platform allows them (an
 # on-premises receiver), and how long one delivery may take.
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)
@@ -372,11 +379,18 @@ SPECTACULAR_SETTINGS = {
 # Content-Security-Policy (django-csp): every script, style, font and image is the portal's own static file (htmx,
 # plotly.js, Swagger UI and Redoc included), so nothing inline or from elsewhere runs. The API docs pages relax only
 # style-src: Swagger UI and Redoc style their widgets with inline <style> elements (portal/api_urls.py).
+# style-src-attr allows exactly two style attribute values, by hash: plotly.js draws a heatmap as a small bitmap
+# scaled up and keeps it sharp with an `image-rendering: ... pixelated` style attribute, after probing support with
+# an empty one; refused, the heatmap is smoothed into a blur. Any other inline style attribute is still refused.
+# The hashes follow plotly.js's text (package-lock.json); tests/test_csp.py fails if they drift.
+PLOTLY_STYLE_ATTRIBUTE_HASHES = ["'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='",  # the pixelated image
+                                 "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"]  # the empty probe
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
         "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-hashes'", *PLOTLY_STYLE_ATTRIBUTE_HASHES],
         "img-src": ["'self'", "data:"],
         "font-src": ["'self'"],
         "connect-src": ["'self'"],

@@ -59,7 +59,15 @@ class FairShare:
         return None if self.decayed is None else sum((self.decayed.get("consumed") or {}).values())
 
     @property
+    def borrowed_by_flavor(self) -> dict[str, int]:
+        return {name: max(0, used - guaranteed) for name, (guaranteed, used) in self.flavors.items()}
+
+    @property
     def borrowed(self) -> int:
+        """What is held above the guarantee, flavor by flavor (one flavor's spare guarantee never offsets
+        another's borrowing); the whole amount when no flavors are known."""
+        if self.flavors:
+            return sum(self.borrowed_by_flavor.values())
         return max(0, self.in_use - self.guaranteed)
 
 
@@ -210,10 +218,15 @@ def _kueue_shares(cluster: Cluster, rows: list[FairShare], usage: dict, nominal:
     cohort_rows = []
     for name, department in departments.items():
         members, path = under[name], cohort_path(name, parents)
+        by_flavor: dict[str, tuple[int, int]] = {}
+        for member in members:  # the department's units per flavor: never a100s plus MIG slices in one figure
+            for flavor, (guaranteed, used) in member.flavors.items():
+                held = by_flavor.get(flavor, (0, 0))
+                by_flavor[flavor] = (held[0] + guaranteed, held[1] + used)
         cohort_rows.append(FairShare(
             team=department, cohort=parents[name], weight=department.fair_share_weight, department=True, path=path,
             guaranteed=sum(m.guaranteed for m in members), limit=sum(m.limit for m in members),
-            in_use=sum(m.in_use for m in members),
+            in_use=sum(m.in_use for m in members), flavors=dict(sorted(by_flavor.items())),
             # a department's Cohort with no parent is a root: in no tournament, so without a share
             share=node_share(usage=subtree_usage[name], nominal=subtree_nominal[name],
                              root_nominal=subtree_nominal[path[0]], weight=department.fair_share_weight)

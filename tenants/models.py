@@ -9,6 +9,7 @@ from django.db import models
 
 from .choices import (
     Connection,
+    IdleAction,
     MembershipSource,
     MigStrategy,
     PreemptionPolicy,
@@ -267,6 +268,11 @@ class PriorityTier(models.Model):
     )
     description = models.CharField(max_length=200, blank=True)
     is_default = models.BooleanField(default=False)
+    idle_action = models.CharField(
+        max_length=10, choices=IdleAction.choices, default=IdleAction.NONE, blank=True,
+        help_text="What the idle rule does to running batch jobs of this tier whose GPUs do no work: nothing, warn "
+                  "their submitters, or warn and then stop them (for preemptible tiers).",
+    )
 
     class Meta:
         ordering = ["-value"]

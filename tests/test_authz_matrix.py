@@ -320,6 +320,8 @@ MATRIX = {
     # --- billing pages ----------------------------------------------------------------------------------------
     "billing:team-usage": Row(team, {"get": TEAM_READ}),
     "billing:budget-set": Row(team, {"post": TEAM_ADMIN}),
+    "billing:allowance-set": Row(team, {"post": PLATFORM_ON_TEAM_OBJECT}),
+    "billing:override-grant": Row(team, {"post": PLATFORM_ON_TEAM_OBJECT}),
     "billing:team-statement": Row(lambda w: {"slug": "nlp", "month": month(w)}, {"get": TEAM_READ}),
     "billing:team-statement-export": Row(lambda w: {"slug": "nlp", "month": month(w), "fmt": "csv"},
                                          {"get": TEAM_READ}),

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from billing.activity import judge_idle
-from billing.live_activity import PodReading, activity_now
+from billing.live_activity import PodReading, activity_now, job_reading
 from billing.metrics import MetricsError
 from billing.sources import source_for
 from portal import kube
@@ -28,14 +28,8 @@ log = logging.getLogger(__name__)
 
 
 def _reading_for(workspace: Workspace, readings: list[PodReading]) -> PodReading | None:
-    """Its run's pod: by the job label where the source knows it, else by the run's pod-name prefix."""
     run = workspace.run
-    namespace, prefix = workspace.team.namespace, f"{run.object_name}-"
-    found = [r for r in readings if r.namespace == namespace and (r.job == str(run.pk) or
-                                                                  (not r.job and r.pod.startswith(prefix)))]
-    if not found:
-        return None
-    return max(found, key=lambda r: r.utilisation)  # busy if any of its GPUs' pods works
+    return job_reading(readings, namespace=workspace.team.namespace, job_id=run.pk, object_name=run.object_name)
 
 
 def _minutes(delta: timedelta) -> float:
@@ -57,7 +51,7 @@ def workspace_judge(workspace: Workspace, reading: PodReading, now: datetime) ->
     seen["idle_minutes"] = round(idle, 1)
     kept = workspace.keep_until is not None and now < workspace.keep_until
     if workspace.stage == Stage.ACTIVE and not kept and idle >= settings.WORKSPACE_WARN_MINUTES:
-        services.workspace_warn(workspace=workspace, activity=seen, idle_since=idle_since,
+        services.workspace_warn(workspace=workspace, activity=seen, idle_since=idle_since, now=now,
                                 reason=f"Its GPUs have been idle for {idle:.0f} min: {verdict.reason}.")
         return Stage.WARNED
     if workspace.stage == Stage.WARNED and _minutes(now - workspace.warned_at) >= settings.WORKSPACE_SUSPEND_MINUTES:

@@ -120,9 +120,9 @@ def _locked(workspace: Workspace) -> Workspace:
         pk=workspace.pk)
 
 
-def _stop_run(workspace: Workspace) -> None:
+def _stop_run(workspace: Workspace, reason: str) -> None:
     if workspace.run is not None:
-        job_services.job_stop(job=workspace.run)
+        job_services.job_stop(job=workspace.run, reason=reason)
 
 
 @transaction.atomic
@@ -134,7 +134,7 @@ def workspace_suspend(*, workspace: Workspace, actor=None, reason: str = "", act
     workspace = _locked(workspace)
     if workspace.stage not in LIVE_STAGES:
         raise Conflict(f"The workspace is {workspace.get_stage_display().lower()}.")
-    _stop_run(workspace)
+    _stop_run(workspace, f"Its workspace was suspended: {reason or 'by its owner'}")
     workspace.stage, workspace.suspended_at = Stage.SUSPENDED, timezone.now()
     _bump(workspace, ["stage", "suspended_at"])
     audit_record(actor=actor, action="workspace.suspend", obj=workspace, team=workspace.team, source_ip=source_ip,
@@ -192,9 +192,9 @@ def workspace_seen(*, workspace: Workspace, activity: dict, idle_since) -> None:
 
 
 @transaction.atomic
-def workspace_warn(*, workspace: Workspace, activity: dict, idle_since, reason: str) -> None:
+def workspace_warn(*, workspace: Workspace, activity: dict, idle_since, reason: str, now=None) -> None:
     """The idle rule's first stage: the owner is told, the page shows a banner with "keep it running"."""
-    now = timezone.now()
+    now = now or timezone.now()
     Workspace.objects.filter(pk=workspace.pk, stage=Stage.ACTIVE).update(
         stage=Stage.WARNED, warned_at=now, activity=activity, idle_since=idle_since)
     workspace.stage, workspace.warned_at, workspace.activity, workspace.idle_since = \
@@ -213,7 +213,7 @@ def workspace_delete(*, workspace: Workspace, actor=None, reason: str = "",
     workspace = _locked(workspace)
     if workspace.stage == Stage.DELETED:
         raise Conflict("The workspace is already deleted.")
-    _stop_run(workspace)
+    _stop_run(workspace, "Its workspace was deleted.")
     now = timezone.now()
     workspace.stage, workspace.deleted_at = Stage.DELETED, now
     workspace.volume_deleted_at = workspace.volume_deleted_at or now

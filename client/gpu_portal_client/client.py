@@ -202,6 +202,12 @@ class Portal:
         month = month or datetime.now(UTC).strftime("%Y-%m")
         return self.get(f"teams/{team or self.default_team()}/statements/{month}/")
 
+    def budget(self, team: str | None = None, month: str | None = None) -> dict:
+        """A team's budget and spend for a month, and what holds its new jobs now: `held`, `holds` (each with the
+        sentence, how far over, and who can lift it) and `allowances` (GPU-hours used of each over its window)."""
+        params = {"month": month} if month else {}
+        return self.get(f"teams/{team or self.default_team()}/budget/", **params)
+
 
 class Job:
     """A submitted job; attributes mirror the API's fields (job.state, job.gpus, …) as of the last refresh."""
