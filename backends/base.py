@@ -105,8 +105,8 @@ class Backend(Protocol):
 
     def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]: ...  # list_all queries
 
-    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message: Callable, now: str
-                      ) -> list[dict]: ...  # status applies that hold or release the team's work
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message: Callable, now: str,
+                      release_after: int = 0) -> list[dict]: ...  # status applies that hold or release its work
 
     # --- estimates (`forecast`: a pure replay of the scheduler's admission) ----------------------------------
     def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],

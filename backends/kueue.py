@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import datetime
 
 from portal.naming import cluster_scope_selector
 from portal.reconcile import is_subset
@@ -129,6 +130,12 @@ def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
     if true(workload, "Admitted") or status.get("startTime"):
         return Observed(JobState.ADMITTED, admitted=True, started_at=status.get("startTime"))
     return Observed(JobState.QUEUED)
+
+
+def _seconds_since(then: str | None, now: str) -> float:
+    if not then:
+        return 0.0
+    return (datetime.fromisoformat(now) - datetime.fromisoformat(then)).total_seconds()
 
 
 def checks_waiting(workload: dict | None, *, said_only: bool = False) -> str:
@@ -311,12 +318,16 @@ class Kueue:
     def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]:
         return [(KUEUE_API, "Workload", namespace, "")]
 
-    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message, now: str) -> list[dict]:
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message, now: str,
+                      release_after: int = 0) -> list[dict]:
         """The check's state on each Workload that lists it and is not admitted or finished: Pending with the
         budget's sentence while it holds the workload's flavors, Ready when within. A workload without a quota
         reservation has no flavors yet: only a hold on every flavor (the money budget) is said on it then; it is
         decided once Kueue reserves quota for it (as Kueue's own check controllers wait for the reservation).
-        `hold_message(flavor_names or None)` is the sentence, "" when nothing holds them."""
+        A held workload keeps its reservation (Kueue admits it the moment the check is Ready) for `release_after`
+        seconds at most, then is set to Retry: Kueue evicts it, its quota serves others meanwhile, and it queues
+        again after that many seconds (requeueAfterSeconds). `hold_message(flavor_names or None)` is the
+        sentence, "" when nothing holds them."""
         writes = []
         for workload in objects:
             status = workload.get("status") or {}
@@ -325,11 +336,17 @@ class Kueue:
                 continue
             flavors = kueue_placement(workload).get("flavors") if status.get("admission") else None
             message = hold_message(flavors)
+            if flavors is None and not message and entry.get("retryCount"):
+                message = hold_message(base.ANY_FLAVOR)  # sent back for the budget before, and still held
             if flavors is None and not message and not entry.get("message"):
                 continue
             # Without a reservation a lifted hold only takes its words back; the decision waits for the flavors.
             state = "Pending" if message or flavors is None else "Ready"
-            if (entry.get("state"), entry.get("message", "")) != (state, message):
+            reserved_for = _seconds_since(condition(workload, "QuotaReserved").get("lastTransitionTime"), now)
+            if state == "Pending" and flavors is not None and release_after and reserved_for >= release_after:
+                writes.append(m.workload_check_status(workload, state="Retry", message=message, now=now,
+                                                      requeue_after=release_after))
+            elif (entry.get("state"), entry.get("message", "")) != (state, message):
                 writes.append(m.workload_check_status(workload, state=state, message=message, now=now))
         return writes
 

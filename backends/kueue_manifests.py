@@ -159,12 +159,15 @@ def budget_check_active_status(now: str) -> dict:
                                        "lastTransitionTime": now, "observedGeneration": 1}]}}
 
 
-def workload_check_status(workload: dict, *, state: str, message: str, now: str) -> dict:
-    """The portal's entry in a Workload's status.admissionChecks (a map keyed by name: the apply owns only it)."""
+def workload_check_status(workload: dict, *, state: str, message: str, now: str, requeue_after: int = 0) -> dict:
+    """The portal's entry in a Workload's status.admissionChecks (a map keyed by name: the apply owns only it);
+    a Retry says when to queue again (requeueAfterSeconds, KEP-3258)."""
     meta = workload["metadata"]
+    entry = {"name": BUDGET_CHECK, "state": state, "message": message, "lastTransitionTime": now}
+    if requeue_after:
+        entry["requeueAfterSeconds"] = requeue_after
     return {"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-            "status": {"admissionChecks": [{"name": BUDGET_CHECK, "state": state, "message": message,
-                                            "lastTransitionTime": now}]}}
+            "status": {"admissionChecks": [entry]}}
 
 
 def local_queue_manifest(team: TeamQuotaSpec) -> dict:

@@ -180,7 +180,8 @@ class Volcano:
     def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]:
         return [(VOLCANO_SCHEDULING_API, "Queue", None, team_selector(team_slug))]
 
-    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message, now: str) -> list[dict]:
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message, now: str,
+                      release_after: int = 0) -> list[dict]:
         """The team's Queue Closed while anything holds the team (Volcano knows resources, not flavors, so an
         allowance on one flavor closes the queue), Open after. The queue controller keeps a state it finds in
         status (volcano v1.15.1 pkg/controllers/queue/state: open.go, closed.go; a closed queue with running pod

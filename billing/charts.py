@@ -155,8 +155,7 @@ def fair_sharing_figure(*, series_now: dict[str, list[tuple[float, float]]],
             figure.add_scatter(name=f"{names.get(slug, slug)}{suffix}", mode="lines",
                                x=[datetime.fromtimestamp(t, tz=UTC) for t, _ in points], y=[v for _, v in points],
                                line={"color": colour, "dash": dash, "width": 2 if not suffix else 1})
-    figure.update_layout(**LAYOUT, title="Decayed usage ÷ weight (lower is served first)",
-                         yaxis_title="GPU units ÷ weight")
+    figure.update_layout(**LAYOUT, title="Usage ÷ weight by hour", yaxis_title="decayed GPU units ÷ weight")
     return figure
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -57,16 +58,16 @@ def team_held_by_budget(team) -> str:
 
 
 def _hold_message(state: holds.TeamBudgetState):
+    """`hold_message(flavors)` for the backends: what holds these flavors (None: before they are known, only what
+    holds every flavor; ANY_FLAVOR: whatever holds the team), with who can lift it; "" when nothing does."""
     def message(flavors) -> str:
-        if flavors == ANY_FLAVOR:
-            return state.message()
-        return " ".join(f"{h.sentence} {h.who_lifts}" for h in state.holds
-                        if h.flavor is None or (flavors is not None and h.flavor in flavors))
+        return _sentence([h for h in state.holds if flavors == ANY_FLAVOR or h.flavor is None
+                          or (flavors is not None and h.flavor in flavors)])
     return message
 
 
-def _full_sentence(state: holds.TeamBudgetState) -> str:
-    return " ".join(f"{h.sentence} {h.who_lifts}" for h in state.holds)
+def _sentence(found: list[holds.Hold]) -> str:
+    return " ".join(f"{h.sentence} {h.who_lifts}" for h in found)
 
 
 @transaction.atomic
@@ -74,7 +75,7 @@ def _record_hold(state: holds.TeamBudgetState, now: datetime) -> str:
     """Open, update or close the team's hold row; "opened", "closed" or "" (unchanged or updated)."""
     team = state.team
     hold = BudgetHold.objects.select_for_update().filter(team=team, ended_at__isnull=True).first()
-    sentence = _full_sentence(state)
+    sentence = _sentence(state.holds)
     if state.held and hold is None:
         hold = BudgetHold.objects.create(team=team, started_at=now, message=sentence)
         audit_record(actor=None, action="budget.hold_start", obj=hold, team=team, after={"message": sentence})
@@ -107,7 +108,8 @@ def _enforce_in_cluster(cluster: Cluster, rows: list[TeamNamespace], states: dic
         team = row.team
         objects = client.list_all(backend.budget_reads(namespace=team.namespace, team_slug=team.slug))
         queue = TeamQuotaSpec(slug=team.slug, namespace=team.namespace, quotas=(), cluster_flavors=()).queue_name
-        writes += backend.budget_writes(objects, queue_name=queue, hold_message=_hold_message(state), now=now_iso)
+        writes += backend.budget_writes(objects, queue_name=queue, hold_message=_hold_message(state), now=now_iso,
+                                        release_after=settings.BUDGET_HOLD_RESERVATION_SECONDS)
     for obj in writes:
         client.apply_status(obj)
     return len(writes)

@@ -127,6 +127,7 @@ class FairSharingWhatIfForm(forms.Form):
     def from_query(cls, params, *, teams: list[tuple[str, str, int]]):
         """Bound to a query string, what it leaves out taken from the suggestions (a first visit replays them)."""
         data = {name: field.initial for name, field in cls.base_fields.items()}
+        data.update({f"weight_{slug}": weight for slug, _, weight in teams})
         data.update({key: params.get(key) for key in params})
         return cls(data, teams=teams)
 

@@ -46,9 +46,6 @@ class Hold:
     def over_by(self) -> Decimal:
         return max(ZERO, self.used - self.limit)
 
-    def holds(self, flavor_names) -> bool:
-        return self.flavor is None or self.flavor in set(flavor_names)
-
 
 @dataclass
 class TeamBudgetState:
@@ -63,14 +60,6 @@ class TeamBudgetState:
     @property
     def held(self) -> bool:
         return bool(self.holds)
-
-    def holds_for(self, flavor_names) -> list[Hold]:
-        return [h for h in self.holds if h.holds(flavor_names)]
-
-    def message(self, flavor_names=None) -> str:
-        """The scheduler-facing sentence (it names the budget, so the wait counts as a budget wait)."""
-        holds = self.holds if flavor_names is None else self.holds_for(flavor_names)
-        return " ".join(h.sentence for h in holds)
 
 
 def enforced(now: datetime | None = None) -> Q:

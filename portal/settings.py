@@ -252,6 +252,9 @@ WATCH_RELIST_SECONDS = float(env("WATCH_RELIST_SECONDS", "30"))
 RECONCILE_LEASE_SECONDS = int(env("RECONCILE_LEASE_SECONDS", "30"))
 # How often holds are judged again (budgets, allowances over their rolling windows, overrides expiring).
 BUDGET_ENFORCE_SECONDS = float(env("BUDGET_ENFORCE_SECONDS", "60"))
+# How long a held Kueue workload may keep its quota reservation before it is sent back (Retry) to queue again that
+# many seconds later, so a held team's pending jobs do not keep quota other teams could use (0: keep it).
+BUDGET_HOLD_RESERVATION_SECONDS = int(env("BUDGET_HOLD_RESERVATION_SECONDS", "600"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},

@@ -106,7 +106,7 @@ def test_the_panel_shows_order_share_and_a_chart(client, world):
     response = request_as(client, PlatformAdminFactory(), url(cluster, **FORM))
     body = response.content.decode()
     assert response.status_code == 200
-    assert 'id="fair-sharing-chart"' in body and "Decayed usage ÷ weight" in body
+    assert 'id="fair-sharing-chart"' in body and "Usage ÷ weight by hour" in body
     # Half-life 2 h: an hour of holding keeps 1 − 0.5^0.5 ≈ 0.2929 of it. nlp: 8 × 0.2929 ≈ 2.343, halved over the
     # two hours since → 1.17 (weight 1); vision: 3 × 0.2929 ≈ 0.879, ÷ its weight 3 → 0.29, so vision goes first.
     # Today (half-life 0) both have nothing and keep the ClusterQueue's order: nlp, vision.
