@@ -266,8 +266,10 @@ def job_activity(request, pk):
     exported, so "busy, but no tensor cores used" shows."""
     job = job_selectors.job_get(user=request.user, pk=pk)
     rows = selectors.job_activity(job=job)
+    chart = charts.figure_html(charts.job_activity_figure(rows), div_id="activity-chart") if rows else ""
     return render(request, "billing/_job_activity.html", {
-        "job": job, "rows": rows, "time_based": any(activity.time_based(r["signal"]) for r in rows)})
+        "job": job, "rows": rows, "chart": chart,
+        "time_based": any(activity.time_based(r["signal"]) for r in rows)})
 
 
 @platform_admin_required
