@@ -7,6 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from billing import selectors as billing_selectors
 from jobs import services as job_services
@@ -247,4 +248,28 @@ def test_the_job_page_draws_its_gpus_activity_and_memory_at_both_widths(browser,
         assert fit["out"] == [] and fit["scroll"] <= width, (width, fit)
         page.locator("#activity-slot summary").click()  # the figures behind the chart, one row an hour
         assert page.locator("#activity-table tbody tr").count() == 3
+        page.close()
+
+
+def test_the_usage_explorer_drills_down_and_fits_both_widths(browser, live_server, world):
+    """Team → flavor → job, each step a link whose address is the view; the range picker keeps the drill-down."""
+    member = world["member"]
+    member.set_password(PASSWORD)
+    member.save()
+    today = timezone.now().date()
+    for width in (1440, 390):
+        page = signed_in(browser, live_server.url, member.username, width)
+        page.goto(f"{live_server.url}/teams/nlp/usage/")
+        page.click("#explore-link")
+        page.wait_for_selector("#explore-table")
+        first = (today - timedelta(days=29)).isoformat()  # the world's usage is early in the month
+        page.fill("#id_start", first)
+        page.click("#range-form button")
+        page.wait_for_url(lambda url: f"start={first}" in url)
+        page.click("#explore-table a >> text=h100")
+        page.wait_for_url(lambda url: "flavor=h100" in url and f"start={first}" in url)  # the range is kept
+        assert page.locator("#explore-path").inner_text().endswith("h100")
+        page.wait_for_selector("#explore-chart .main-svg")
+        fit = page.evaluate(OVERFLOW)
+        assert fit["out"] == [] and fit["scroll"] <= width, (width, fit)
         page.close()
