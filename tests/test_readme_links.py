@@ -41,3 +41,16 @@ def test_the_check_finds_a_broken_link(tmp_path):
     )
     assert relative_links(text) == ["docs/index.md#home", "docs/guide.md", "docs/images/a.png", "docs/operations.md"]
     assert broken_links(text, tmp_path) == ["docs/guide.md", "docs/images/a.png", "docs/operations.md"]
+
+
+def test_make_screenshots_writes_every_image_the_docs_show():
+    # `make screenshots` refreshes docs/images/; an image it does not write would go stale, one it writes unused.
+    from tools.screenshots import DOCS, WIDTHS
+
+    written = {f"{name}-{width}.png" for name in DOCS.values() for width in WIDTHS.values()}
+    committed = {path.name for path in (ROOT / "docs" / "images").iterdir()}
+    shown = set()
+    for page in (ROOT / "docs").glob("*.md"):
+        shown |= {Path(t).name for t in relative_links(page.read_text()) if t.startswith("images/")}
+    assert committed == written
+    assert shown == written
