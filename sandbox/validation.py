@@ -1,6 +1,6 @@
 """Validation of objects as kube-apiserver does it (admission is `sandbox.admission`'s).
 
-- Core kinds: the Kubernetes OpenAPI schemas shipped in `kubernetes-validate` (the newest version it has),
+- Core kinds: the Kubernetes OpenAPI schemas shipped in `kubernetes-validate` (those of Kubernetes 1.34),
   loaded once per process; one compiled jsonschema validator per kind.
 - Custom kinds: each CRD version's `openAPIV3Schema` converted once to JSON Schema; its defaults are applied first
   and its CEL rules (`x-kubernetes-validations`) evaluated after (`sandbox.structural`). `format` is not asserted.
@@ -24,7 +24,8 @@ import jsonschema
 
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
-from .object_rules import cause, name_causes, quantity_causes, render
+from .object_meta import metadata_causes
+from .object_rules import cause, quantity_causes, render
 from .structural import apply_defaults, cel_causes, has_keyword, re2_search
 
 
@@ -50,11 +51,14 @@ _SchemaValidator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, {"x-list-map-keys": _list_map_keys, "pattern": _re2_pattern})
 
 
+# The Kubernetes minor release whose built-in kinds the sandbox serves (the control plane it is measured against).
+KUBERNETES_SCHEMAS = "1.34.0"
+
+
 def _schema_dir() -> Path:
     import kubernetes_validate.utils as kv
 
-    base = Path(kv.__file__).parent / "kubernetes-json-schema"
-    return base / f"v{kv.latest_version()}-local-strict"
+    return Path(kv.__file__).parent / "kubernetes-json-schema" / f"v{KUBERNETES_SCHEMAS}-local-strict"
 
 
 @cache
@@ -260,6 +264,19 @@ class Validator:
     def schema_validator(self, rt: ResourceType, version: str):
         return _core_validator(rt, version) if rt.builtin else _crd_validator(rt, version)
 
+    def apply_schema_defaults(self, rt: ResourceType, version: str, obj: dict) -> None:
+        """A custom kind's structural-schema defaults, as decoding applies them."""
+        schema = None if rt.builtin else rt.crd_schemas.get(version)
+        if schema is not None and _flags(schema)[0]:
+            apply_defaults(schema, obj)
+
+    def prune_unknown(self, rt: ResourceType, version: str, obj: dict) -> None:
+        """Drop the fields the kind does not know, as decoding does (the write's field manager never owns them)."""
+        validator = self.schema_validator(rt, version)
+        for error in validator.iter_errors(obj) if validator is not None else ():
+            if error.validator == "additionalProperties" and error.validator_value is False:
+                _prune(obj, error)
+
     def problems(self, rt: ResourceType, version: str, obj: dict, *, check_name: bool = True, old: dict | None = None):
         """(unknown-field errors, causes) for `obj`, without deciding what they mean; a custom kind's schema
         defaults are applied to `obj` first, and its CEL rules see `old` (the object before an update)."""
@@ -267,7 +284,7 @@ class Validator:
         schema = None if rt.builtin else rt.crd_schemas.get(version)
         if schema is not None and _flags(schema)[0]:
             apply_defaults(schema, obj)
-        causes = name_causes(meta.get("name"), rt.name_rule) if check_name else []
+        causes = metadata_causes(meta, rt.name_rule, builtin=rt.builtin, creating=check_name)
         unknown = []
         validator = self.schema_validator(rt, version)
         if validator is not None:

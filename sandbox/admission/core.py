@@ -43,10 +43,10 @@ def is_extended_resource(name: str) -> bool:
 
 
 def _resource_name_causes(name: str, field: str, standard: set[str], message: str) -> list[dict]:
+    """validateResourceName (a qualified name, else a standard resource type), then the kind's own list, which
+    is checked even of a name that is not qualified."""
     causes = [f.invalid(field, name, m) for m in f.is_qualified_name(name)]
-    if causes:
-        return causes
-    if "/" not in name and name not in _STANDARD_RESOURCES and not _hugepages(name):
+    if not causes and "/" not in name and name not in _STANDARD_RESOURCES and not _hugepages(name):
         causes.append(f.invalid(field, name, "must be a standard resource type or fully qualified"))
     if "/" not in name and name not in standard and not _hugepages(name):
         causes.append(f.invalid(field, name, message))
@@ -232,11 +232,25 @@ def default_job(obj: dict) -> None:
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    spec.setdefault("manualSelector", False)
     template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
     labels = (template.get("metadata") or {}).get("labels")
     if labels and not obj["metadata"].get("labels"):
         obj["metadata"]["labels"] = dict(labels)
     default_pod_spec(template.get("spec"))
+
+
+def _namespace_causes(obj: dict) -> list[dict]:
+    """ValidateNamespace: each of spec.finalizers a qualified name, and a standard one when it has no domain."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    finalizers = [v for v in spec.get("finalizers") or () if isinstance(v, str)]
+    causes = []
+    for value in finalizers:
+        causes += [f.invalid("spec.finalizers", value, m) for m in f.is_qualified_name(value)]
+        if "/" not in value and value not in f.STANDARD_FINALIZERS:
+            causes.append(f.invalid("spec.finalizers", value, "name is neither a standard finalizer name nor is it "
+                                                              "fully qualified"))
+    return causes
 
 
 def _quota_causes(obj: dict) -> list[dict]:
@@ -329,7 +343,8 @@ def _limit_range_causes(obj: dict) -> list[dict]:
 
 
 def default_pod(pod: dict) -> None:
-    """SetDefaults_Pod: a container stating limits but not requests requests its limits (before LimitRanger)."""
+    """SetDefaults_Pod: a container stating limits but not requests requests its limits (before LimitRanger); service
+    links on."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     for key in ("containers", "initContainers"):
         for ctr in spec.get(key) or ():
@@ -338,6 +353,7 @@ def default_pod(pod: dict) -> None:
                 requests = resources.setdefault("requests", {})
                 for name, value in resources["limits"].items():
                     requests.setdefault(name, value)
+    spec.setdefault("enableServiceLinks", True)
     default_pod_spec(spec)
 
 
@@ -387,6 +403,8 @@ def causes(op: str, key: tuple, obj: dict, old: dict | None) -> list[dict]:
                                "spec.jobTemplate.spec.template.spec", ("OnFailure", "Never"))
     if key == ("", "ResourceQuota"):
         return _quota_causes(obj)
+    if key == ("", "Namespace"):
+        return _namespace_causes(obj)
     if key == ("", "LimitRange"):
         return _limit_range_causes(obj)
     if key == ("scheduling.k8s.io", "PriorityClass"):
