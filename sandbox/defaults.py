@@ -2,8 +2,8 @@
 
 `apply`: the defaults of decoding (kubernetes v1.34 pkg/apis/*/v1/defaults.go): the namespace's name label,
 a Secret's stringData merged into data (conversion), a Service's type, session affinity, internal traffic policy
-and ports' protocol/targetPort, a PriorityClass's preemption policy, a device request's allocation mode and count.
-They are what a write's field manager owns (`sandbox.managed_update`).
+and ports' protocol/targetPort, a PriorityClass's preemption policy, a binding's role and subject API groups, a
+device request's allocation mode and count. They are what a write's field manager owns (`sandbox.managed_update`).
 
 `prepare_for_create`: what each kind's registry strategy sets on create (pkg/registry/*/strategy.go
 PrepareForCreate), after the uid is assigned: the namespace's `kubernetes` finalizer and phase, a new Pod's phase,
@@ -18,6 +18,7 @@ import uuid
 
 _NAMESPACE_KEY = ("", "Namespace")
 _SERVICE_KEY = ("", "Service")
+_RBAC = "rbac.authorization.k8s.io"
 _JOB_KEY = ("batch", "Job")
 # pkg/apis/batch/types.go: the legacy and the prefixed label of each pair.
 _JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
@@ -42,7 +43,8 @@ class BuiltinDefaults:
     def apply(self, kind_key: tuple[str, str], obj: dict, creating: bool) -> None:
         meta = obj["metadata"]
         if kind_key == _NAMESPACE_KEY:
-            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+            if meta.get("name"):
+                meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
         elif kind_key == ("", "Secret"):
             string_data = obj.pop("stringData", None) or {}
             data = obj.setdefault("data", {}) if string_data else obj.get("data")
@@ -53,6 +55,8 @@ class BuiltinDefaults:
             self._service(obj.setdefault("spec", {}), creating)
         elif kind_key == ("scheduling.k8s.io", "PriorityClass"):
             obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        elif kind_key[0] == _RBAC and kind_key[1] in ("RoleBinding", "ClusterRoleBinding"):
+            self._binding(obj)
         elif kind_key[0] == "resource.k8s.io" and kind_key[1] in ("ResourceClaim", "ResourceClaimTemplate"):
             for request in _device_requests(obj):  # SetDefaults_ExactDeviceRequest
                 exactly = request.get("exactly")
@@ -60,6 +64,18 @@ class BuiltinDefaults:
                     exactly.setdefault("allocationMode", "ExactCount")
                     if exactly["allocationMode"] == "ExactCount":
                         exactly.setdefault("count", 1)
+
+    @staticmethod
+    def _binding(obj: dict) -> None:
+        """SetDefaults_RoleBinding and SetDefaults_Subject (pkg/apis/rbac/v1/defaults.go)."""
+        if isinstance(obj.get("roleRef"), dict) and not obj["roleRef"].get("apiGroup"):
+            obj["roleRef"]["apiGroup"] = _RBAC
+        for subject in obj.get("subjects") or ():
+            if isinstance(subject, dict) and not subject.get("apiGroup"):
+                if subject.get("kind") in ("User", "Group"):
+                    subject["apiGroup"] = _RBAC
+                elif subject.get("kind") == "ServiceAccount":
+                    subject["apiGroup"] = ""
 
     def _service(self, spec: dict, creating: bool) -> None:
         """SetDefaults_Service; on update the cluster IPs kept from before."""
@@ -78,6 +94,8 @@ class BuiltinDefaults:
     def prepare_for_create(self, kind_key: tuple[str, str], obj: dict) -> None:
         meta = obj["metadata"]
         if kind_key == _NAMESPACE_KEY:
+            # A generated name gets its label when the object is decoded again on its way to storage.
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta.get("name", "")
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
         elif kind_key == ("", "Pod"):
@@ -91,7 +109,7 @@ class BuiltinDefaults:
 
     def _allocate(self, spec: dict) -> None:
         """The ClusterIP allocator (one address per Service) and the single-stack IPv4 families of this cluster."""
-        if spec["type"] != "ExternalName":
+        if spec.get("type", "ClusterIP") != "ExternalName":
             if not spec.get("clusterIP"):
                 self._service_ips += 1
                 spec["clusterIP"] = f"10.96.{self._service_ips // 254}.{self._service_ips % 254 + 1}"
@@ -110,7 +128,7 @@ class BuiltinDefaults:
         template_meta = template.setdefault("metadata", {})
         labels = template_meta.setdefault("labels", {})
         for label in _JOB_NAME_LABELS:
-            labels.setdefault(label, meta["name"])
+            labels.setdefault(label, meta.get("name", ""))
         for label in _CONTROLLER_UID_LABELS:
             labels.setdefault(label, meta["uid"])
         selector = spec.setdefault("selector", {})

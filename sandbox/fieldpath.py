@@ -130,14 +130,14 @@ def describe(path: Path) -> str:
 
 
 def leaf_paths(value, schema=None, prefix: Path = ()) -> set[Path]:
-    """Every field a value sets: leaves of maps, whole atomic lists, and per item (the item itself and its fields)
-    of map and set lists."""
-    if isinstance(value, dict) and value and not is_atomic_map(schema):
+    """Every field a value sets: leaves of maps, whole atomic maps and lists, and per item (the item itself and its
+    fields) of map and set lists; an empty granular map or list sets nothing."""
+    if isinstance(value, dict) and not is_atomic_map(schema):
         paths: set[Path] = set()
         for key, child in value.items():
             paths |= leaf_paths(child, field_schema(schema, key), (*prefix, key))
-        return paths
-    if isinstance(value, list) and value and prefix:
+        return paths  # an empty map sets nothing (typed/tofieldset.go doMap)
+    if isinstance(value, list) and prefix:
         kind, keys = list_kind(resolved(schema))
         if kind != "atomic":
             items = items_schema(schema)

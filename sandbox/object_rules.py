@@ -69,8 +69,9 @@ def quantity_causes(obj: dict) -> list[dict]:
     elif kind == "LimitRange":
         for i, limit in enumerate(spec.get("limits") or []):
             if isinstance(limit, dict):
-                for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-                    causes.extend(_quantity_map_causes(limit.get(part), f"spec.limits[{i}].{part}"))
+                for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):  # may be negative
+                    causes.extend(_quantity_map_causes(limit.get(part), f"spec.limits[{i}].{part}",
+                                                       non_negative=False))
     return causes
 
 

@@ -192,15 +192,14 @@ class Store(ServerSideApply, Deletion, Watches):
             meta["namespace"] = namespace or meta.get("namespace") or "default"
         else:
             meta.pop("namespace", None)
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
         for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                     "generation"):
             meta.pop(key, None)
         if rt.has_status:
             obj.pop("status", None)  # status is written through /status only
-        if meta.get("name"):
-            self._defaults.apply(rt.key, obj, creating=True)
+        self._defaults.apply(rt.key, obj, creating=True)  # decoding comes before a name is generated
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
         return obj
 
     def _create_locked(self, rt, obj, version, dry_run, strict, warnings, manager: str | None = None) -> dict:
@@ -285,6 +284,7 @@ class Store(ServerSideApply, Deletion, Watches):
         warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False,
                                              old=old))
         self.admission.validate("UPDATE", rt, new, old, subresource)
+        self._go_shape(rt, version or rt.versions[0], new)
         meta = new["metadata"]
         if rt.bumps_generation and _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1

@@ -1,7 +1,8 @@
 """Objects of built-in kinds as their Go types hold them: kube-apiserver decodes a written object into its Go
 struct and encodes it back, so a struct field that is not a pointer is always there (`"status": {}`), and an
-empty map or list whose field is `omitempty` is gone (`"hard": {}`, `"env": []`). Custom resources are kept as
-written (unstructured).
+empty map, list or string whose field is `omitempty` is gone (`"hard": {}`, `"env": []`), and a quantity is written as
+Quantity.String() writes it (`1.5` → `1500m`, `1024Gi` → `1Ti`). Custom resources are kept as written
+(unstructured).
 
 `EMPTY_OBJECTS` is what the Go type of each built-in kind the sandbox serves holds when empty
 (runtime.DefaultUnstructuredConverter: structs that are not pointers, and the fields without `omitempty`, nil
@@ -12,6 +13,7 @@ when it has no `omitempty`."""
 from __future__ import annotations
 
 from .fieldpath import field_schema, items_schema, resolved
+from .quantity import canonical
 
 _POD_SPEC = {"containers": None}
 _ROLE_REF = {"apiGroup": "", "kind": "", "name": ""}
@@ -73,21 +75,43 @@ def _is_map(schema) -> bool:
     return isinstance(node, dict) and "properties" not in node and isinstance(node.get("additionalProperties"), dict)
 
 
-def _drop_empty(node, schema) -> None:
+_QUANTITY = [{"type": ["string", "null"]}, {"type": ["number", "null"]}]  # resource.Quantity's published schema
+
+
+def _is_quantity(schema) -> bool:
+    return isinstance(schema, dict) and schema.get("oneOf") == _QUANTITY
+
+
+def _quantity(value):
+    try:
+        return canonical(value)
+    except ValueError:
+        return value
+
+
+def _normalise(node, schema) -> None:
+    """Drop empty `omitempty` maps, lists and strings; write quantities as Quantity.String() does."""
     if isinstance(node, list):
-        for item in node:
-            _drop_empty(item, items_schema(schema))
+        items = items_schema(schema)
+        for i, item in enumerate(node):
+            if _is_quantity(items):
+                node[i] = _quantity(item)
+            _normalise(item, items)
         return
     if not isinstance(node, dict):
         return
     declared = resolved(schema)
     required = set((declared or {}).get("required") or ()) if isinstance(declared, dict) else set()
+    extra = declared.get("additionalProperties") if isinstance(declared, dict) else None
     for key in list(node):
         child, child_schema = node[key], field_schema(schema, key)
-        _drop_empty(child, child_schema)
+        if _is_quantity(child_schema) or (_is_quantity(extra) and child_schema is extra):
+            node[key] = _quantity(child)
+            continue
+        _normalise(child, child_schema)
         if key in required or child_schema is None:
             continue
-        if child is None or child == [] or (child == {} and _is_map(child_schema)):
+        if child is None or child == [] or child == "" or (child == {} and _is_map(child_schema)):
             del node[key]
 
 
@@ -96,5 +120,5 @@ def go_shape(rt, obj: dict, schema) -> dict:
     if rt.builtin and schema is not None:
         _add_structs(obj, {k: v for k, v in EMPTY_OBJECTS.get(rt.key, {}).items() if k not in ("metadata",)})
         _add_nested_structs(obj, schema)
-        _drop_empty(obj, schema)
+        _normalise(obj, schema)
     return obj

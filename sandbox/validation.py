@@ -26,6 +26,7 @@ from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
 from .object_meta import metadata_causes
 from .object_rules import cause, quantity_causes, render
+from .quantity import QUANTITY_ERROR
 from .structural import apply_defaults, cel_causes, has_keyword, re2_search
 
 
@@ -104,6 +105,16 @@ def _core_validator(rt: ResourceType, version: str):
             else:
                 _validators[key] = None
         return _validators[key]
+
+
+def object_meta_schema() -> dict:
+    """ObjectMeta's published schema (its list types: finalizers a set, ownerReferences a map by uid), which a
+    custom resource's metadata follows whatever its CRD says of metadata."""
+    name = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    with _validators_lock:
+        if name not in _resolved_definitions:
+            _inline_refs({"$ref": f"#/$defs/{name}"}, _core_definitions()[1], _resolved_definitions)
+        return _resolved_definitions[name]
 
 
 def convert_crd_schema(node: dict, *, top: bool = False) -> dict:
@@ -242,6 +253,17 @@ def _error_cause(error) -> dict:
     return cause(field, f"Invalid value: {render(value)}: {error.message}")
 
 
+def _decodes_to_zero(error) -> bool:
+    """A built-in kind's missing number or boolean is its Go zero value once decoded: `required` in its OpenAPI
+    only says the field has no `omitempty` (a PriorityClass without `value` has value 0)."""
+    if error.validator != "required":
+        return False
+    missing = re.match(r"'(.*)' is a required property", error.message)
+    wanted = ((error.schema.get("properties") or {}).get(missing.group(1)) or {}).get("type") if missing else None
+    wanted = wanted if isinstance(wanted, list) else [wanted]
+    return bool(set(wanted) & {"integer", "number", "boolean"})
+
+
 def _prune(obj: dict, error) -> None:
     node = obj
     for part in error.absolute_path:
@@ -291,7 +313,7 @@ class Validator:
             for error in validator.iter_errors(obj):
                 if error.validator == "additionalProperties" and error.validator_value is False:
                     unknown.append(error)
-                else:
+                elif not (rt.builtin and _decodes_to_zero(error)):
                     causes.append(_error_cause(error))
         causes.extend(quantity_causes(obj))
         if schema is not None and _flags(schema)[1] and not causes:
@@ -305,6 +327,10 @@ class Validator:
         Without strict, unknown fields are removed from `obj` in place (pruning) and reported as warnings.
         """
         unknown, causes = self.problems(rt, version, obj, check_name=check_name, old=old)
+        if rt.builtin and any(QUANTITY_ERROR in c["message"] for c in causes):
+            # A built-in kind's quantities are parsed as it is decoded: the request is refused before validation.
+            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                                              f"{QUANTITY_ERROR}")
         unknown_paths = [path for error in unknown for path in _unknown_paths(error)]
         if strict and unknown_paths:
             raise ApiError(400, "BadRequest", _strict_message(rt, version, unknown_paths))

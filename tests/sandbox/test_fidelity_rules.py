@@ -179,3 +179,74 @@ def test_an_atomic_struct_is_owned_whole_by_an_apply(sandbox, atomic):
                                            "?fieldManager=portal", binding, "application/apply-patch+yaml")
     assert code == 201
     assert applied["metadata"]["managedFields"][0]["fieldsV1"][f"f:{atomic}"] == {}
+
+
+def test_service_ports_type_and_selector_are_validated(sandbox):
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+               "spec": {"type": "Nope", "ports": [{"port": 0}, {"name": "a", "port": 81, "protocol": "ICMP"}]}}
+    code, status = create(sandbox, f"/api/v1/namespaces/{NS}/services", service)
+    assert code == 422
+    assert causes(status) == sorted([
+        ("spec.ports[0].name", "FieldValueRequired", "Required value"),
+        ("spec.ports[0].port", "FieldValueInvalid", "Invalid value: 0: must be between 1 and 65535, inclusive"),
+        ("spec.ports[0].targetPort", "FieldValueInvalid", "Invalid value: 0: must be between 1 and 65535, inclusive"),
+        ("spec.ports[1].protocol", "FieldValueNotSupported",
+         'Unsupported value: "ICMP": supported values: "SCTP", "TCP", "UDP"'),
+        ("spec.type", "FieldValueNotSupported",
+         'Unsupported value: "Nope": supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort"')])
+
+
+def test_role_binding_defaults_and_rules(sandbox):
+    path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings"
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "b"},
+               "roleRef": {"kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "Group", "name": "ml"}, {"kind": "ServiceAccount", "name": "x"}]}
+    code, created = create(sandbox, path, binding)
+    assert code == 201  # SetDefaults_RoleBinding / SetDefaults_Subject fill the API groups
+    assert created["roleRef"]["apiGroup"] == created["subjects"][0]["apiGroup"] == "rbac.authorization.k8s.io"
+    assert "apiGroup" not in created["subjects"][1]
+    binding["subjects"] = [{"kind": "Robot", "name": ""}]
+    code, status = create(sandbox, path, binding)
+    assert causes(status) == [
+        ("subjects[0].kind", "FieldValueNotSupported",
+         'Unsupported value: "Robot": supported values: "ServiceAccount", "User", "Group"'),
+        ("subjects[0].name", "FieldValueRequired", "Required value")]
+
+
+def test_job_counts_and_quantities_as_upstream_writes_them(sandbox):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {
+        "completions": -1, "template": {"spec": {"restartPolicy": "Never", "containers": []}}}}
+    code, status = create(sandbox, f"/apis/batch/v1/namespaces/{NS}/jobs", job)
+    assert status["message"] == ('Job.batch "j" is invalid: [spec.completions: Invalid value: -1: must be greater '
+                                 "than or equal to 0, spec.template.spec.containers: Required value]")
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "1.5", "requests.memory": "1024Gi"}}}
+    code, created = create(sandbox, f"/api/v1/namespaces/{NS}/resourcequotas", quota)
+    assert created["spec"]["hard"] == {"requests.nvidia.com/gpu": "1500m", "requests.memory": "1Ti"}
+
+
+def test_limit_range_shows_the_bound_as_upstream_does(sandbox):
+    limits = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"}, "spec": {"limits": [
+        {"type": "Container", "default": {"cpu": "3", "nvidia.com/gpu": "2"}, "max": {"cpu": "1"},
+         "defaultRequest": {"cpu": "1", "nvidia.com/gpu": "1"}}]}}
+    code, status = create(sandbox, f"/api/v1/namespaces/{NS}/limitranges", limits)
+    assert causes(status) == sorted([
+        ("spec.limits[0].default[cpu]", "FieldValueInvalid",
+         'Invalid value: "1": default value 3 is greater than max value 1'),
+        ("spec.limits[0].defaultRequest[nvidia.com/gpu]", "FieldValueInvalid",
+         'Invalid value: "1": default value 2 must equal to defaultRequest value 1 in nvidia.com/gpu')])
+
+
+def test_an_apply_neither_claims_managed_fields_nor_owns_an_empty_list(sandbox):
+    path = f"/api/v1/namespaces/{NS}/configmaps/c?fieldManager=portal"
+    body = {**configmap(name="c", managedFields=[{"manager": "x"}])}
+    code, status = send(sandbox, "PATCH", path, body, "application/apply-patch+yaml")
+    assert (code, status["message"]) == (400, "metadata.managedFields must be nil")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "main", "image": "i", "env": []}]}}}}
+    code, applied = send(sandbox, "PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/j?fieldManager=portal", job,
+                         "application/apply-patch+yaml")
+    container = applied["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:template"]["f:spec"][
+        "f:containers"]['k:{"name":"main"}']
+    assert code == 201 and "f:env" not in container and "env" not in applied["spec"]["template"]["spec"][
+        "containers"][0]
