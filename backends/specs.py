@@ -64,6 +64,7 @@ class TeamQuotaSpec:
     cohort: str = ""
     held: bool = False  # a suspended team: admit nothing new
     weight: int = 1  # fair-sharing weight among the teams of its cohort / parent queue
+    admission_checks: tuple[str, ...] = ()  # checks its queue lists (the portal's budget check, when enforced)
 
     @property
     def queue_name(self) -> str:

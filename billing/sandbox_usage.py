@@ -3,8 +3,9 @@ the embedded default cluster and the demo, answering `hour_usage(hour)` as `metr
 
 It reports the activity fields a dcgm-exporter with SM activity turned on reports (activity.FIELDS) unless told
 fewer, and reads "used" from the best of them, as the collector does. A job sets what its GPUs do with the
-environment variable SANDBOX_GPU_ACTIVITY on its containers (ACTIVITIES: busy, busy-no-tensor, tiny-kernels,
-idle-memory-held); without it, a pod works or idles by a hash of its name and the hour.
+environment variable SANDBOX_GPU_ACTIVITY on its containers, or a pod at any time with the annotation
+ACTIVITY_ANNOTATION (ACTIVITIES: busy, busy-no-tensor, tiny-kernels, idle-memory-held, idle); without either, a
+pod works or idles by a hash of its name and the hour.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from .metrics import HOUR, JOB_LABEL, Capacity, HourUsage, MetricsError, Usage, 
 
 GPU_PREFIX = "nvidia.com/"
 ACTIVITY_ENV = "SANDBOX_GPU_ACTIVITY"
+# Set on a running pod (kubectl annotate), it changes what the pod's GPUs do from then on: a test or the demo lets
+# a workspace go idle or get busy again.
+ACTIVITY_ANNOTATION = "sandbox.gpu-portal.io/gpu-activity"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ ACTIVITIES = {
     "busy-no-tensor": Activity(0.9887, 0.9705, 0.9329, 0.0, memory_gib=1.7),
     "tiny-kernels": Activity(0.2383, 0.2364, 0.0003, 0.0, memory_gib=1.5),
     "idle-memory-held": Activity(0.0004, 0.0001, 0.0, 0.0, memory_gib=41.5),
+    "idle": Activity(0.0, 0.0, 0.0, 0.0, memory_gib=0.5),
 }
 
 
@@ -127,8 +132,9 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                      if c.get("type") == "Ready" and c.get("status") == "False"]
             finished = max((e for e in ends if e), default=started)
         selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items()))
-        doing = next((e.get("value", "") for c in spec.get("containers") or [] for e in c.get("env") or []
-                      if e.get("name") == ACTIVITY_ENV), "")
+        doing = (meta.get("annotations") or {}).get(ACTIVITY_ANNOTATION) or next(
+            (e.get("value", "") for c in spec.get("containers") or [] for e in c.get("env") or []
+             if e.get("name") == ACTIVITY_ENV), "")
         units = {(name, *(models or {}).get((name, selector), ("", 80.0))): count for name, count in held.items()}
         for entry in status.get("resourceClaimStatuses") or []:
             for unit, count in (claims or {}).get((meta.get("namespace", ""), entry.get("resourceClaimName")),
@@ -169,6 +175,9 @@ class SandboxSource:
             return listed["pods"]
 
         return cls(runs, capacity=cluster_capacity(cluster))
+
+    def runs(self) -> Iterable[PodRun]:
+        return self._runs()
 
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)

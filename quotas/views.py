@@ -200,8 +200,10 @@ def quota_set(request, slug, flavor_pk):
 @platform_admin_required
 def capacity(request):
     overview = selectors.capacity_overview()
-    sharing = [(cluster, fair_share.fair_shares(cluster=cluster))
-               for cluster in tenant_selectors.active_clusters()]
+    sharing = []
+    for cluster in tenant_selectors.active_clusters():
+        rows = fair_share.fair_shares(cluster=cluster)
+        sharing.append((cluster, rows, fair_share.decayed_usage_state(rows)))
     return render(request, "quotas/capacity.html", {"overview": overview, "sharing": sharing})
 
 

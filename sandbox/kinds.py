@@ -123,6 +123,7 @@ BUILTIN_CUSTOM_KINDS = (
     ("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts", False, []),
     ("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", True, ["wl"]),
     ("kueue.x-k8s.io", "v1beta2", "Topology", "topologies", False, []),
+    ("kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks", False, []),
     ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", False, ["hn"]),
     ("scheduling.volcano.sh", "v1beta1", "Queue", "queues", False, ["q", "queue-v1beta1"]),
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", True, ["pg", "podgroup-v1beta1"]),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["sandbox", "portal", "tenants", "backends", "quotas", "jobs", "billing", "composition"]
+LAYERS = ["sandbox", "portal", "tenants", "backends", "quotas", "jobs", "billing", "workspaces", "composition"]
 NOT_APPS = {"tests", "bench", "client", "deploy", "tools"}
 WIRING = {"portal/settings.py", "portal/urls.py", "portal/api_urls.py", "portal/celery.py", "portal/wsgi.py",
           "portal/asgi.py"}
