@@ -251,3 +251,21 @@ def test_a_long_suspended_workspace_loses_its_volume_with_notice(sandbox, run_on
     assert [m.subject for m in mailoutbox] == ["Workspace nb volume deleted"]
     settings.WORKSPACE_VOLUME_POLICY = "keep"
     assert cull(run_on_commit, later)["volumes"] == 0
+
+
+def test_with_a_host_pattern_the_way_in_is_an_ingress_url(sandbox, run_on_commit, settings):
+    settings.WORKSPACE_HOST_PATTERN = "{workspace}.{team}.ws.example.com"
+    settings.WORKSPACE_INGRESS_CLASS = "nginx"
+    world = build_world(sandbox.url, "kueue", guaranteed=8, burst=0)
+    workspace, _ = start(world, run_on_commit, settings, tool="code-server",
+                         image=settings.WORKSPACE_IMAGES["code-server"][0])
+    ingress = objects(world, "Ingress", "networking.k8s.io/v1")[workspace.object_name]
+    host = f"{workspace.object_name}.nlp.ws.example.com"
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["rules"][0]["host"] == host
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": workspace.object_name, "port": {"number": 8080}}
+    assert selectors.way_in(workspace) == {"url": f"https://{host}/", "port_forward": ""}
+    with run_on_commit():
+        services.workspace_suspend(actor=world["member"], workspace=workspace)
+    assert workspace.object_name not in objects(world, "Ingress", "networking.k8s.io/v1")
