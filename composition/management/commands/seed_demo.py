@@ -268,7 +268,8 @@ class Command(BaseCommand):
             return
         last = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
         hours = [last - timedelta(hours=back) for back in reversed(range(settings.IDLE_GPU_WINDOW_HOURS))]
-        runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2)
+        runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2,
+                             owned=sandbox_usage.flavor_nodes(job.cluster))
         source = _IdleJobSource(sandbox_usage.SandboxSource(lambda: runs), job)
         billing_services.usage_collect_hours(cluster=job.cluster, hours=hours, source=source)
         self.stdout.write(f"  {job.cluster.name:<9} {job.team.slug}/{job.name}: idle for the last {len(hours)} hours")
