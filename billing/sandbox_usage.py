@@ -211,8 +211,8 @@ class SandboxSource:
         for (resource, model, node), units in self._node_capacity.items():
             held = sum(u.allocated_gpu_hours for key, u in usage.node_namespaces.items()
                        if key[1:] == (resource, model, node))
-            usage.node_capacity[(resource, model, node)] = Capacity(capacity=float(units),
-                                                                    held=min(float(units), held))
+            # Not capped per node: synthetic runs may pile onto one node; the collector caps each flavor's total.
+            usage.node_capacity[(resource, model, node)] = Capacity(capacity=float(units), held=held)
         return usage
 
 
