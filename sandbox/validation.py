@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jsonschema
 
+from .admission.core_specs import binary_data_error
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
 from .object_meta import metadata_causes
@@ -253,6 +254,11 @@ def _error_cause(error) -> dict:
     return cause(field, f"Invalid value: {render(value)}: {error.message}")
 
 
+# The errors after which a custom resource's CEL rules are not evaluated.
+_BLOCKING = {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+             "FieldValueTypeInvalid"}
+
+
 def _decodes_to_zero(error) -> bool:
     """A built-in kind's missing number or boolean is its Go zero value once decoded: `required` in its OpenAPI
     only says the field has no `omitempty` (a PriorityClass without `value` has value 0)."""
@@ -316,8 +322,13 @@ class Validator:
                 elif not (rt.builtin and _decodes_to_zero(error)):
                     causes.append(_error_cause(error))
         causes.extend(quantity_causes(obj))
-        if schema is not None and _flags(schema)[1] and not causes:
-            causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
+        if schema is not None and _flags(schema)[1]:
+            if any(c["reason"] in _BLOCKING for c in causes):
+                # apiextensions-apiserver strategy.go hasBlockingErr: the rules are skipped, and that is said.
+                causes.append(cause("<nil>", "Invalid value: null: some validation rules were not checked because the "
+                                             "object was invalid; correct the existing errors to complete validation"))
+            else:
+                causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
         return unknown, causes
 
     def check(self, rt: ResourceType, version: str, obj: dict, *, strict: bool, check_name: bool = True,
@@ -327,6 +338,10 @@ class Validator:
         Without strict, unknown fields are removed from `obj` in place (pruning) and reported as warnings.
         """
         unknown, causes = self.problems(rt, version, obj, check_name=check_name, old=old)
+        binary = binary_data_error(obj) if rt.key == ("", "ConfigMap") else None
+        if binary:
+            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                                              f"{binary}")
         if rt.builtin and any(QUANTITY_ERROR in c["message"] for c in causes):
             # A built-in kind's quantities are parsed as it is decoded: the request is refused before validation.
             raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
