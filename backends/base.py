@@ -99,6 +99,8 @@ class Backend(Protocol):
     budget_holds_in_portal: bool
     budget_status_kinds: Sequence[Kind]  # whose status it writes as a controller (the ClusterRole grants it)
 
+    def budget_undecided(self, record: dict) -> bool: ...  # its record waits on the budget check's first word
+
     def budget_controller_reads(self) -> list[tuple]: ...  # list_all queries of the check (if any)
 
     def budget_controller_writes(self, objects: list[dict], now: str) -> list[dict]: ...  # the check kept Active

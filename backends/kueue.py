@@ -307,6 +307,14 @@ class Kueue:
     budget_holds_in_portal = False  # Kueue holds every workload at admission, however it was submitted
     budget_status_kinds = [(KUEUE_API, "AdmissionCheck"), (KUEUE_API, "Workload")]
 
+    def budget_undecided(self, record: dict) -> bool:
+        """A Workload holding quota whose budget check nobody has decided yet (the cluster watcher asks for a pass
+        at once, so a team within its budget is not kept waiting for the next one)."""
+        status = record.get("status") or {}
+        entry = next((c for c in status.get("admissionChecks") or [] if c.get("name") == m.BUDGET_CHECK), None)
+        return (entry is not None and entry.get("state") == "Pending" and not entry.get("message")
+                and bool(status.get("admission")) and not true(record, "Admitted"))
+
     def budget_controller_reads(self) -> list[tuple]:
         return [(KUEUE_API, "AdmissionCheck", None, cluster_scope_selector())]
 

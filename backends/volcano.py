@@ -171,6 +171,9 @@ class Volcano:
     budget_holds_in_portal = True  # the webhook refuses jobs to a closed queue, so the portal keeps them meanwhile
     budget_status_kinds = [(VOLCANO_SCHEDULING_API, "Queue")]
 
+    def budget_undecided(self, record: dict) -> bool:
+        return False  # the queue is open or closed for the whole team: nothing waits on a decision per job
+
     def budget_controller_reads(self) -> list[tuple]:
         return []
 

@@ -18,10 +18,11 @@ class BillingConfig(AppConfig):
         from jobs import holds as job_holds
         from quotas import desired
 
-        from .enforce import budget_checks_for, job_held_by_budget, team_held_by_budget
+        from .enforce import budget_checks_for, budget_enforce, job_held_by_budget, team_held_by_budget
 
         desired.register_admission_checks(budget_checks_for)
         job_holds.register(job_held_by_budget, team_held_by_budget)
+        job_holds.register_decider(budget_enforce)
         # A job sent just before its team's queue closed is refused by Volcano's webhook: it waits, not fails.
         from backends.volcano_manifests import closed_queue_refusal
         from portal import kube

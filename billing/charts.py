@@ -157,3 +157,27 @@ def fair_sharing_figure(*, series_now: dict[str, list[tuple[float, float]]],
                                line={"color": colour, "dash": dash, "width": 2 if not suffix else 1})
     figure.update_layout(**LAYOUT, title="Usage ÷ weight by hour", yaxis_title="decayed GPU units ÷ weight")
     return figure
+
+
+def job_activity_figure(rows: list[dict]) -> go.Figure:
+    """A job's GPUs hour by hour, as selectors.job_activity gives them: utilisation on the hour's signal, SM and
+    tensor-pipe activity where exported (gaps where not), in %, and the memory held per GPU on its own axis."""
+    hours = [r["hour"] for r in rows]
+
+    def percent(key):
+        return [None if r[key] is None else round(r[key] * 100, 1) for r in rows]
+
+    figure = go.Figure()
+    figure.add_scatter(name="utilisation", x=hours, y=percent("utilisation"), mode="lines+markers")
+    figure.add_scatter(name="SM activity", x=hours, y=percent("sm_active"), mode="lines+markers",
+                       line={"dash": "dot"})
+    figure.add_scatter(name="tensor pipe", x=hours, y=percent("tensor_active"), mode="lines+markers",
+                       line={"dash": "dash"})
+    figure.add_scatter(name="memory per GPU (GiB)", x=hours, y=[round(r["memory_gib"], 1) for r in rows],
+                       mode="lines", yaxis="y2", line={"color": "#7f7f7f", "width": 1}, fill="tozeroy",
+                       fillcolor="rgba(127,127,127,0.12)")
+    figure.update_layout(**{**LAYOUT, "height": 280}, title="GPU activity and memory per hour",
+                         yaxis={"title": "%", "range": [0, 105]},
+                         yaxis2={"title": "GiB", "overlaying": "y", "side": "right", "rangemode": "tozero",
+                                 "showgrid": False})
+    return figure

@@ -110,9 +110,15 @@ def _enforce_in_cluster(cluster: Cluster, rows: list[TeamNamespace], states: dic
         queue = TeamQuotaSpec(slug=team.slug, namespace=team.namespace, quotas=(), cluster_flavors=()).queue_name
         writes += backend.budget_writes(objects, queue_name=queue, hold_message=_hold_message(state), now=now_iso,
                                         release_after=settings.BUDGET_HOLD_RESERVATION_SECONDS)
+    written = 0
     for obj in writes:
-        client.apply_status(obj)
-    return len(writes)
+        try:
+            client.apply_status(obj)
+            written += 1
+        except kube.KubeError as exc:
+            if exc.status != 404:  # a workload that finished and went meanwhile needs nothing
+                raise
+    return written
 
 
 def budget_enforce(*, now: datetime | None = None) -> dict:

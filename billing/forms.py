@@ -1,4 +1,4 @@
-from datetime import UTC
+from datetime import UTC, datetime, time, timedelta
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -147,3 +147,36 @@ class FairSharingWhatIfForm(forms.Form):
         data = self.cleaned_data
         return (kueue_fairshare.Settings(half_life=data["half_life"], sampling=data["sampling"]),
                 kueue_fairshare.Settings(half_life=data["baseline_half_life"], sampling=data["sampling"]))
+
+
+class UsageRangeForm(forms.Form):
+    """The usage explorer's range: whole UTC days, both ends included, at most MAX_DAYS, none in the future. Empty,
+    it is the last 7 days; flavor and job say how far the explorer has drilled down."""
+
+    MAX_DAYS = 92
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    flavor = forms.CharField(required=False, max_length=63, widget=forms.HiddenInput)
+    job = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
+
+    def __init__(self, data, *, today):
+        super().__init__(data)
+        self.today = today
+
+    def clean(self):
+        data = super().clean()
+        end = data.get("end") or self.today
+        start = data.get("start") or end - timedelta(days=6)
+        if end > self.today:
+            self.add_error("end", "The range cannot end after today (UTC).")
+        elif start > end:
+            self.add_error("start", "The range must start on or before its last day.")
+        elif (end - start).days + 1 > self.MAX_DAYS:
+            self.add_error("start", f"At most {self.MAX_DAYS} days at once; pick a later first day.")
+        data["start"], data["end"] = start, end
+        return data
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        """[first day 00:00, the day after the last 00:00) in UTC."""
+        first = datetime.combine(self.cleaned_data["start"], time.min, tzinfo=UTC)
+        return first, datetime.combine(self.cleaned_data["end"], time.min, tzinfo=UTC) + timedelta(days=1)

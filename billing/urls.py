@@ -19,6 +19,7 @@ app_name = "billing"
 
 urlpatterns = [
     path("teams/<slug:slug>/usage/", views.team_usage, name="team-usage"),
+    path("teams/<slug:slug>/usage/explore/", views.team_usage_explore, name="usage-explore"),
     path("teams/<slug:slug>/usage/budget/", views.budget_set, name="budget-set"),
     path("teams/<slug:slug>/usage/allowances/", views.allowance_set, name="allowance-set"),
     path("teams/<slug:slug>/usage/overrides/", views.override_grant, name="override-grant"),

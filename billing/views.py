@@ -7,6 +7,7 @@ writes through services; charts are built from the selectors' rows.
 import io
 import json
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -24,9 +25,9 @@ from portal.http import platform_admin_required, source_ip, write_from_form
 from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import activity, budgets, capacity, charts, evidence, fair_sharing, holds, selectors
+from . import activity, budgets, capacity, charts, evidence, explore, fair_sharing, holds, selectors
 from .choices import BudgetMode
-from .forms import AllowanceForm, BudgetForm, FairSharingWhatIfForm, OverrideForm, RateCardForm
+from .forms import AllowanceForm, BudgetForm, FairSharingWhatIfForm, OverrideForm, RateCardForm, UsageRangeForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
@@ -87,6 +88,47 @@ def _team_usage_page(request, team, month, *, budget_form=None, allowance_form=N
 def team_usage(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
     return _team_usage_page(request, team, _month(request))
+
+
+@login_required
+@require_GET
+def team_usage_explore(request, slug):
+    """A team's GPU-hours over a range of days, drilled down team → flavor → job → the job's hours; every state
+    is its URL (range, flavor, job), so a view can be shared."""
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    form = UsageRangeForm(request.GET, today=timezone.now().date())
+    context = {"team": team, "form": form}
+    if not form.is_valid():
+        return render(request, "billing/usage_explore.html", context, status=400)
+    start, end = form.bounds()
+    data = form.cleaned_data
+    flavor = explore.team_flavor(team=team, name=data["flavor"]) if data["flavor"] else None
+    job = explore.team_job(team=team, pk=data["job"]) if data["job"] and flavor else None
+    if job is not None and job.flavor_id != flavor.pk:
+        raise Http404("The job did not run on this flavor")
+    if job is not None:
+        hours = explore.job_hours(job=job, start=start, end=end)
+        context.update(level="job", job=job, hours=hours, chart=charts.figure_html(
+            charts.job_activity_figure(hours), div_id="explore-chart") if hours else "")
+    else:
+        if flavor is not None:
+            rows, rest = explore.by_job(team=team, flavor=flavor, start=start, end=end)
+        else:
+            rows, rest = explore.by_flavor(team=team, start=start, end=end), None
+        days = explore.daily(team=team, start=start, end=end, flavor=flavor)
+        context.update(level="flavor" if flavor else "team", rows=rows, rest=rest, chart=charts.figure_html(
+            charts.usage_by_flavor_figure(days), div_id="explore-chart") if days else "")
+    range_query = {"start": data["start"].isoformat(), "end": data["end"].isoformat()}
+    today = timezone.now().date()
+    context.update(flavor=flavor, range_query=urlencode(range_query),
+                   flavor_query=urlencode({**range_query, "flavor": flavor.name}) if flavor else "",
+                   presets=[(label, urlencode({"start": (today - timedelta(days=days - 1)).isoformat(),
+                                               "end": today.isoformat(),
+                                               **({"flavor": flavor.name} if flavor else {}),
+                                               **({"job": job.pk} if job else {})}))
+                            for label, days in (("Last 24 hours", 1), ("Last 7 days", 7), ("Last 30 days", 30),
+                                                ("Last 90 days", 90))])
+    return render(request, "billing/usage_explore.html", context)
 
 
 @login_required
@@ -266,8 +308,10 @@ def job_activity(request, pk):
     exported, so "busy, but no tensor cores used" shows."""
     job = job_selectors.job_get(user=request.user, pk=pk)
     rows = selectors.job_activity(job=job)
+    chart = charts.figure_html(charts.job_activity_figure(rows), div_id="activity-chart") if rows else ""
     return render(request, "billing/_job_activity.html", {
-        "job": job, "rows": rows, "time_based": any(activity.time_based(r["signal"]) for r in rows)})
+        "job": job, "rows": rows, "chart": chart,
+        "time_based": any(activity.time_based(r["signal"]) for r in rows)})
 
 
 @platform_admin_required

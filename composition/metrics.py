@@ -1,4 +1,4 @@
-"""`/metrics`: the portal's Prometheus metrics, for the platform team's alerting (README, "Metrics").
+"""`/metrics`: the portal's Prometheus metrics, for the platform team's alerting (docs/operations.md, "Monitoring").
 
 What each process counted (portal.metrics: requests per view, failed sends to the broker, Celery task outcomes),
 plus gauges read from the database and Redis at scrape time, so every web pod reports the same: the reconcile

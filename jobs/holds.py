@@ -6,6 +6,7 @@ from __future__ import annotations
 
 _rules: list = []
 _teams: list = []
+_deciders: list = []
 
 
 def register(rule, team_rule=None) -> None:
@@ -21,3 +22,13 @@ def held(job) -> str:
 
 def team_held(team) -> str:
     return _teams[0](team) if _teams else ""
+
+
+def register_decider(decide) -> None:
+    """`decide()`: judge the holds now (the cluster watcher calls it when a workload waits on the budget check)."""
+    _deciders[:] = [decide]
+
+
+def decide_now() -> None:
+    if _deciders:
+        _deciders[0]()

@@ -2,7 +2,7 @@
 
 With no configuration the portal runs embedded: SQLite, Celery tasks executed in-process, the sandbox
 cluster and demo data. `PORTAL_MODE=production` switches to the hardened shape and requires a secret key,
-a database URL and allowed hosts. Every variable is listed in the README.
+a database URL and allowed hosts. Every variable is listed in docs/operations.md.
 """
 
 import os

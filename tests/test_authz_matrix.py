@@ -319,6 +319,7 @@ MATRIX = {
     "workspaces:workspace-create": Row(team, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     # --- billing pages ----------------------------------------------------------------------------------------
     "billing:team-usage": Row(team, {"get": TEAM_READ}),
+    "billing:usage-explore": Row(team, {"get": TEAM_READ}),
     "billing:budget-set": Row(team, {"post": TEAM_ADMIN}),
     "billing:allowance-set": Row(team, {"post": PLATFORM_ON_TEAM_OBJECT}),
     "billing:override-grant": Row(team, {"post": PLATFORM_ON_TEAM_OBJECT}),

@@ -59,14 +59,22 @@ def reduce(status: int, body: dict) -> dict:
     """What is compared of one answer."""
     if body.get("kind") == "Status" or status >= 300:
         details = body.get("details") or {}
-        causes = sorted((c.get("field", ""), c.get("reason", ""), c.get("message", ""))
+        causes = sorted([c.get("field", ""), c.get("reason", ""), c.get("message", "")]  # lists, as JSON keeps them
                         for c in details.get("causes") or [])
         return {"code": status, "reason": body.get("reason", ""), "message": body.get("message", ""),
                 "causes": causes}
-    obj = json.loads(json.dumps(body))
+    uid = (body.get("metadata") or {}).get("uid")
+    raw = json.dumps(body)
+    obj = json.loads(raw.replace(f'"{uid}"', '"<uid>"') if uid else raw)  # the uid, wherever a server copies it
     if obj.get("kind", "").endswith("List"):
         return {"code": status, "kind": obj["kind"], "items": len(obj.get("items") or [])}
     meta = obj.get("metadata") or {}
+    generated, prefix = meta.get("name", ""), meta.get("generateName")
+    if prefix and generated.startswith(prefix):  # the random suffix differs by nature, wherever the name is copied
+        meta["name"] = prefix + "<random>"
+        for label, value in (meta.get("labels") or {}).items():
+            if value == generated:
+                meta["labels"][label] = meta["name"]
     for key in VOLATILE_METADATA:
         if key in meta:
             meta[key] = "<set>"

@@ -62,6 +62,8 @@ def test_a_member_sees_the_hold_and_the_allowance_used_over_its_window(client, w
             "2 over.") in body
     assert "A platform admin can raise the allowance or grant an override." in body
     assert 'id="allowance-table"' in body and "125.0 %" in body
+    # the facts the team page shows too: the allowance used over its window, and that new jobs are held
+    assert "h100 allowance, last 7 days</dt><dd>10.0 of 8.0 GPU-hours (125.0 %)" in body and 'id="held-fact"' in body
     assert 'id="allowance-form"' not in body and 'id="override-form"' not in body  # platform admins only
 
 
