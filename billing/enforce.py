@@ -15,7 +15,7 @@ writes nothing.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -37,6 +37,7 @@ from . import holds
 from .models import BudgetHold
 
 log = logging.getLogger(__name__)
+RECENTLY = timedelta(days=1)
 HELD_MARK = "Held by the budget"  # how every hold sentence starts (`holds`), so held jobs are found again
 
 
@@ -124,7 +125,9 @@ def _enforce_in_cluster(cluster: Cluster, rows: list[TeamNamespace], states: dic
 def budget_enforce(*, now: datetime | None = None) -> dict:
     """One pass over every team under enforcement or still held; returns what it did."""
     now = now or timezone.now()
-    teams = Team.objects.filter(holds.enforced(now) | Q(budget_holds__ended_at__isnull=True)).distinct()
+    # Teams whose hold ended in the last day too: a queue a failed write left closed is opened by a later pass.
+    teams = Team.objects.filter(holds.enforced(now) | Q(budget_holds__ended_at__isnull=True)
+                                | Q(budget_holds__ended_at__gte=now - RECENTLY)).distinct()
     states = holds.team_holds(teams=teams.order_by("pk"), now=now)
     counts = {"teams": len(states), "held": 0, "opened": 0, "closed": 0, "writes": 0, "released_jobs": 0,
               "errors": 0}

@@ -265,9 +265,9 @@ def test_the_usage_explorer_drills_down_and_fits_both_widths(browser, live_serve
         first = (today - timedelta(days=29)).isoformat()  # the world's usage is early in the month
         page.fill("#id_start", first)
         page.click("#range-form button")
-        page.wait_for_url(lambda url: f"start={first}" in url)
+        page.wait_for_url(lambda url, first=first: f"start={first}" in url)
         page.click("#explore-table a >> text=h100")
-        page.wait_for_url(lambda url: "flavor=h100" in url and f"start={first}" in url)  # the range is kept
+        page.wait_for_url(lambda url, first=first: "flavor=h100" in url and f"start={first}" in url)  # range kept
         assert page.locator("#explore-path").inner_text().endswith("h100")
         page.wait_for_selector("#explore-chart .main-svg")
         fit = page.evaluate(OVERFLOW)

@@ -225,3 +225,8 @@ def test_volcano_closes_the_queue_and_the_portal_keeps_its_jobs_until_the_hold_l
     assert queue_state(sb) == "Open"
     assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
     assert kubectl("create", "-f", "-", stdin=vcjob("by-hand", "nlp", 4)).returncode == 0
+    # A reopening that did not reach the cluster (closed again here) is repaired by a later pass.
+    rt = sb.store.kind(VOLCANO, "Queue")
+    sb.store.patch(rt, None, "nlp", {"status": {"state": "Closed"}}, "merge", subresource="status")
+    enforce.budget_enforce(now=next_month + timedelta(minutes=1))
+    assert queue_state(sb) == "Open"
