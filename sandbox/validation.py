@@ -245,6 +245,9 @@ def _error_cause(error) -> dict:
     if kind == "pattern":
         return cause(field, f"Invalid value: {render(value)}: {field} in body should match "
                              f"'{error.validator_value}'")
+    if kind == "minItems":  # kube-openapi's TooFewItems
+        return cause(field, f"Invalid value: {len(value)}: {field} in body should have at least "
+                             f"{error.validator_value} items")
     if kind in ("maxLength", "maxItems", "maxProperties"):
         return cause(field, f"Too long: may not have more than {error.validator_value} "
                              f"{'bytes' if kind == 'maxLength' else 'items'}", "FieldValueTooLong")

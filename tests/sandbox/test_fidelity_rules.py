@@ -282,3 +282,12 @@ def test_decoding_errors_of_a_builtin_kind(sandbox):
     assert status["message"].startswith(
         'Pod "p" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an '
         "integer")
+
+
+def test_a_custom_resource_list_below_its_min_items(upstream_sandbox):
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
+                "spec": {"levels": []}}
+    code, status = create(upstream_sandbox, "/apis/kueue.x-k8s.io/v1beta2/topologies", topology)
+    assert code == 422
+    assert ("spec.levels", "FieldValueInvalid", "Invalid value: 0: spec.levels in body should have at least 1 items") \
+        in causes(status)
