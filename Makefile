@@ -37,6 +37,11 @@ $(ASSETS): package.json package-lock.json
 
 install: $(STAMP) $(ASSETS)
 
+# In the demo the idle rule acts within minutes (the portal's own defaults: an hour idle to warn, half an hour more
+# to suspend).
+run: export WORKSPACE_WARN_MINUTES ?= 3
+run: export WORKSPACE_SUSPEND_MINUTES ?= 2
+run: export WORKSPACE_VOLUME_DAYS ?= 0.05
 run: $(STAMP) $(ASSETS)
 	mkdir -p var
 	@# The sandbox clusters start and the static files are collected (gzip-compressed, so plotly.js travels at

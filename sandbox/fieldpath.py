@@ -131,12 +131,17 @@ def describe(path: Path) -> str:
 
 def leaf_paths(value, schema=None, prefix: Path = ()) -> set[Path]:
     """Every field a value sets: leaves of maps, whole atomic maps and lists, and per item (the item itself and its
-    fields) of map and set lists; an empty granular map or list sets nothing."""
+    fields) of map and set lists; a null or empty map is set as a leaf, the entries of a map (not the fields of a
+    struct) are set themselves beside what they hold, and an empty granular list sets nothing."""
     if isinstance(value, dict) and not is_atomic_map(schema):
         paths: set[Path] = set()
+        node = resolved(schema)
+        declared = (node.get("properties") or {}) if isinstance(node, dict) else {}
         for key, child in value.items():
             paths |= leaf_paths(child, field_schema(schema, key), (*prefix, key))
-        return paths  # an empty map sets nothing (typed/tofieldset.go doMap)
+            if child is None or child == {} or key not in declared:
+                paths.add((*prefix, key))  # typed/tofieldset.go visitMapItems: a null or empty map, or a map entry
+        return paths
     if isinstance(value, list) and prefix:
         kind, keys = list_kind(resolved(schema))
         if kind != "atomic":
@@ -163,6 +168,8 @@ def applied_fields(applied: dict, status_only: bool, schema=None) -> set[Path]:
                 paths |= leaf_paths(meta, field_schema(schema, "metadata"), ("metadata",))
         else:
             paths |= leaf_paths(value, field_schema(schema, key), (key,))
+            if value is None or value == {}:
+                paths.add((key,))
     return paths
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .quantity import parse_quantity
+from .quantity import canonical, parse_quantity
 
 
 def cause(field: str, message: str, reason: str = "FieldValueInvalid") -> dict:
@@ -38,10 +38,11 @@ def _quantity_map_causes(values, field: str, *, non_negative: bool = True) -> li
         except ValueError as exc:
             causes.append(cause(path, f"Invalid value: {render(value)}: {exc}"))
             continue
+        shown = render(canonical(value))  # ValidateResourceQuantityValue shows Quantity.String()
         if non_negative and amount < 0:
-            causes.append(cause(path, f"Invalid value: {render(value)}: must be greater than or equal to 0"))
+            causes.append(cause(path, f"Invalid value: {shown}: must be greater than or equal to 0"))
         if _is_extended_resource(resource) and amount != amount.to_integral_value():
-            causes.append(cause(path, f"Invalid value: {render(value)}: must be an integer"))
+            causes.append(cause(path, f"Invalid value: {shown}: must be an integer"))
     return causes
 
 
@@ -54,7 +55,7 @@ def quantity_causes(obj: dict) -> list[dict]:
             for key, value in node.items():
                 child = f"{path}.{key}" if path else key
                 if key == "resources" and isinstance(value, dict):
-                    for part in ("requests", "limits"):
+                    for part in ("limits", "requests"):  # ValidateResourceRequirements' order
                         causes.extend(_quantity_map_causes(value.get(part), f"{child}.{part}"))
                 walk(value, child)
         elif isinstance(node, list):

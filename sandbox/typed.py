@@ -34,6 +34,20 @@ EMPTY_OBJECTS: dict[tuple[str, str], dict] = {
 }
 
 
+# Plain (not pointer) `omitempty` booleans: false is not written back.
+_PLAIN_BOOLS = {("scheduling.k8s.io", "PriorityClass"): (("globalDefault",),),
+                ("", "Service"): (("spec", "publishNotReadyAddresses"),)}
+
+
+def _drop_false(obj: dict, paths) -> None:
+    for path in paths:
+        node = obj
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(path[-1]) is False:
+            del node[path[-1]]
+
+
 def empty_object(rt) -> dict:
     return {"metadata": {}, **EMPTY_OBJECTS.get(rt.key, {})} if rt.builtin else {}
 
@@ -103,6 +117,13 @@ def _normalise(node, schema) -> None:
     declared = resolved(schema)
     required = set((declared or {}).get("required") or ()) if isinstance(declared, dict) else set()
     extra = declared.get("additionalProperties") if isinstance(declared, dict) else None
+    for key in required - set(node):  # a missing number or boolean decodes to its zero value, written back
+        kind = (field_schema(schema, key) or {}).get("type")
+        kinds = set(kind) if isinstance(kind, list) else {kind}
+        if kinds & {"integer", "number"}:
+            node[key] = 0
+        elif "boolean" in kinds:
+            node[key] = False
     for key in list(node):
         child, child_schema = node[key], field_schema(schema, key)
         if _is_quantity(child_schema) or (_is_quantity(extra) and child_schema is extra):
@@ -121,4 +142,5 @@ def go_shape(rt, obj: dict, schema) -> dict:
         _add_structs(obj, {k: v for k, v in EMPTY_OBJECTS.get(rt.key, {}).items() if k not in ("metadata",)})
         _add_nested_structs(obj, schema)
         _normalise(obj, schema)
+        _drop_false(obj, _PLAIN_BOOLS.get(rt.key, ()))
     return obj

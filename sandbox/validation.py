@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jsonschema
 
+from .admission.core_specs import binary_data_error
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
 from .object_meta import metadata_causes
@@ -244,6 +245,9 @@ def _error_cause(error) -> dict:
     if kind == "pattern":
         return cause(field, f"Invalid value: {render(value)}: {field} in body should match "
                              f"'{error.validator_value}'")
+    if kind == "minItems":  # kube-openapi's TooFewItems
+        return cause(field, f"Invalid value: {len(value)}: {field} in body should have at least "
+                             f"{error.validator_value} items")
     if kind in ("maxLength", "maxItems", "maxProperties"):
         return cause(field, f"Too long: may not have more than {error.validator_value} "
                              f"{'bytes' if kind == 'maxLength' else 'items'}", "FieldValueTooLong")
@@ -251,6 +255,11 @@ def _error_cause(error) -> dict:
         return cause(field, "Duplicate value: " + (render(value) if kind == "uniqueItems" else error.message[17:]),
                       "FieldValueDuplicate")
     return cause(field, f"Invalid value: {render(value)}: {error.message}")
+
+
+# The errors after which a custom resource's CEL rules are not evaluated.
+_BLOCKING = {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+             "FieldValueTypeInvalid"}
 
 
 def _decodes_to_zero(error) -> bool:
@@ -316,8 +325,13 @@ class Validator:
                 elif not (rt.builtin and _decodes_to_zero(error)):
                     causes.append(_error_cause(error))
         causes.extend(quantity_causes(obj))
-        if schema is not None and _flags(schema)[1] and not causes:
-            causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
+        if schema is not None and _flags(schema)[1]:
+            if any(c["reason"] in _BLOCKING for c in causes):
+                # apiextensions-apiserver strategy.go hasBlockingErr: the rules are skipped, and that is said.
+                causes.append(cause("<nil>", "Invalid value: null: some validation rules were not checked because the "
+                                             "object was invalid; correct the existing errors to complete validation"))
+            else:
+                causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
         return unknown, causes
 
     def check(self, rt: ResourceType, version: str, obj: dict, *, strict: bool, check_name: bool = True,
@@ -327,6 +341,10 @@ class Validator:
         Without strict, unknown fields are removed from `obj` in place (pruning) and reported as warnings.
         """
         unknown, causes = self.problems(rt, version, obj, check_name=check_name, old=old)
+        binary = binary_data_error(obj) if rt.key == ("", "ConfigMap") else None
+        if binary:
+            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                                              f"{binary}")
         if rt.builtin and any(QUANTITY_ERROR in c["message"] for c in causes):
             # A built-in kind's quantities are parsed as it is decoded: the request is refused before validation.
             raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '

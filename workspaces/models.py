@@ -64,5 +64,11 @@ class Workspace(Reconciled):
         return self.stage in LIVE_STAGES
 
     @property
+    def run_ended(self) -> bool:
+        """Its server stopped by itself (exited, failed, ran out of time) while the workspace is live: Resume
+        starts it again."""
+        return self.live and self.run is not None and self.run.terminal
+
+    @property
     def port_forward(self) -> str:
         return port_forward_command(namespace=self.team.namespace, name=self.object_name, tool=self.tool)

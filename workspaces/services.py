@@ -149,8 +149,8 @@ def workspace_resume(*, actor, workspace: Workspace, source_ip: str | None = Non
     """One click: a new run queues under the team's quota with the same volume and the same access token."""
     _require_owner_or_admin(actor=actor, workspace=workspace)
     workspace = _locked(workspace)
-    if workspace.stage != Stage.SUSPENDED:
-        raise Conflict("Only a suspended workspace can be resumed.")
+    if workspace.stage != Stage.SUSPENDED and not workspace.run_ended:
+        raise Conflict("Only a suspended workspace, or one whose server stopped, can be resumed.")
     if workspace.volume_deleted_at is not None:
         raise Conflict("Its home volume was deleted: start a new workspace.")
     _start_run(actor=actor, workspace=workspace, source_ip=source_ip)

@@ -5,6 +5,7 @@ times) normalised."""
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 # Metadata every server fills in its own way (identity, versions, clocks): compared only as present or absent.
 VOLATILE_METADATA = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName")
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TIME_KEYS = ("lastTransitionTime", "lastUpdateTime", "lastProbeTime", "time", "startTime", "completionTime")
 
 
@@ -63,18 +65,19 @@ def reduce(status: int, body: dict) -> dict:
                         for c in details.get("causes") or [])
         return {"code": status, "reason": body.get("reason", ""), "message": body.get("message", ""),
                 "causes": causes}
-    uid = (body.get("metadata") or {}).get("uid")
+    meta = body.get("metadata") or {}
     raw = json.dumps(body)
-    obj = json.loads(raw.replace(f'"{uid}"', '"<uid>"') if uid else raw)  # the uid, wherever a server copies it
+    if meta.get("uid"):  # the uid, wherever a server copies it
+        raw = raw.replace(f'"{meta["uid"]}"', '"<uid>"')
+    generated, prefix = meta.get("name", ""), meta.get("generateName")
+    if prefix and generated.startswith(prefix):  # a generated name's random suffix, wherever it is copied
+        raw = raw.replace(f'"{generated}"', f'"{prefix}<random>"')
+    elif UUID.match(generated):  # a name the registry made up (a LimitRange without one)
+        raw = raw.replace(f'"{generated}"', '"<uuid>"')
+    obj = json.loads(raw)
     if obj.get("kind", "").endswith("List"):
         return {"code": status, "kind": obj["kind"], "items": len(obj.get("items") or [])}
     meta = obj.get("metadata") or {}
-    generated, prefix = meta.get("name", ""), meta.get("generateName")
-    if prefix and generated.startswith(prefix):  # the random suffix differs by nature, wherever the name is copied
-        meta["name"] = prefix + "<random>"
-        for label, value in (meta.get("labels") or {}).items():
-            if value == generated:
-                meta["labels"][label] = meta["name"]
     for key in VOLATILE_METADATA:
         if key in meta:
             meta[key] = "<set>"

@@ -194,6 +194,10 @@ def default_pod_spec(spec) -> None:
             for port in ctr.get("ports") or ():
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
+            for env in ctr.get("env") or ():  # SetDefaults_ObjectFieldSelector
+                ref = (env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) else None
+                if isinstance(ref, dict):
+                    ref.setdefault("apiVersion", "v1")
 
 
 def _template_spec(obj: dict, *path: str):

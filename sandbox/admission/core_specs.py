@@ -107,6 +107,20 @@ def _cluster_ip_causes(spec: dict) -> list[dict]:
 
 # ConfigMap, ResourceQuota ----------------------------------------------------------------------------------------
 
+def binary_data_error(obj: dict) -> str | None:
+    """Go's base64 decoder on binaryData (at decoding, so a 400): where the first byte it cannot take is."""
+    for value in (obj.get("binaryData") or {}).values() if isinstance(obj.get("binaryData"), dict) else ():
+        if not isinstance(value, str):
+            continue
+        stripped = value.rstrip("=")
+        bad = next((i for i, ch in enumerate(stripped) if not (ch.isascii() and (ch.isalnum() or ch in "+/"))), None)
+        if bad is None and len(value) % 4:
+            bad = len(value) - len(value) % 4
+        if bad is not None:
+            return f"illegal base64 data at input byte {bad}"
+    return None
+
+
 def config_map_causes(obj: dict) -> list[dict]:
     causes = []
     for part in ("data", "binaryData"):

@@ -250,3 +250,44 @@ def test_an_apply_neither_claims_managed_fields_nor_owns_an_empty_list(sandbox):
         "f:containers"]['k:{"name":"main"}']
     assert code == 201 and "f:env" not in container and "env" not in applied["spec"]["template"]["spec"][
         "containers"][0]
+
+
+def test_an_apply_owns_empty_maps_and_map_entries(sandbox):
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"}, "spec": {"hard": {}}}
+    code, applied = send(sandbox, "PATCH", f"/api/v1/namespaces/{NS}/resourcequotas/q?fieldManager=portal", quota,
+                         "application/apply-patch+yaml")
+    assert applied["metadata"]["managedFields"][0]["fieldsV1"] == {"f:spec": {"f:hard": {}}}
+    priority = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"},
+                "globalDefault": False}
+    code, created = create(sandbox, "/apis/scheduling.k8s.io/v1/priorityclasses", priority)
+    assert "globalDefault" not in created and created["value"] == 0  # plain bool omitted, missing int32 is 0
+
+
+def test_custom_resource_rules_are_skipped_after_a_blocking_error(upstream_sandbox):
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {}, "spec": {}}
+    code, status = create(upstream_sandbox, "/apis/kueue.x-k8s.io/v1beta2/resourceflavors", flavor)
+    assert code == 422 and status["message"] == (
+        'ResourceFlavor.kueue.x-k8s.io "" is invalid: [metadata.name: Required value: name or generateName is '
+        "required, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
+        "correct the existing errors to complete validation]")
+
+
+def test_decoding_errors_of_a_builtin_kind(sandbox):
+    code, status = create(sandbox, CONFIGMAPS, {**configmap(), "binaryData": {"a": "not-base64!"}})
+    assert (code, status["message"]) == (400, 'ConfigMap in version "v1" cannot be handled as a ConfigMap: illegal '
+                                              "base64 data at input byte 3")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"restartPolicy": "Never",
+           "containers": [{"name": "main", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}}
+    code, status = create(sandbox, f"/api/v1/namespaces/{NS}/pods", pod)
+    assert status["message"].startswith(
+        'Pod "p" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an '
+        "integer")
+
+
+def test_a_custom_resource_list_below_its_min_items(upstream_sandbox):
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
+                "spec": {"levels": []}}
+    code, status = create(upstream_sandbox, "/apis/kueue.x-k8s.io/v1beta2/topologies", topology)
+    assert code == 422
+    assert ("spec.levels", "FieldValueInvalid", "Invalid value: 0: spec.levels in body should have at least 1 items") \
+        in causes(status)

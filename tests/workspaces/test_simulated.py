@@ -269,3 +269,22 @@ def test_with_a_host_pattern_the_way_in_is_an_ingress_url(sandbox, run_on_commit
     with run_on_commit():
         services.workspace_suspend(actor=world["member"], workspace=workspace)
     assert workspace.object_name not in objects(world, "Ingress", "networking.k8s.io/v1")
+
+
+def test_a_server_that_stops_by_itself_can_be_resumed(sandbox, run_on_commit, settings):
+    world = build_world(sandbox.url, "volcano", guaranteed=8, burst=0)
+    workspace, _ = start(world, run_on_commit, settings)
+    step(sandbox, 0)
+    sandbox.simulator.plan("nlp", workspace.run.object_name, outcome="fail")
+    step(sandbox, 10)
+    sandbox.simulator.plan("nlp", workspace.run.object_name, duration=0)
+    step(sandbox, 11)
+    sync(world, run_on_commit)
+    workspace = Workspace.objects.select_related("run").get(pk=workspace.pk)
+    assert workspace.run.state == JobState.FAILED and workspace.run_ended and workspace.stage == Stage.ACTIVE
+    first = workspace.run_id
+    with run_on_commit():
+        workspace = services.workspace_resume(actor=world["member"], workspace=workspace)
+    assert workspace.run_id != first and not workspace.run_ended
+    assert objects(world, "Service")[workspace.object_name]["spec"]["selector"] == {
+        "gpu-portal.io/job": str(workspace.run_id)}
