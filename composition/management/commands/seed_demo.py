@@ -271,7 +271,8 @@ class Command(BaseCommand):
         hours = [last - timedelta(hours=back) for back in reversed(range(settings.IDLE_GPU_WINDOW_HOURS))]
         owned = sandbox_usage.flavor_nodes(job.cluster)
         runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2, owned=owned)
-        source = _IdleJobSource(sandbox_usage.SandboxSource(lambda: runs), job, node=(owned.get(job.flavor_id) or [""])[0])
+        source = _IdleJobSource(sandbox_usage.SandboxSource(lambda: runs), job,
+                                node=(owned.get(job.flavor_id) or [""])[0])
         billing_services.usage_collect_hours(cluster=job.cluster, hours=hours, source=source)
         self.stdout.write(f"  {job.cluster.name:<9} {job.team.slug}/{job.name}: idle for the last {len(hours)} hours")
 
