@@ -12,6 +12,7 @@ from billing.choices import HourState
 from billing.metrics import HOUR
 from billing.models import CapacityHour, UsageHour
 from billing.sandbox_usage import PodRun, SandboxSource
+from tests.billing.test_collection import make_world
 from tests.factories import (
     ClusterFactory,
     GpuFlavorFactory,
@@ -92,3 +93,26 @@ def test_nodes_that_cannot_be_listed_leave_the_hour_partial(east):
     # Until the nodes can be read, the spot hours are counted as the first flavor, and the ledger says so.
     assert "matches 2 flavors: counted as h100" in ledger.message
     assert {r.flavor.name for r in UsageHour.objects.select_related("flavor")} == {"h100"}
+
+
+@pytest.mark.parametrize("pool", ["spot", "reserved"])
+def test_prometheus_series_are_told_apart_by_the_labels_of_their_node(prometheus_data, sandbox, pool):
+    """The real Prometheus scenario's H100 node, labelled as either pool: its GPUs go to that pool's flavor."""
+    url, scenario = prometheus_data
+    world = make_world(url)
+    cluster, h100 = world["cluster"], world["flavors"]["h100"]
+    type(cluster).objects.filter(pk=cluster.pk).update(server=sandbox.url)
+    cluster.refresh_from_db()
+    type(h100).objects.filter(pk=h100.pk).update(node_labels=PRODUCT)
+    GpuFlavorFactory(cluster=cluster, name="h100-spot", gpu_model=H100, node_labels=SPOT, spot=True)
+    labels = SPOT if pool == "spot" else {**PRODUCT, "gpu-portal.io/capacity": pool}
+    sandbox.add_node("node-h100", gpus=8, labels=labels)
+    hour = scenario.hour(0)
+    ledger = services.usage_collect_hour(cluster=cluster, hour=hour, now=hour + 2 * HOUR)
+
+    assert "matches" not in ledger.message and "nodes" not in ledger.message, ledger.message
+    expected = "h100-spot" if pool == "spot" else "h100"
+    rows = UsageHour.objects.filter(hour=hour, flavor__gpu_model=H100).values_list("flavor__name", flat=True)
+    assert set(rows) == {expected}
+    capacity = CapacityHour.objects.get(hour=hour, flavor__gpu_model=H100)
+    assert (capacity.flavor.name, capacity.capacity_gpu_hours) == (expected, 8)
