@@ -166,8 +166,9 @@ def _pod(name, *, namespace="alpha", gpus=2, resource="nvidia.com/gpu", start=H,
         status = {"phase": "Succeeded", "startTime": status["startTime"], "containerStatuses": [
             {"name": "main", "state": {"terminated": {"finishedAt": end.isoformat().replace("+00:00", "Z")}}}]}
     return {"metadata": {"name": name, "namespace": namespace, "labels": {metrics.JOB_LABEL: job} if job else {}},
-            "spec": {"nodeSelector": selector or {}, "containers": [
-                {"name": "main", "resources": {"limits": {resource: str(gpus), "cpu": "4"}}}]},
+            "spec": {"nodeSelector": selector or {}, "nodeName": f"gpu-{name}", "containers": [
+                {"name": "main", "image": "ghcr.io/acme/train:1",
+                 "resources": {"limits": {resource: str(gpus), "cpu": "4"}}}]},
             "status": status}
 
 
@@ -186,6 +187,7 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
         ("b", "nvidia_com_mig_1g_10gb", 3, "", "", H + timedelta(minutes=20)),
         ("c", "nvidia_com_gpu", 1, "", "", H + timedelta(minutes=40)),  # stopped when it stopped being ready
     ]
+    assert [r.node for r in runs] == ["gpu-a", "gpu-b", "gpu-c"]  # where each ran (spec.nodeName)
 
 
 def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_its_profile():
