@@ -272,3 +272,21 @@ def test_source_for_picks_prometheus_when_a_url_is_set():
     assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)
     with pytest.raises(MetricsError, match="no Prometheus URL"):
         sources.source_for(ClusterFactory(connection="in_cluster", server=""))
+
+
+@EVERY_VARIANT
+def test_every_measurement_names_the_node_its_gpus_are_on(prometheus_data, variant):
+    """The parts per node (dcgm-exporter's Hostname or hostname, kube-state-metrics' node) add up to the whole."""
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(0, variant))
+    nodes = {key[-1] for key in [*usage.node_namespaces, *usage.node_capacity]}
+    assert nodes == {"node-h100", "node-l40s", "node-a100"}
+    for key, whole in usage.namespaces.items():
+        parts = [u for (*prefix, _), u in usage.node_namespaces.items() if tuple(prefix) == key]
+        for attr in ("allocated_gpu_hours", "used_gpu_hours", "memory_gib_hours", "energy_kwh"):
+            assert sum(getattr(p, attr) for p in parts) == pytest.approx(getattr(whole, attr), abs=1e-9), (key, attr)
+    for key, whole in usage.capacity.items():
+        parts = [c for (*prefix, _), c in usage.node_capacity.items() if tuple(prefix) == key]
+        assert (sum(p.capacity for p in parts), sum(p.held for p in parts)) == (
+            pytest.approx(whole.capacity, abs=1e-9), pytest.approx(whole.held, abs=1e-9))
+    assert {node for (_, _, model, node) in usage.node_namespaces if model == H100} == {"node-h100"}
