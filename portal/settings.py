@@ -372,7 +372,10 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "portal.api.error_responses_hook"],
-    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.choices.JobState", "RequestStateEnum": "quotas.choices.RequestState"},
+    # One named enum per choice set where several fields share a name ("kind": a job's, a submitted job's, a hold's).
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.choices.JobState", "RequestStateEnum": "quotas.choices.RequestState",
+                            "JobKindEnum": "jobs.choices.JobKind", "SubmittedKindEnum": "jobs.choices.SUBMITTED_KINDS",
+                            "HoldKindEnum": "billing.choices.HoldKind"},
     # Swagger UI and Redoc are served from the portal's own static files, never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
