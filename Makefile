@@ -16,7 +16,7 @@ UV := $(abspath $(BIN))/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command 'make lock' pyproject.toml --group build
 
-.PHONY: install lock lock-check run test faults bench lint check-migrations screenshots services clean \
+.PHONY: install lock lock-check run test faults bench lint check-migrations docs screenshots services clean \
 	controlplane-bin controlplane test-controlplane fidelity controllers-bin controllers test-controllers
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
@@ -37,6 +37,11 @@ $(ASSETS): package.json package-lock.json
 
 install: $(STAMP) $(ASSETS)
 
+# In the demo the idle rule acts within minutes (the portal's own defaults: an hour idle to warn, half an hour more
+# to suspend).
+run: export WORKSPACE_WARN_MINUTES ?= 3
+run: export WORKSPACE_SUSPEND_MINUTES ?= 2
+run: export WORKSPACE_VOLUME_DAYS ?= 0.05
 run: $(STAMP) $(ASSETS)
 	mkdir -p var
 	@# The sandbox clusters start and the static files are collected (gzip-compressed, so plotly.js travels at
@@ -102,9 +107,10 @@ fidelity: $(STAMP) $(CONTROLPLANE_STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# Screenshots of the main pages at 1440 and 390 px into screenshots/ (git-ignored), from a running `make run`.
+# Screenshots of the main pages at 1440 and 390 px into screenshots/ (git-ignored), from a running `make run`, and
+# the first screen of the pages the documentation shows into docs/images/ (committed).
 screenshots: $(STAMP) $(ASSETS)
-	$(BIN)/python -m tools.screenshots --base http://127.0.0.1:$(PORT) --out screenshots
+	$(BIN)/python -m tools.screenshots --base http://127.0.0.1:$(PORT) --out screenshots --docs docs/images
 
 # PostgreSQL and Redis on 127.0.0.1:5432 and :6379 for `make test` with DATABASE_URL/REDIS_URL (installed from
 # Debian's packages when missing; needs root for that).
@@ -154,6 +160,11 @@ test-controllers: $(STAMP) $(ASSETS) controlplane-bin controllers-bin
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# The documentation site (mkdocs.yml, docs/) into the git-ignored site/; --strict fails on a broken link between
+# pages, a missing image or anchor, or a page left out of the navigation.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 check-migrations: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
@@ -170,4 +181,4 @@ lock-check: $(STAMP)
 	echo "$(LOCK) and $(DEV_LOCK) match pyproject.toml"
 
 clean:
-	rm -rf $(VENV) var staticfiles screenshots .pytest_cache node_modules static/vendor
+	rm -rf $(VENV) var staticfiles screenshots site .pytest_cache node_modules static/vendor

@@ -16,6 +16,8 @@ from portal.schedulers import backend_for, backends, register
 __all__ = ["Backend", "JobParts", "Prepared", "backend_for", "backends", "register"]
 
 Kind = tuple[str, str]  # (apiVersion, kind)
+# Asked of a budget's `hold_message`: whatever holds the team, on any flavor.
+ANY_FLAVOR = ("*",)
 
 
 class JobParts(Protocol):
@@ -50,6 +52,8 @@ class Backend(Protocol):
     placement_from_pods: bool
     # Whether it builds its own topology objects (Volcano's HyperNodes) from the cluster's node labels.
     discovers_hypernodes: bool
+    # Whether it orders queues by their usage decayed over time (Kueue's admission fair sharing).
+    decays_usage: bool
 
     # --- queues -------------------------------------------------------------------------------------------
     def team_parent(self, cluster, department: str | None) -> str: ...
@@ -69,6 +73,10 @@ class Backend(Protocol):
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None: ...
 
+    # Usage the scheduler remembers over time (Kueue's admission fair sharing): from a team's queue objects as
+    # listed, {"consumed": {resource: units}, "updated": when}; None when the scheduler keeps none.
+    def decayed_usage(self, objects: list[dict]) -> dict | None: ...
+
     # --- jobs ---------------------------------------------------------------------------------------------
     def scheduling_labels(self, spec) -> dict[str, str]: ...
 
@@ -83,6 +91,24 @@ class Backend(Protocol):
     def observe(self, kind: str, job: dict, record: dict | None, refusals: dict[str, str]) -> Any: ...
 
     def preempted_sentence(self, message: str) -> str: ...
+
+    # --- budgets (`billing.enforce`): how a team held by its budget or an allowance is held in the scheduler ---
+    # The admission check its teams' queues list ("" when it has none), and whether the portal keeps a held
+    # team's new jobs itself (the scheduler would refuse them) rather than handing them to the scheduler.
+    budget_check: str
+    budget_holds_in_portal: bool
+    budget_status_kinds: Sequence[Kind]  # whose status it writes as a controller (the ClusterRole grants it)
+
+    def budget_undecided(self, record: dict) -> bool: ...  # its record waits on the budget check's first word
+
+    def budget_controller_reads(self) -> list[tuple]: ...  # list_all queries of the check (if any)
+
+    def budget_controller_writes(self, objects: list[dict], now: str) -> list[dict]: ...  # the check kept Active
+
+    def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]: ...  # list_all queries
+
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message: Callable, now: str,
+                      release_after: int = 0) -> list[dict]: ...  # status applies that hold or release its work
 
     # --- estimates (`forecast`: a pure replay of the scheduler's admission) ----------------------------------
     def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],

@@ -8,6 +8,7 @@ class JobKind(models.TextChoices):
     PYTORCH = "pytorch", "PyTorch distributed"
     RAY = "ray", "Ray"
     BATCH = "batch", "Batch"
+    WORKSPACE = "workspace", "Workspace"  # one interactive pod with a home volume (the workspaces app)
 
 
 class JobState(models.TextChoices):

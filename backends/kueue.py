@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import datetime
 
+from portal.naming import cluster_scope_selector
 from portal.reconcile import is_subset
 from portal.upstream import KUEUE_API
 from portal.yamltext import dump
@@ -31,7 +33,7 @@ from tenants.choices import Scheduler, Sharing
 from tenants.manifests import priority_class_name
 from tenants.topology import level_label
 
-from . import base, forecast
+from . import base, forecast, kueue_fairshare
 from . import kueue_manifests as m
 from .choices import JobKind, JobState, Placement
 from .kueue_forecast import KueuePolicy
@@ -117,7 +119,12 @@ def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
         return Observed(JobState.QUEUED, message)
     if job.get("spec", {}).get("suspend"):
         waiting = condition(workload, "QuotaReserved")
-        return Observed(JobState.QUEUED, waiting.get("message", "") if waiting.get("status") == "False" else "")
+        if waiting.get("status") == "True":
+            return Observed(JobState.QUEUED, checks_waiting(workload))
+        # A check that already says why (a budget holding every flavor) says more than the quota does.
+        held = checks_waiting(workload, said_only=True)
+        return Observed(JobState.QUEUED, held or (waiting.get("message", "") if waiting.get("status") == "False"
+                                                  else ""))
     # `ready` counts pods that run; `active` also counts pods still starting. Clusters too old to report
     # `ready` only say `active`.
     if (status.get("ready") or 0) > 0 or ((status.get("active") or 0) > 0 and "ready" not in status):
@@ -125,6 +132,20 @@ def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
     if true(workload, "Admitted") or status.get("startTime"):
         return Observed(JobState.ADMITTED, admitted=True, started_at=status.get("startTime"))
     return Observed(JobState.QUEUED)
+
+
+def _seconds_since(then: str | None, now: str) -> float:
+    if not then:
+        return 0.0
+    return (datetime.fromisoformat(now) - datetime.fromisoformat(then)).total_seconds()
+
+
+def checks_waiting(workload: dict | None, *, said_only: bool = False) -> str:
+    """What the admission checks not Ready yet say of a workload (kueue v0.19.2 pkg/workload/admissionchecks.go:
+    admitted once it has quota and every check is Ready); `said_only` leaves out checks with no message."""
+    checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return " ".join(c.get("message") or f"Admission check {c.get('name')} is {c.get('state')}."
+                    for c in checks if c.get("state") != "Ready" and (c.get("message") or not said_only))
 
 
 # --- preemption in words ------------------------------------------------------------------------------------
@@ -169,7 +190,8 @@ def kueue_mapping(flavor) -> dict:
 class Kueue:
     name = Scheduler.KUEUE
     team_kinds = [(KUEUE_API, "ClusterQueue"), (KUEUE_API, "LocalQueue")]
-    cluster_kinds = [(KUEUE_API, kind) for kind in ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "Topology")]
+    cluster_kinds = [(KUEUE_API, kind) for kind in ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "Topology",
+                                                     "AdmissionCheck")]
     job_kinds = [("v1", "Service"), ("batch/v1", "Job")]
     record_kind = (KUEUE_API, "Workload")
     refusal_events = ""  # the Workload's QuotaReserved condition says why it waits
@@ -177,6 +199,7 @@ class Kueue:
     queues_under_cluster_queues = False
     prefers_reserved = False  # the ClusterQueue lists spot after reserved: Kueue falls back by itself
     discovers_hypernodes = False
+    decays_usage = True  # admission fair sharing, where its Configuration turns it on (`kueue_fairshare`)
     placement_from_pods = False  # the Workload's topologyAssignment says where it is (`kueue_placement`)
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -206,7 +229,7 @@ class Kueue:
         ]
         objects += [m.cohort_manifest(name=d.slug, parent=cluster.cohort, weight=d.fair_share_weight)
                     for d in departments]
-        return objects
+        return objects + [m.budget_check_manifest()]
 
     def prepare_cluster(self, desired: list[dict], actual: list[dict], *, widen: bool) -> base.Prepared:
         remaking = flavors_to_remake(desired, actual)
@@ -229,6 +252,17 @@ class Kueue:
         if "flavors" not in quota_status:
             return None
         return (quota_status["flavors"].get(flavor_name) or {}).get(resource, 0)
+
+    def decayed_usage(self, objects: list[dict]) -> dict | None:
+        """The team's LocalQueue's `status.fairSharing.admissionFairSharingStatus` (`kueue_fairshare`)."""
+        for obj in objects:
+            if obj.get("kind") == "LocalQueue":
+                found = kueue_fairshare.consumed_from_status(obj)
+                if found is not None:
+                    consumed, updated = found
+                    return {"consumed": {name: round(value, 6) for name, value in sorted(consumed.items())},
+                            "updated": updated}
+        return None
 
     # --- jobs ---------------------------------------------------------------------------------------------
     def scheduling_labels(self, spec) -> dict[str, str]:
@@ -269,6 +303,62 @@ class Kueue:
 
     def preempted_sentence(self, message: str) -> str:
         return preempted_sentence(message)
+
+    # --- budgets: the portal is the controller of an AdmissionCheck its teams' ClusterQueues list ------------
+    budget_check = m.BUDGET_CHECK
+    budget_holds_in_portal = False  # Kueue holds every workload at admission, however it was submitted
+    budget_status_kinds = [(KUEUE_API, "AdmissionCheck"), (KUEUE_API, "Workload")]
+
+    def budget_undecided(self, record: dict) -> bool:
+        """A Workload holding quota whose budget check nobody has decided yet (the cluster watcher asks for a pass
+        at once, so a team within its budget is not kept waiting for the next one)."""
+        status = record.get("status") or {}
+        entry = next((c for c in status.get("admissionChecks") or [] if c.get("name") == m.BUDGET_CHECK), None)
+        return (entry is not None and entry.get("state") == "Pending" and not entry.get("message")
+                and bool(status.get("admission")) and not true(record, "Admitted"))
+
+    def budget_controller_reads(self) -> list[tuple]:
+        return [(KUEUE_API, "AdmissionCheck", None, cluster_scope_selector())]
+
+    def budget_controller_writes(self, objects: list[dict], now: str) -> list[dict]:
+        """The check marked Active where it is not yet (the cluster reconcile creates it)."""
+        check = next((o for o in objects if o["metadata"]["name"] == m.BUDGET_CHECK), None)
+        return [m.budget_check_active_status(now)] if check is not None and not true(check, "Active") else []
+
+    def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]:
+        return [(KUEUE_API, "Workload", namespace, "")]
+
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message, now: str,
+                      release_after: int = 0) -> list[dict]:
+        """The check's state on each Workload that lists it and is not admitted or finished: Pending with the
+        budget's sentence while it holds the workload's flavors, Ready when within. A workload without a quota
+        reservation has no flavors yet: only a hold on every flavor (the money budget) is said on it then; it is
+        decided once Kueue reserves quota for it (as Kueue's own check controllers wait for the reservation).
+        A held workload keeps its reservation (Kueue admits it the moment the check is Ready) for `release_after`
+        seconds at most, then is set to Retry: Kueue evicts it, its quota serves others meanwhile, and it queues
+        again after that many seconds (requeueAfterSeconds). `hold_message(flavor_names or None)` is the
+        sentence, "" when nothing holds them."""
+        writes = []
+        for workload in objects:
+            status = workload.get("status") or {}
+            entry = next((c for c in status.get("admissionChecks") or [] if c.get("name") == m.BUDGET_CHECK), None)
+            if entry is None or true(workload, "Admitted") or true(workload, "Finished"):
+                continue
+            flavors = kueue_placement(workload).get("flavors") if status.get("admission") else None
+            message = hold_message(flavors)
+            if flavors is None and not message and entry.get("retryCount"):
+                message = hold_message(base.ANY_FLAVOR)  # sent back for the budget before, and still held
+            if flavors is None and not message and not entry.get("message"):
+                continue
+            # Without a reservation a lifted hold only takes its words back; the decision waits for the flavors.
+            state = "Pending" if message or flavors is None else "Ready"
+            reserved_for = _seconds_since(condition(workload, "QuotaReserved").get("lastTransitionTime"), now)
+            if state == "Pending" and flavors is not None and release_after and reserved_for >= release_after:
+                writes.append(m.workload_check_status(workload, state="Retry", message=message, now=now,
+                                                      requeue_after=release_after))
+            elif (entry.get("state"), entry.get("message", "")) != (state, message):
+                writes.append(m.workload_check_status(workload, state=state, message=message, now=now))
+        return writes
 
     # --- estimates ----------------------------------------------------------------------------------------
     def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],

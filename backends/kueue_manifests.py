@@ -124,6 +124,8 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
         spec["flavorFungibility"] = fungibility
     if team.weight != 1:
         spec["fairSharing"] = {"weight": str(team.weight)}
+    if team.admission_checks:  # v1beta2 lists checks only through the strategy (the plain list is v1beta1's)
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": name} for name in team.admission_checks]}
     if team.cohort:
         spec = {"cohortName": team.cohort, **spec}
     return {
@@ -134,12 +136,51 @@ def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
     }
 
 
+# --- the portal's budget check: it is the controller of this AdmissionCheck ------------------------------------
+
+BUDGET_CHECK = "gpu-portal-budget"
+BUDGET_CONTROLLER = "gpu-portal.io/budget"
+
+
+def budget_check_manifest() -> dict:
+    """The AdmissionCheck the ClusterQueues of teams under a hard budget or an allowance list
+    (apis/kueue/v1beta2/admissioncheck_types.go); its controller, the portal, keeps it Active."""
+    return {"apiVersion": KUEUE, "kind": "AdmissionCheck",
+            "metadata": {"name": BUDGET_CHECK, "labels": cluster_labels()},
+            "spec": {"controllerName": BUDGET_CONTROLLER}}
+
+
+def budget_check_active_status(now: str) -> dict:
+    """The Active condition a check's controller sets: a ClusterQueue listing a check that is missing or not
+    Active is inactive and admits nothing (pkg/cache/scheduler/clusterqueue.go, AdmissionCheckInactive)."""
+    return {"apiVersion": KUEUE, "kind": "AdmissionCheck", "metadata": {"name": BUDGET_CHECK},
+            "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active",
+                                       "message": "The GPU portal checks budgets and allowances",
+                                       "lastTransitionTime": now, "observedGeneration": 1}]}}
+
+
+def workload_check_status(workload: dict, *, state: str, message: str, now: str, requeue_after: int = 0) -> dict:
+    """The portal's entry in a Workload's status.admissionChecks (a map keyed by name: the apply owns only it);
+    a Retry says when to queue again (requeueAfterSeconds, KEP-3258)."""
+    meta = workload["metadata"]
+    entry = {"name": BUDGET_CHECK, "state": state, "message": message, "lastTransitionTime": now}
+    if requeue_after:
+        entry["requeueAfterSeconds"] = requeue_after
+    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "status": {"admissionChecks": [entry]}}
+
+
 def local_queue_manifest(team: TeamQuotaSpec) -> dict:
+    """The team's weight, other than 1, also weighs its LocalQueue's decayed usage where Kueue runs admission
+    fair sharing (apis/kueue/v1beta2 LocalQueueSpec.FairSharing; `kueue_fairshare`)."""
+    spec = {"clusterQueue": team.queue_name, "stopPolicy": "Hold" if team.held else "None"}
+    if team.weight != 1:
+        spec["fairSharing"] = {"weight": str(team.weight)}
     return {
         "apiVersion": KUEUE,
         "kind": "LocalQueue",
         "metadata": {"name": LOCAL_QUEUE, "namespace": team.namespace, "labels": team_labels(team.slug)},
-        "spec": {"clusterQueue": team.queue_name, "stopPolicy": "Hold" if team.held else "None"},
+        "spec": spec,
     }
 
 

@@ -9,7 +9,13 @@ from tenants.sharing import DEVICES_SUFFIX
 
 
 def gib(value: int) -> str:
-    return f"{value}Gi"
+    """`value` GiB as kube-apiserver writes a quantity back (Quantity.String(): the largest binary unit with a whole
+    amount, so 4096Gi is 4Ti): an object holding it then reads back as written, and a sweep finds nothing to redo."""
+    units = ["Gi", "Ti", "Pi", "Ei"]
+    unit = 0
+    while value and value % 1024 == 0 and unit < len(units) - 1:
+        value, unit = value // 1024, unit + 1
+    return f"{value}{units[unit]}"
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class TeamQuotaSpec:
     cohort: str = ""
     held: bool = False  # a suspended team: admit nothing new
     weight: int = 1  # fair-sharing weight among the teams of its cohort / parent queue
+    admission_checks: tuple[str, ...] = ()  # checks its queue lists (the portal's budget check, when enforced)
 
     @property
     def queue_name(self) -> str:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import yaml
 
+from portal.naming import team_selector
 from portal.upstream import VOLCANO_SCHEDULING_API
 from portal.yamltext import dump
 from tenants.choices import Scheduler, Sharing
@@ -138,6 +139,7 @@ class Volcano:
     queues_under_cluster_queues = True
     prefers_reserved = True  # no flavors, no fallback of its own: a spot-allowed job prefers the reserved nodes
     discovers_hypernodes = True  # from node labels, by its controller's label discovery (`tenants.topology`)
+    decays_usage = False  # v1.15 shares out what is allocated now (`decayed_usage`)
     placement_from_pods = True  # the lowest HyperNode holding the gang's nodes (`jobs.hypernodes`)
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -163,6 +165,40 @@ class Volcano:
             objects.append(m.volcano_department_queue_manifest(name=department.slug, children=children,
                                                                parent=parent, weight=department.fair_share_weight))
         return objects
+
+    # --- budgets: a held team's Queue is closed ------------------------------------------------------------
+    budget_check = ""
+    budget_holds_in_portal = True  # the webhook refuses jobs to a closed queue, so the portal keeps them meanwhile
+    budget_status_kinds = [(VOLCANO_SCHEDULING_API, "Queue")]
+
+    def budget_undecided(self, record: dict) -> bool:
+        return False  # the queue is open or closed for the whole team: nothing waits on a decision per job
+
+    def budget_controller_reads(self) -> list[tuple]:
+        return []
+
+    def budget_controller_writes(self, objects: list[dict], now: str) -> list[dict]:
+        return []
+
+    def budget_reads(self, *, namespace: str, team_slug: str) -> list[tuple]:
+        return [(VOLCANO_SCHEDULING_API, "Queue", None, team_selector(team_slug))]
+
+    def budget_writes(self, objects: list[dict], *, queue_name: str, hold_message, now: str,
+                      release_after: int = 0) -> list[dict]:
+        """The team's Queue Closed while anything holds the team (Volcano knows resources, not flavors, so an
+        allowance on one flavor closes the queue), Open after. The queue controller keeps a state it finds in
+        status (volcano v1.15.1 pkg/controllers/queue/state: open.go, closed.go; a closed queue with running pod
+        groups reads Closing); the job webhook refuses a job to a queue that is not Open
+        (pkg/webhooks/admission/jobs/validate/admit_job.go) and the scheduler enqueues nothing from it
+        (pkg/scheduler/plugins/proportion)."""
+        queue = next((q for q in objects if q["metadata"]["name"] == queue_name), None)
+        if queue is None:
+            return []
+        wanted = "Closed" if hold_message(base.ANY_FLAVOR) else "Open"
+        state = (queue.get("status") or {}).get("state") or "Open"
+        if (state in ("Closed", "Closing")) == (wanted == "Closed"):
+            return []
+        return [m.volcano_queue_state(queue_name, wanted)]
 
     def prepare_cluster(self, desired: list[dict], actual: list[dict], *, widen: bool) -> base.Prepared:
         if not widen:
@@ -199,6 +235,11 @@ class Volcano:
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None:
         return None  # no flavors: the ResourceQuota's `used`, else the Queue's `allocated`, per resource
+
+    def decayed_usage(self, objects: list[dict]) -> dict | None:
+        """Volcano v1.15 keeps no usage over time: its proportion and capacity plugins share out what is allocated
+        now (a decaying per-user fair share is only on its main branch, volcano-sh/volcano#5161)."""
+        return None
 
     # --- jobs ---------------------------------------------------------------------------------------------
     def scheduling_labels(self, spec) -> dict[str, str]:

@@ -64,6 +64,20 @@ def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
     }
 
 
+def volcano_queue_state(name: str, state: str) -> dict:
+    """A Queue's status.state (Open or Closed), as `vcctl queue operate` has the queue controller write it."""
+    return {"apiVersion": VOLCANO_SCHEDULING, "kind": "Queue", "metadata": {"name": name}, "status": {"state": state}}
+
+
+CLOSED_QUEUE_REFUSAL = "can only submit job to queue with state `Open`"
+
+
+def closed_queue_refusal(status: int, message: str) -> bool:
+    """The job webhook refusing a job to a queue that is closed (volcano v1.15.1 pkg/webhooks/admission/jobs/
+    validate/admit_job.go): retried, since the queue reopens when the budget hold that closed it lifts."""
+    return status in (400, 403, 422) and CLOSED_QUEUE_REFUSAL in message
+
+
 def department_queue_name(slug: str) -> str:
     """Distinct from team queue names: a department is a team too and may hold a queue of its own."""
     return dns_name(slug, "dept")

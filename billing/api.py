@@ -4,20 +4,24 @@ the billing selectors (the same numbers as the usage pages), scoped like every t
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.exceptions import ValidationError as InputError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backends import backend_for
 from portal.limits import DAY_PATTERN, EARLIEST_YEAR, LATEST_YEAR, MONTH_PATTERN, year_in_range
 from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import evidence, selectors
+from . import evidence, fair_sharing, holds, selectors
+from .forms import FairSharingWhatIfForm
 from .serializers import (
     BudgetSerializer,
     EvidenceSerializer,
+    FairSharingWhatIfSerializer,
     RecommendationSerializer,
     StatementSerializer,
     UsageSerializer,
@@ -83,7 +87,8 @@ class StatementView(APIView):
 
 
 class BudgetView(APIView):
-    @extend_schema(responses=BudgetSerializer, summary="The team's budget, spend and forecast for a month",
+    @extend_schema(responses=BudgetSerializer,
+                   summary="The team's budget, spend and forecast for a month; its holds and allowances now",
                    parameters=[OpenApiParameter("month", {"type": "string", "pattern": MONTH_PATTERN},
                                                 description="YYYY-MM (years 2000-2999); this month by default")])
     def get(self, request, slug):
@@ -91,10 +96,14 @@ class BudgetView(APIView):
         month = _month(request.query_params.get("month"))
         statement = selectors.team_statement(team=team, month=month)
         status = selectors.budget_status(team=team, statement=statement)
+        panel = holds.team_budget_panel(team=team)
         return Response(BudgetSerializer({
             "team": team.slug, "month": f"{month:%Y-%m}", "currency": statement.currency,
             "amount": status.budget.amount if status.budget else None, "spent": status.spent,
             "forecast": status.forecast, "percent": status.percent, "forecast_percent": status.forecast_percent,
+            "mode": status.budget.mode if status.budget else None, "held": panel.state.held,
+            "held_since": panel.hold.started_at if panel.hold else None, "holds": panel.state.holds,
+            "allowances": panel.state.allowances,
         }).data)
 
 
@@ -108,6 +117,33 @@ class QuotaRequestEvidenceView(APIView):
         quota_request = quota_selectors.request_get(user=request.user, pk=pk)
         (found,) = evidence.evidence_for([(quota_request.team, quota_request.flavor)])
         return Response(EvidenceSerializer(found).data)
+
+
+class FairSharingWhatIfView(APIView):
+    @extend_schema(responses=FairSharingWhatIfSerializer, summary="Replay recorded usage through admission fair "
+                   "sharing with other weights or half-lives (platform admins)",
+                   description="Kueue clusters only (a 404 otherwise). Query: `weeks` (1-8, default 4), `half_life` "
+                               "(Go duration, default 168h), `baseline_half_life` (today's, default 0s), `sampling` "
+                               "(default 5m) and `weight_<team>` (1-65535, default the team's weight); a bad value "
+                               "is a 400 naming it. Applies nothing.",
+                   parameters=[OpenApiParameter(name, str, description=name) for name in
+                               ("weeks", "half_life", "baseline_half_life", "sampling")])
+    def get(self, request, name):
+        if not tenant_selectors.is_platform_admin(request.user):
+            raise PermissionDenied("Only platform admins try fair-sharing settings.")
+        cluster = tenant_selectors.cluster_get(name=name)
+        if not backend_for(cluster).decays_usage:
+            raise NotFound(f"{cluster.get_scheduler_display()} keeps no usage over time.")
+        form = FairSharingWhatIfForm.from_query(request.query_params,
+                                                teams=fair_sharing.cluster_teams(cluster=cluster))
+        if not form.is_valid():
+            raise InputError({field: list(errors) for field, errors in form.errors.items()})
+        tried, baseline = form.settings()
+        result = fair_sharing.what_if(cluster=cluster, weights=form.weights(), settings=tried, baseline=baseline,
+                                      weeks=form.cleaned_data["weeks"], now=timezone.now())
+        return Response(FairSharingWhatIfSerializer({"cluster": cluster.name, "start": result.start,
+                                                     "end": result.end, "recorded_hours": result.recorded_hours,
+                                                     "teams": result.teams}).data)
 
 
 class RightsizingView(APIView):

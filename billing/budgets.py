@@ -18,8 +18,9 @@ from tenants.models import GpuFlavor, Membership, Team
 from tenants.selectors import is_platform_admin, team_role
 from tenants.services import audit_record, notify_users
 
-from . import selectors
-from .models import Budget, BudgetAlert, RateCard
+from . import enforce, selectors
+from .choices import BudgetMode
+from .models import Allowance, Budget, BudgetAlert, BudgetOverride, RateCard
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +88,15 @@ def can_set_budget(*, user, team: Team) -> bool:
 
 
 @transaction.atomic
-def budget_set(*, actor, team: Team, month: date, amount, source_ip: str | None = None) -> Budget:
+def budget_set(*, actor, team: Team, month: date, amount, mode: str | None = None,
+               source_ip: str | None = None) -> Budget:
     """Set (or change) a team's budget for a month; team admins and platform admins only. Changing the amount
-    forgets the alerts of thresholds the new amount is no longer past, so they can fire again."""
+    forgets the alerts of thresholds the new amount is no longer past, so they can fire again. `mode` (notify, or
+    hold new work when spent) is kept as it was when not given."""
     if not can_set_budget(user=actor, team=team):
         raise PermissionDenied("Only the team's admins and platform admins set its budget.")
+    if mode is not None and mode not in BudgetMode.values:
+        raise ValidationError({"mode": f"Choose one of: {', '.join(BudgetMode.values)}."})
     amount = _decimal(amount, "amount")
     if amount <= 0:
         raise ValidationError({"amount": "A budget must be more than zero."})
@@ -100,16 +105,104 @@ def budget_set(*, actor, team: Team, month: date, amount, source_ip: str | None 
     if month < selectors.current_month():
         raise ValidationError({"month": "That month is over; its budget can no longer change."})
     budget = Budget.objects.select_for_update().filter(team=team, month=month).first()
-    before = {"amount": str(budget.amount)} if budget else None
+    before = {"amount": str(budget.amount), "mode": budget.mode} if budget else None
     budget = budget or Budget(team=team, month=month, currency=settings.BILLING_CURRENCY)
     budget.amount = amount
+    budget.mode = mode or budget.mode
     budget.full_clean()
     budget.save()
     statement = selectors.team_statement(team=team, month=month)
     budget.alerts.filter(threshold__gt=_thresholds_crossed(statement.total_cost, amount)).delete()
     audit_record(actor=actor, action="budget.set", obj=budget, team=team, before=before,
-                 after={"amount": str(amount), "month": month.isoformat()}, source_ip=source_ip)
+                 after={"amount": str(amount), "month": month.isoformat(), "mode": budget.mode}, source_ip=source_ip)
+    enforce.enforcement_changed(team=team)
     return budget
+
+
+# --- allowances and overrides: platform admins only -----------------------------------------------------------
+
+
+def _require_platform_admin(actor, what: str) -> None:
+    if not is_platform_admin(actor):
+        raise PermissionDenied(f"Only platform admins {what}.")
+
+
+@transaction.atomic
+def allowance_set(*, actor, team: Team, flavor: GpuFlavor, gpu_hours, window_days: int,
+                  source_ip: str | None = None) -> Allowance:
+    """Set (or change) how many GPU-hours of a flavor the team may use over a rolling window of days."""
+    _require_platform_admin(actor, "set GPU-hour allowances")
+    gpu_hours = _decimal(gpu_hours, "gpu_hours")
+    if gpu_hours <= 0:
+        raise ValidationError({"gpu_hours": "An allowance must be more than zero GPU-hours."})
+    try:
+        window_days = int(window_days)
+    except (TypeError, ValueError):
+        raise ValidationError({"window_days": f"'{window_days}' is not a whole number of days."}) from None
+    if not 1 <= window_days <= 366:
+        raise ValidationError({"window_days": "The window is 1 to 366 days (7 for a week, 30 for a month)."})
+    allowance = Allowance.objects.select_for_update().filter(team=team, flavor=flavor).first()
+    before = {"gpu_hours": str(allowance.gpu_hours), "window_days": allowance.window_days} if allowance else None
+    allowance = allowance or Allowance(team=team, flavor=flavor)
+    allowance.gpu_hours, allowance.window_days = gpu_hours, window_days
+    allowance.full_clean()
+    allowance.save()
+    audit_record(actor=actor, action="allowance.set", obj=allowance, team=team, before=before,
+                 after={"flavor": flavor.name, "gpu_hours": str(gpu_hours), "window_days": window_days},
+                 source_ip=source_ip)
+    enforce.enforcement_changed(team=team)
+    return allowance
+
+
+@transaction.atomic
+def allowance_delete(*, actor, allowance: Allowance, source_ip: str | None = None) -> None:
+    _require_platform_admin(actor, "remove GPU-hour allowances")
+    team = allowance.team
+    audit_record(actor=actor, action="allowance.delete", obj=allowance, team=team,
+                 before={"flavor": allowance.flavor.name, "gpu_hours": str(allowance.gpu_hours),
+                         "window_days": allowance.window_days}, source_ip=source_ip)
+    allowance.delete()
+    enforce.enforcement_changed(team=team)
+
+
+@transaction.atomic
+def budget_override_grant(*, actor, team: Team, reason: str, expires_at: datetime, flavor: GpuFlavor | None = None,
+                          extra_gpu_hours=None, extra_amount=None, source_ip: str | None = None) -> BudgetOverride:
+    """A one-off exception until `expires_at`: extra GPU-hours on a flavor's allowance, extra money on the monthly
+    budget, or (neither given) every hold of the team lifted."""
+    _require_platform_admin(actor, "grant budget overrides")
+    now = timezone.now()
+    errors = {}
+    if not (reason or "").strip():
+        errors["reason"] = "Say why (it is kept in the audit log)."
+    if timezone.is_naive(expires_at):
+        errors["expires_at"] = "Give the time with its time zone (UTC)."
+    elif expires_at <= now:
+        errors["expires_at"] = "The override must end in the future."
+    if extra_gpu_hours not in (None, "") and extra_amount not in (None, ""):
+        errors["extra_amount"] = "Grant GPU-hours or money, not both (two overrides if both are meant)."
+    hours = _decimal(extra_gpu_hours, "extra_gpu_hours") if extra_gpu_hours not in (None, "") else None
+    amount = _decimal(extra_amount, "extra_amount") if extra_amount not in (None, "") else None
+    if hours is not None and hours <= 0:
+        errors["extra_gpu_hours"] = "Grant more than zero GPU-hours."
+    if hours is not None and flavor is None:
+        errors["flavor"] = "Name the flavor whose allowance the GPU-hours are added to."
+    if amount is not None and amount <= 0:
+        errors["extra_amount"] = "Grant more than zero."
+    if errors:
+        raise ValidationError(errors)
+    override = BudgetOverride(team=team, flavor=flavor if hours is not None else None, extra_gpu_hours=hours,
+                              extra_amount=amount, expires_at=expires_at, reason=reason.strip(), granted_by=actor,
+                              granted_at=now)
+    override.full_clean()
+    override.save()
+    audit_record(actor=actor, action="budget.override", obj=override, team=team,
+                 after={"flavor": flavor.name if override.flavor else None,
+                        "extra_gpu_hours": str(hours) if hours is not None else None,
+                        "extra_amount": str(amount) if amount is not None else None,
+                        "expires_at": expires_at.isoformat(), "reason": override.reason}, source_ip=source_ip)
+    enforce.enforcement_changed(team=team)
+    return override
 
 
 def _thresholds_crossed(spent: Decimal, amount: Decimal) -> int:

@@ -8,7 +8,7 @@ from static files, so charts work offline.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import plotly.graph_objects as go
@@ -121,6 +121,7 @@ def utilisation_heatmap(cells: list[dict]) -> go.Figure:
                                   colorbar={"title": "%"}, hoverongaps=False))
     figure.update_layout(**{**LAYOUT, "height": max(240, 26 * len(teams) + 120)},
                          title="Utilisation by team and day")
+    figure.update_xaxes(dtick=86400000, tickformat="%b %-d")  # one tick a day, dates without hours
     return figure
 
 
@@ -138,4 +139,45 @@ def evidence_figure(*, hours: list, guaranteed: list, allocated: list, borrowed:
                        line={"width": 1, "color": "#b42318"})
     figure.update_layout(**{**LAYOUT, "height": 260}, title=f"{flavor} units per hour, last 30 days",
                          yaxis_title="units")
+    return figure
+
+
+def fair_sharing_figure(*, series_now: dict[str, list[tuple[float, float]]],
+                        series: dict[str, list[tuple[float, float]]], names: dict[str, str]) -> go.Figure:
+    """Each team's decayed usage ÷ weight hour by hour, as a replay gives it: with the weights and half-life tried
+    (solid) and with today's (dotted, same colour). Lower is served first."""
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+               "#17becf"]
+    figure = go.Figure()
+    for index, slug in enumerate(sorted(series)):
+        colour = palette[index % len(palette)]
+        for points, suffix, dash in ((series[slug], "", "solid"), (series_now.get(slug, []), " today", "dot")):
+            figure.add_scatter(name=f"{names.get(slug, slug)}{suffix}", mode="lines",
+                               x=[datetime.fromtimestamp(t, tz=UTC) for t, _ in points], y=[v for _, v in points],
+                               line={"color": colour, "dash": dash, "width": 2 if not suffix else 1})
+    figure.update_layout(**LAYOUT, title="Usage ÷ weight by hour", yaxis_title="decayed GPU units ÷ weight")
+    return figure
+
+
+def job_activity_figure(rows: list[dict]) -> go.Figure:
+    """A job's GPUs hour by hour, as selectors.job_activity gives them: utilisation on the hour's signal, SM and
+    tensor-pipe activity where exported (gaps where not), in %, and the memory held per GPU on its own axis."""
+    hours = [r["hour"] for r in rows]
+
+    def percent(key):
+        return [None if r[key] is None else round(r[key] * 100, 1) for r in rows]
+
+    figure = go.Figure()
+    figure.add_scatter(name="utilisation", x=hours, y=percent("utilisation"), mode="lines+markers")
+    figure.add_scatter(name="SM activity", x=hours, y=percent("sm_active"), mode="lines+markers",
+                       line={"dash": "dot"})
+    figure.add_scatter(name="tensor pipe", x=hours, y=percent("tensor_active"), mode="lines+markers",
+                       line={"dash": "dash"})
+    figure.add_scatter(name="memory per GPU (GiB)", x=hours, y=[round(r["memory_gib"], 1) for r in rows],
+                       mode="lines", yaxis="y2", line={"color": "#7f7f7f", "width": 1}, fill="tozeroy",
+                       fillcolor="rgba(127,127,127,0.12)")
+    figure.update_layout(**{**LAYOUT, "height": 280}, title="GPU activity and memory per hour",
+                         yaxis={"title": "%", "range": [0, 105]},
+                         yaxis2={"title": "GiB", "overlaying": "y", "side": "right", "rangemode": "tozero",
+                                 "showgrid": False})
     return figure

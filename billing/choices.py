@@ -25,3 +25,15 @@ class UtilisationSignal(models.TextChoices):
     SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE", "SM activity"
     GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "graphics engine activity (time-based)"
     GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL", "GPU utilisation (time-based)"
+
+
+class BudgetMode(models.TextChoices):
+    """What a team's monthly budget does once it is spent: tell the team admins, or also hold new work."""
+
+    NOTIFY = "notify", "Notify (alerts only)"
+    HOLD = "hold", "Hold new work when spent"
+
+
+class HoldKind(models.TextChoices):
+    BUDGET = "budget", "Monthly budget"
+    ALLOWANCE = "allowance", "GPU-hour allowance"

@@ -5,7 +5,8 @@ during one UTC hour, and what each portal job did. Two sources share that interf
 
 - `PrometheusSource` reads kube-state-metrics (allocation: GPU requests of running pods) and dcgm-exporter
   (utilisation, memory, power) through the HTTP API, under either scrape setup (promql.py). Aggregation happens in
-  PromQL, so the answer is one small series per namespace × resource × GPU model however many GPUs the cluster has.
+  PromQL, so the answer is one small series per namespace × resource × GPU model × node however many GPUs the
+  cluster has (the node tells apart flavors sharing a resource and model: see nodes.py).
   Each step of the hour (`query_range`) reads the mean of every dcgm-exporter sample in it, and the steps are added
   up here; steps an exporter did not answer are counted, and the hour is billed for what was observed.
 - `sandbox_usage.SandboxSource` derives deterministic series from the pods of a sandbox cluster (the portal's
@@ -95,6 +96,10 @@ class HourUsage:
     jobs: dict[tuple[str, str], Usage] = field(default_factory=dict)
     # (resource, GPU model) → devices seen and held, whoever (or no one) holds them.
     capacity: dict[tuple[str, str], Capacity] = field(default_factory=dict)
+    # The same per node where the series named it: (namespace, resource, model, node) and (resource, model, node).
+    # Flavors sharing a resource and model (a spot pool beside a reserved one) are told apart by the node.
+    node_namespaces: dict[tuple[str, str, str, str], Usage] = field(default_factory=dict)
+    node_capacity: dict[tuple[str, str, str], Capacity] = field(default_factory=dict)
     # Gaps and NaN found in the answers: what was observed is billed, and the hour is partial until re-collected.
     problems: list[str] = field(default_factory=list)
     steps_missing: int = 0
@@ -107,6 +112,14 @@ class HourUsage:
 
     def namespace_usage(self, key: tuple[str, str, str]) -> Usage:
         return self.namespaces.setdefault(key, Usage())
+
+    def node_usage(self, key: tuple[str, str, str], node: str) -> list[Usage]:
+        """The namespace's usage and, where the node is known, its part on that node: a measurement adds to both."""
+        return [self.namespace_usage(key), *([self.node_namespaces.setdefault((*key, node), Usage())] if node else [])]
+
+    def node_devices(self, key: tuple[str, str], node: str) -> list[Capacity]:
+        return [self.capacity.setdefault(key, Capacity()),
+                *([self.node_capacity.setdefault((*key, node), Capacity())] if node else [])]
 
     def job_usage(self, key: tuple[str, str]) -> Usage:
         return self.jobs.setdefault(key, Usage())
@@ -240,16 +253,20 @@ class PrometheusSource:
                     return resource, model
             return mig_resource(profile), model
 
+        def node(labels: dict) -> str:  # kube-state-metrics' `node`, dcgm-exporter's `Hostname` (or `hostname`)
+            return labels.get("node") or labels.get("hostname") or labels.get("Hostname") or ""
+
         for labels, total in integrate("allocated"):
             resource, model = unit(labels, labels.get("resource", ""))
-            usage.namespace_usage((labels.get("namespace", ""), resource, model)).allocated_gpu_hours += total
+            for measured in usage.node_usage((labels.get("namespace", ""), resource, model), node(labels)):
+                measured.allocated_gpu_hours += total
         for labels, total in integrate("dra_allocated"):
             usage.namespace_usage(claim_labels(labels)).allocated_gpu_hours += total
         for name, attr, scale in (("used", "used_gpu_hours", 1), ("memory", "memory_gib_hours", 1 / MIB_PER_GIB),
                                   ("power", "energy_kwh", 3600 / JOULES_PER_KWH)):
             for labels, total in integrate(name):
-                measured = usage.namespace_usage((labels.get("namespace", ""), *unit(labels)))
-                setattr(measured, attr, getattr(measured, attr) + total * scale)
+                for measured in usage.node_usage((labels.get("namespace", ""), *unit(labels)), node(labels)):
+                    setattr(measured, attr, getattr(measured, attr) + total * scale)
         for name, attr, scale in (("job_allocated", "allocated_gpu_hours", 1), ("job_used", "used_gpu_hours", 1),
                                   ("job_memory", "memory_gib_hours", 1 / MIB_PER_GIB),
                                   ("job_sm_active", "sm_active_gpu_hours", 1),
@@ -259,6 +276,6 @@ class PrometheusSource:
                 setattr(job, attr, getattr(job, attr) + total * scale)
         for name in ("capacity", "held"):
             for labels, total in integrate(name):
-                seen = usage.capacity.setdefault(unit(labels), Capacity())
-                setattr(seen, name, getattr(seen, name) + total)
+                for seen in usage.node_devices(unit(labels), node(labels)):
+                    setattr(seen, name, getattr(seen, name) + total)
         return usage

@@ -5,15 +5,16 @@ Usage keeps the namespace it was measured in, so a team renamed or archived mid-
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Round
 
 from tenants.models import Cluster, GpuFlavor, Team
 
-from .choices import HourState, UtilisationSignal
+from .choices import BudgetMode, HourState, UtilisationSignal
 
 GPU_HOURS = {"max_digits": 14, "decimal_places": 6}
 # The activity field "used" was read from; '' on rows collected before the collector recorded it.
@@ -154,6 +155,7 @@ class Budget(models.Model):
     month = models.DateField()
     amount = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal("0.01"))])
     currency = models.CharField(max_length=3, default="USD")
+    mode = models.CharField(max_length=8, choices=BudgetMode.choices, default=BudgetMode.NOTIFY)
 
     class Meta:
         constraints = [
@@ -178,3 +180,85 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"budget {self.budget_id} ≥ {self.threshold} %"
+
+
+class Allowance(models.Model):
+    """How many GPU-hours of a flavor a team may use over a rolling window (the last `window_days` days); past it,
+    the team's new work of that flavor is held before admission. GPU-hours are whole-GPU equivalents: an hour of a
+    MIG slice counts its fraction of a GPU, as billing prices it."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="allowances")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, related_name="allowances")
+    gpu_hours = models.DecimalField(max_digits=12, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))])
+    window_days = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(366)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "flavor"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "flavor"], name="allowance_unique_per_flavor"),
+            models.CheckConstraint(condition=Q(gpu_hours__gt=0), name="allowance_positive"),
+            models.CheckConstraint(condition=Q(window_days__gte=1, window_days__lte=366),
+                                   name="allowance_window_in_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.flavor_id}: {self.gpu_hours} GPU-h per {self.window_days} d"
+
+
+class BudgetOverride(models.Model):
+    """A platform admin's one-off exception, until `expires_at`: extra GPU-hours on one flavor's allowance, extra
+    money on the monthly budget, or (neither) every hold of the team lifted."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_overrides")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    extra_gpu_hours = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    extra_amount = models.DecimalField(**MONEY, null=True, blank=True)
+    expires_at = models.DateTimeField()
+    reason = models.CharField(max_length=300)
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    granted_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-granted_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(extra_gpu_hours__isnull=True) | Q(extra_amount__isnull=True),
+                                   name="override_one_kind"),
+            models.CheckConstraint(condition=Q(extra_gpu_hours__isnull=True) | Q(flavor__isnull=False),
+                                   name="override_hours_name_a_flavor"),
+        ]
+        indexes = [models.Index(fields=["team", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"override {self.team_id} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+class BudgetHold(models.Model):
+    """A stretch during which a team's new work was held by its budget or an allowance; the open row (no
+    `ended_at`) is what makes the team admins' e-mail go out once per hold, not once per job."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_holds")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [models.UniqueConstraint(fields=["team"], condition=Q(ended_at__isnull=True),
+                                               name="budget_hold_one_open")]
+
+    def __str__(self) -> str:
+        return f"hold {self.team_id} from {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class JobIdleWatch(models.Model):
+    """The idle rule's memory of a running batch job whose tier lets it act: since when its GPUs do no work, when
+    its submitter was warned, and the last reading. Gone once the GPUs work again."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="idle_watch")
+    idle_since = models.DateTimeField()
+    warned_at = models.DateTimeField(null=True, blank=True)
+    activity = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} idle since {self.idle_since:%Y-%m-%d %H:%M}"

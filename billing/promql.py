@@ -54,6 +54,9 @@ def _selector(metric: str, *matchers: str) -> str:
 HOLDERS_EXPORTED = (f'label_replace(label_replace({HOLDERS}, "exported_namespace", "$1", "namespace", "(.*)"), '
                     f'"exported_pod", "$1", "pod", "(.*)")')
 UNITS = "GPU_I_PROFILE, modelName"
+# The node a device is on (dcgm-exporter sets Hostname to the node's name; newer releases spell it hostname), kept
+# through every fold: a pod is on one node, so keeping it adds series only where a namespace spans nodes.
+NODE = "Hostname, hostname"
 
 
 def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str = "", per_pod: str = "sum") -> str:
@@ -61,8 +64,9 @@ def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str
     pod's own `namespace` and `pod` whichever way the series stored them.
 
     Devices are folded per pod first (1,250 pods rather than 10,000 devices), so the joins and relabelling run over
-    pods; the node label (`Hostname`, or `hostname` in newer exporters) is summed away, so a rename counts each
-    device once (twice only in a step holding samples of both names, i.e. across an exporter restart). With `step`,
+    pods; the node labels (`Hostname`, or `hostname` in newer exporters) are kept, and every sum over them adds, so
+    a rename counts each device once (twice only in a step holding samples of both names, i.e. across an exporter
+    restart). With `step`,
     each device's value is the mean of every sample in the step ending at the evaluation time. A device no running
     GPU pod holds (with honorLabels true it carries the exporter pod's own namespace) matches no holder and drops
     out. Either shape: a series with exported_* labels was stored with honorLabels false, any other as it came; if
@@ -72,13 +76,13 @@ def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str
         selector = _selector(metric, matchers, *picks)
         return f"avg_over_time({selector}[{step}s])" if step else selector
 
-    exported = (f"{per_pod} by (exported_namespace, exported_pod, {UNITS}) ({read(EXPORTED_POD)}) "
+    exported = (f"{per_pod} by (exported_namespace, exported_pod, {UNITS}, {NODE}) ({read(EXPORTED_POD)}) "
                 f"* on (exported_namespace, exported_pod) group_left () {HOLDERS_EXPORTED}")
-    exported = (f'sum by (namespace, pod, {UNITS}) (label_replace(label_replace({exported}, "namespace", "$1", '
+    exported = (f'sum by (namespace, pod, {UNITS}, {NODE}) (label_replace(label_replace({exported}, "namespace", "$1", '
                 f'"exported_namespace", "(.*)"), "pod", "$1", "exported_pod", "(.*)"))')
     if shape == ScrapeShape.EXPORTED:
         return exported
-    direct = (f"{per_pod} by (namespace, pod, {UNITS}) ({read(HAS_POD, '' if shape else SAME_POD)}) "
+    direct = (f"{per_pod} by (namespace, pod, {UNITS}, {NODE}) ({read(HAS_POD, '' if shape else SAME_POD)}) "
               f"* on (namespace, pod) group_left () {HOLDERS}")
     return direct if shape == ScrapeShape.DIRECT else f"{exported} or {direct}"
 
@@ -102,7 +106,7 @@ def queries(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE,
             exported: frozenset[str] = frozenset()) -> dict[str, str]:
     """Range queries evaluated at the end of each step; each answer covers the step that ends there. `signal` is
     the activity field "used" is read from; SM and tensor-pipe activity per job are asked for when `exported`."""
-    per_namespace = f"sum by (namespace, {UNITS})"
+    per_namespace = f"sum by (namespace, {UNITS}, {NODE})"
     used = utilisation(shape, step, signal)
     found = {
         "allocated": f"sum by (namespace, resource, node) ({GPU_REQUESTS} * on (namespace, pod, uid) group_left () "
@@ -117,8 +121,8 @@ def queries(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE,
         "job_used": _per_job(used),
         "job_memory": _per_job(pod_usage("DCGM_FI_DEV_FB_USED", shape, step=step)),
         # Every device the exporters report, and those running GPU pods hold: the rest is unallocated capacity.
-        "capacity": f"count by ({UNITS}) (DCGM_FI_DEV_POWER_USAGE)",
-        "held": f"sum by ({UNITS}) ({pod_usage('DCGM_FI_DEV_POWER_USAGE', shape, per_pod='count')})",
+        "capacity": f"count by ({UNITS}, {NODE}) (DCGM_FI_DEV_POWER_USAGE)",
+        "held": f"sum by ({UNITS}, {NODE}) ({pod_usage('DCGM_FI_DEV_POWER_USAGE', shape, per_pod='count')})",
         # How many steps each exporter answered: fewer than the hour's steps is a gap.
         "coverage": ('label_replace(count(kube_pod_status_phase), "exporter", "kube-state-metrics", "", "") or '
                      f'label_replace(count(count_over_time(DCGM_FI_DEV_POWER_USAGE[{step}s])), "exporter", '

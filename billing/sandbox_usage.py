@@ -3,8 +3,9 @@ the embedded default cluster and the demo, answering `hour_usage(hour)` as `metr
 
 It reports the activity fields a dcgm-exporter with SM activity turned on reports (activity.FIELDS) unless told
 fewer, and reads "used" from the best of them, as the collector does. A job sets what its GPUs do with the
-environment variable SANDBOX_GPU_ACTIVITY on its containers (ACTIVITIES: busy, busy-no-tensor, tiny-kernels,
-idle-memory-held); without it, a pod works or idles by a hash of its name and the hour.
+environment variable SANDBOX_GPU_ACTIVITY on its containers, or a pod at any time with the annotation
+ACTIVITY_ANNOTATION (ACTIVITIES: busy, busy-no-tensor, tiny-kernels, idle-memory-held, idle); without either, a
+pod works or idles by a hash of its name and the hour.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from datetime import UTC, datetime
 from portal import kube
 from portal.naming import managed_selector
 
-from . import activity, devices
+from . import activity, devices, nodes
 from .metrics import HOUR, JOB_LABEL, Capacity, HourUsage, MetricsError, Usage, check_hour, ksm_resource
 
 GPU_PREFIX = "nvidia.com/"
 ACTIVITY_ENV = "SANDBOX_GPU_ACTIVITY"
+# Set on a running pod (kubectl annotate), it changes what the pod's GPUs do from then on: a test or the demo lets
+# a workspace go idle or get busy again.
+ACTIVITY_ANNOTATION = "sandbox.gpu-portal.io/gpu-activity"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ ACTIVITIES = {
     "busy-no-tensor": Activity(0.9887, 0.9705, 0.9329, 0.0, memory_gib=1.7),
     "tiny-kernels": Activity(0.2383, 0.2364, 0.0003, 0.0, memory_gib=1.5),
     "idle-memory-held": Activity(0.0004, 0.0001, 0.0, 0.0, memory_gib=41.5),
+    "idle": Activity(0.0, 0.0, 0.0, 0.0, memory_gib=0.5),
 }
 
 
@@ -94,6 +99,7 @@ class PodRun:
     memory_gib: float = 80.0  # of one unit
     max_power_watts: float = 700.0  # of the device (the parent GPU for a MIG slice)
     activity: str = ""  # a key of ACTIVITIES, from the pod's SANDBOX_GPU_ACTIVITY
+    node: str = ""  # where it ran (spec.nodeName), which tells apart flavors sharing a resource and model
 
 
 def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float]] | None = None,
@@ -127,8 +133,9 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                      if c.get("type") == "Ready" and c.get("status") == "False"]
             finished = max((e for e in ends if e), default=started)
         selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items()))
-        doing = next((e.get("value", "") for c in spec.get("containers") or [] for e in c.get("env") or []
-                      if e.get("name") == ACTIVITY_ENV), "")
+        doing = (meta.get("annotations") or {}).get(ACTIVITY_ANNOTATION) or next(
+            (e.get("value", "") for c in spec.get("containers") or [] for e in c.get("env") or []
+             if e.get("name") == ACTIVITY_ENV), "")
         units = {(name, *(models or {}).get((name, selector), ("", 80.0))): count for name, count in held.items()}
         for entry in status.get("resourceClaimStatuses") or []:
             for unit, count in (claims or {}).get((meta.get("namespace", ""), entry.get("resourceClaimName")),
@@ -141,7 +148,7 @@ def pod_runs(pods: list[dict], *, models: dict[tuple[str, str], tuple[str, float
                                resource=ksm_resource(flavor_resource[0] if flavor_resource else name), gpus=count,
                                started_at=started, finished_at=finished,
                                job=(meta.get("labels") or {}).get(JOB_LABEL, ""), gpu_model=model,
-                               memory_gib=memory, activity=doing))
+                               memory_gib=memory, activity=doing, node=spec.get("nodeName") or ""))
     return runs
 
 
@@ -149,12 +156,14 @@ class SandboxSource:
     """Deterministic usage from pod runs: allocation from when each pod ran, activity as each pod sets it (or from a
     hash), read on the best of the `exported` fields. With `capacity` ((resource, GPU model) → units the cluster
     has), every hour also reports those units as seen, the pods' allocation as held (a sandbox has no exporters to
-    say more)."""
+    say more); with `node_capacity` ((resource, GPU model, node) → units) it says the same per node."""
 
     def __init__(self, runs: Callable[[], Iterable[PodRun]], capacity: dict[tuple[str, str], int] | None = None,
-                 exported: Iterable[str] = activity.FIELDS):
+                 exported: Iterable[str] = activity.FIELDS,
+                 node_capacity: dict[tuple[str, str, str], float] | None = None):
         self._runs = runs
         self._capacity = capacity or {}
+        self._node_capacity = node_capacity or {}
         self.exported = frozenset(exported)
         self.signal = activity.best_signal(self.exported)
 
@@ -168,7 +177,10 @@ class SandboxSource:
                 listed["pods"] = cluster_pod_runs(cluster)
             return listed["pods"]
 
-        return cls(runs, capacity=cluster_capacity(cluster))
+        return cls(runs, capacity=cluster_capacity(cluster), node_capacity=cluster_node_capacity(cluster))
+
+    def runs(self) -> Iterable[PodRun]:
+        return self._runs()
 
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
@@ -185,7 +197,8 @@ class SandboxSource:
             row = Usage(allocated_gpu_hours=held, used_gpu_hours=held * doing.reading(self.signal),
                         memory_gib_hours=held * memory,
                         energy_kwh=held * run.max_power_watts * (0.1 + 0.9 * doing.sm_active) / 1000)
-            usage.namespace_usage((run.namespace, run.resource, run.gpu_model)).add(row)
+            for measured in usage.node_usage((run.namespace, run.resource, run.gpu_model), run.node):
+                measured.add(row)
             if run.job:
                 usage.job_usage((run.namespace, run.job)).add(Usage(
                     allocated_gpu_hours=held, used_gpu_hours=row.used_gpu_hours, memory_gib_hours=held * memory,
@@ -195,6 +208,11 @@ class SandboxSource:
             held = sum(u.allocated_gpu_hours for (_, resource, model), u in usage.namespaces.items()
                        if (resource, model) == unit)
             usage.capacity[unit] = Capacity(capacity=float(units), held=min(float(units), held))
+        for (resource, model, node), units in self._node_capacity.items():
+            held = sum(u.allocated_gpu_hours for key, u in usage.node_namespaces.items()
+                       if key[1:] == (resource, model, node))
+            # Not capped per node: synthetic runs may pile onto one node; the collector caps each flavor's total.
+            usage.node_capacity[(resource, model, node)] = Capacity(capacity=float(units), held=held)
         return usage
 
 
@@ -205,6 +223,43 @@ def cluster_capacity(cluster) -> dict[tuple[str, str], int]:
         resource = devices.flavor_unit(flavor) if devices.is_dra(flavor) else ksm_resource(flavor.resource_name)
         unit = (resource, flavor.gpu_model)
         capacity[unit] = capacity.get(unit, 0) + flavor.capacity
+    return capacity
+
+
+def shared_flavors(cluster) -> list[list]:
+    """Groups of a cluster's flavors sharing one resource and GPU model, told apart only by their nodes' labels."""
+    groups: dict[tuple[str, str], list] = {}
+    for flavor in cluster.flavors.all():
+        resource = devices.flavor_unit(flavor) if devices.is_dra(flavor) else ksm_resource(flavor.resource_name)
+        groups.setdefault((resource, flavor.gpu_model), []).append(flavor)
+    return [group for (_, model), group in groups.items() if model and len(group) > 1]
+
+
+def flavor_nodes(cluster, node_labels: dict[str, dict[str, str]] | None = None) -> dict[int, list[str]]:
+    """flavor pk → the nodes of the cluster that are its own, for flavors sharing a resource and GPU model."""
+    groups = shared_flavors(cluster)
+    if not groups:
+        return {}
+    if node_labels is None:
+        node_labels = nodes.cluster_node_labels(cluster)
+    found: dict[int, list[str]] = {}
+    for group in groups:
+        for name, labels in sorted(node_labels.items()):
+            flavor = nodes.flavor_on_node(group, labels)
+            if flavor is not None:
+                found.setdefault(flavor.pk, []).append(name)
+    return found
+
+
+def cluster_node_capacity(cluster, owned: dict[int, list[str]] | None = None) -> dict[tuple[str, str, str], float]:
+    """Each shared flavor's declared units spread over its nodes (empty when no flavors share a resource and
+    model, so only then are the nodes listed)."""
+    owned = flavor_nodes(cluster) if owned is None else owned
+    capacity: dict[tuple[str, str, str], float] = {}
+    for flavor in cluster.flavors.all():
+        for node in owned.get(flavor.pk, []):
+            resource = devices.flavor_unit(flavor) if devices.is_dra(flavor) else ksm_resource(flavor.resource_name)
+            capacity[(resource, flavor.gpu_model, node)] = flavor.capacity / len(owned[flavor.pk])
     return capacity
 
 

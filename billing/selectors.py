@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobs.choices import JobState
 from jobs.models import Job
 from jobs.selectors import job_list
-from tenants.models import Cluster, Team
+from tenants.models import Cluster, GpuFlavor, Team
 from tenants.selectors import team_list
 
 from . import activity
@@ -118,6 +118,13 @@ def budget_status(*, team: Team, statement: Statement, now: datetime | None = No
     alerts = list(budget.alerts.order_by("threshold")) if budget else []
     return BudgetStatus(month=statement.month, budget=budget, spent=statement.total_cost,
                         forecast=forecast(statement, now), alerts=alerts)
+
+
+def team_flavors(*, team: Team):
+    """The flavors of the clusters the team has a namespace in (what its allowances and overrides can name)."""
+    return (GpuFlavor.objects.filter(cluster__team_namespaces__team=team,
+                                     cluster__team_namespaces__deleted_at__isnull=True)
+            .select_related("cluster").distinct().order_by("cluster__name", "name"))
 
 
 def team_budgets(*, team: Team):

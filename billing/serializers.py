@@ -3,6 +3,8 @@ the currency is named once per document."""
 
 from rest_framework import serializers
 
+from .choices import BudgetMode, HoldKind
+
 
 class UsageDaySerializer(serializers.Serializer):
     day = serializers.DateField()
@@ -85,6 +87,29 @@ class StatementSerializer(serializers.Serializer):
     missing_hours = MissingHoursSerializer(many=True)
 
 
+class HoldSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=HoldKind.choices)
+    flavor = serializers.CharField(allow_null=True, help_text="null: every flavor (the money budget).")
+    used = serializers.DecimalField(max_digits=20, decimal_places=6)
+    limit = serializers.DecimalField(max_digits=20, decimal_places=6)
+    over_by = serializers.DecimalField(max_digits=20, decimal_places=6)
+    unit = serializers.CharField(help_text="The budget's currency, or GPU-hours.")
+    sentence = serializers.CharField()
+    who_lifts = serializers.CharField()
+
+
+class AllowanceUseSerializer(serializers.Serializer):
+    flavor = serializers.CharField(source="allowance.flavor.name")
+    window_days = serializers.IntegerField(source="allowance.window_days")
+    window_start = serializers.DateTimeField(source="start")
+    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=6, source="limit",
+                                         help_text="The allowance with overrides in force.")
+    used_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=6, source="used.gpu_hours")
+    used_cost = serializers.DecimalField(max_digits=14, decimal_places=2, source="used.cost")
+    percent = serializers.DecimalField(max_digits=8, decimal_places=1)
+    spent = serializers.BooleanField()
+
+
 class BudgetSerializer(serializers.Serializer):
     team = serializers.CharField()
     month = serializers.CharField(help_text="YYYY-MM")
@@ -95,6 +120,12 @@ class BudgetSerializer(serializers.Serializer):
     forecast = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="Projected spend by month end.")
     percent = serializers.DecimalField(max_digits=8, decimal_places=1, allow_null=True)
     forecast_percent = serializers.DecimalField(max_digits=8, decimal_places=1, allow_null=True)
+    mode = serializers.ChoiceField(choices=BudgetMode.choices, allow_null=True,
+                                   help_text="notify: alerts only; hold: new work is held once the budget is spent.")
+    held = serializers.BooleanField(help_text="Whether the team's new jobs are held now.")
+    held_since = serializers.DateTimeField(allow_null=True)
+    holds = HoldSerializer(many=True)
+    allowances = AllowanceUseSerializer(many=True)
 
 
 class EvidenceHourSerializer(serializers.Serializer):
@@ -150,6 +181,28 @@ class EvidenceSerializer(serializers.Serializer):
             {"hour": h, "guaranteed_units": g, "allocated_units": a, "borrowed_units": b, "quota_waiting_units": w}
             for h, g, a, b, w in zip(evidence.hours, evidence.guaranteed, evidence.allocated, evidence.borrowed,
                                      evidence.quota_waiting, strict=True)], many=True).data
+
+
+class FairSharingTeamSerializer(serializers.Serializer):
+    team = serializers.CharField(source="slug")
+    place = serializers.IntegerField(help_text="1 is served first among LocalQueues sharing a ClusterQueue.")
+    weight = serializers.IntegerField()
+    decayed_usage = serializers.FloatField(source="consumed", help_text="GPU units, decayed, all resources together.")
+    usage_per_weight = serializers.FloatField(source="usage")
+    share = serializers.FloatField(help_text="Part of all teams' usage ÷ weight, 0 to 1.")
+    place_today = serializers.IntegerField(source="place_now")
+    weight_today = serializers.IntegerField(source="weight_now")
+    decayed_usage_today = serializers.FloatField(source="consumed_now")
+    usage_per_weight_today = serializers.FloatField(source="usage_now")
+    share_today = serializers.FloatField(source="share_now")
+
+
+class FairSharingWhatIfSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(help_text="Exclusive.")
+    recorded_hours = serializers.IntegerField()
+    teams = FairSharingTeamSerializer(many=True, help_text="In the order tried.")
 
 
 class RecommendationSerializer(serializers.Serializer):

@@ -21,7 +21,7 @@ from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin
 from tenants.services import audit_record
 
-from . import activity, metrics, selectors, sources, tasks
+from . import activity, metrics, nodes, selectors, sources, tasks
 from .choices import HourState
 from .devices import flavor_unit, is_dra
 from .models import CapacityHour, CollectedHour, JobUsageHour, UsageHour
@@ -35,41 +35,82 @@ GPU_HOURS_QUANTUM = Decimal("0.000001")
 FRACTIONAL = {Sharing.MIG, Sharing.TIME_SLICED, Sharing.MPS}
 
 
+def _flavors_by_resource(flavors) -> dict[str, list[GpuFlavor]]:
+    found: dict[str, list[GpuFlavor]] = {}
+    for flavor in flavors:
+        key = flavor_unit(flavor) if is_dra(flavor) else metrics.ksm_resource(flavor.resource_name)
+        found.setdefault(key, []).append(flavor)
+    return found
+
+
+def _node_labels(cluster: Cluster) -> tuple[dict[str, dict[str, str]], str]:
+    """The cluster's node labels when two of its flavors share a resource and GPU model (listed once for all the
+    hours collected), else none; and why they could not be listed."""
+    shared = any(len({f.gpu_model for f in group}) < len(group)
+                 for group in _flavors_by_resource(GpuFlavor.objects.filter(cluster=cluster)).values())
+    if not shared:
+        return {}, ""
+    try:
+        return nodes.cluster_node_labels(cluster), ""
+    except metrics.MetricsError as exc:
+        logger.warning("nodes of %s not listed: %s", cluster.name, exc)
+        return {}, str(exc)
+
+
 def _gpu_hours(value: float) -> Decimal:
     return Decimal(repr(max(0.0, value))).quantize(GPU_HOURS_QUANTUM)
 
 
 class _Owners:
-    """Who a measurement belongs to on one cluster: namespace → team, resource (and GPU model) → flavor."""
+    """Who a measurement belongs to on one cluster: namespace → team, resource, GPU model and node → flavor."""
 
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster: Cluster, node_labels: dict[str, dict[str, str]] | None = None):
         self.cluster = cluster
+        self.node_labels = node_labels or {}
         self.teams = {tn.team.namespace: tn.team
                       for tn in TeamNamespace.objects.filter(cluster=cluster).select_related("team")}
-        self.flavors: dict[str, list[GpuFlavor]] = {}
-        for flavor in GpuFlavor.objects.filter(cluster=cluster).order_by("name"):
-            key = flavor_unit(flavor) if is_dra(flavor) else metrics.ksm_resource(flavor.resource_name)
-            self.flavors.setdefault(key, []).append(flavor)
+        self.flavors = _flavors_by_resource(GpuFlavor.objects.filter(cluster=cluster).order_by("name"))
 
-    def flavor(self, resource: str, model: str, notes: set[str]) -> GpuFlavor | None:
-        """Flavors sharing one resource name (GPU pools told apart by node labels) are told apart by GPU model."""
+    def flavor(self, resource: str, model: str, notes: set[str], node: str = "") -> GpuFlavor | None:
+        """Flavors sharing one resource name are told apart by GPU model, and those sharing the model too (a spot
+        pool beside a reserved one) by the labels of the node the device is on."""
         flavors = self.flavors.get(resource) or []
         matching = [f for f in flavors if model and f.gpu_model == model]
+        if len(matching) > 1 and node:
+            found = nodes.flavor_on_node(matching, self.node_labels.get(node))
+            if found is not None:
+                return found
         if len(flavors) > 1 and len(matching) != 1:
-            notes.add(f"{resource} on a {model or 'unknown'} GPU matches {len(flavors)} flavors: "
-                      f"counted as {flavors[0].name}")
-        return matching[0] if len(matching) == 1 else (flavors[0] if flavors else None)
+            where = f" on node {node}" if node else ""
+            notes.add(f"{resource} on a {model or 'unknown'} GPU{where} matches {len(matching) or len(flavors)} "
+                      f"flavors: counted as {(matching or flavors)[0].name}")
+        return matching[0] if matching else (flavors[0] if flavors else None)
+
+    def _split(self, resource: str, model: str) -> bool:
+        return len([f for f in self.flavors.get(resource) or [] if model and f.gpu_model == model]) > 1
+
+    def _parts(self, key: tuple, total, by_node: dict, blank) -> list[tuple[str, object]]:
+        """(node, part) of a measurement whose flavor depends on the node; what no node was named for is ('', rest)."""
+        if not self._split(*key[-2:]):
+            return [("", total)]
+        parts = [(node, part) for (*prefix, node), part in by_node.items() if tuple(prefix) == key]
+        rest = blank()
+        for attr in vars(rest):
+            setattr(rest, attr, max(0.0, getattr(total, attr) - sum(getattr(p, attr) for _, p in parts)))
+        return parts + ([("", rest)] if any(v > 1e-9 for v in vars(rest).values()) else [])
 
     def rows(self, usage: metrics.HourUsage, notes: set[str]) -> list[UsageHour]:
         totals: dict[tuple[int, int], tuple[Team, GpuFlavor, str, metrics.Usage]] = {}
-        for (namespace, resource, model), measured in sorted(usage.namespaces.items()):
-            team, flavor = self.teams.get(namespace), self.flavor(resource, model, notes)
-            if team is None or flavor is None:
-                if measured.allocated_gpu_hours > 0:
-                    notes.add(f"{resource} in namespace {namespace}: " + (
-                        "no team owns the namespace" if team is None else "no flavor has this resource"))
-                continue
-            totals.setdefault((team.pk, flavor.pk), (team, flavor, namespace, metrics.Usage()))[3].add(measured)
+        for (namespace, resource, model), whole in sorted(usage.namespaces.items()):
+            for node, measured in self._parts((namespace, resource, model), whole, usage.node_namespaces,
+                                              metrics.Usage):
+                team, flavor = self.teams.get(namespace), self.flavor(resource, model, notes, node)
+                if team is None or flavor is None:
+                    if measured.allocated_gpu_hours > 0:
+                        notes.add(f"{resource} in namespace {namespace}: " + (
+                            "no team owns the namespace" if team is None else "no flavor has this resource"))
+                    continue
+                totals.setdefault((team.pk, flavor.pk), (team, flavor, namespace, metrics.Usage()))[3].add(measured)
         rows = []
         for team, flavor, namespace, total in totals.values():
             allocated = _gpu_hours(total.allocated_gpu_hours)
@@ -87,14 +128,15 @@ class _Owners:
     def capacity_rows(self, usage: metrics.HourUsage, notes: set[str]) -> list[CapacityHour]:
         """Devices the exporters reported, per flavor: what running pods held and the unallocated rest."""
         totals: dict[int, tuple[GpuFlavor, metrics.Capacity]] = {}
-        for (resource, model), seen in sorted(usage.capacity.items()):
-            flavor = self.flavor(resource, model, notes)
-            if flavor is None:
-                notes.add(f"{resource} devices ({model or 'unknown model'}): no flavor has this resource")
-                continue
-            total = totals.setdefault(flavor.pk, (flavor, metrics.Capacity()))[1]
-            total.capacity += seen.capacity
-            total.held += seen.held
+        for (resource, model), whole in sorted(usage.capacity.items()):
+            for node, seen in self._parts((resource, model), whole, usage.node_capacity, metrics.Capacity):
+                flavor = self.flavor(resource, model, notes, node)
+                if flavor is None:
+                    notes.add(f"{resource} devices ({model or 'unknown model'}): no flavor has this resource")
+                    continue
+                total = totals.setdefault(flavor.pk, (flavor, metrics.Capacity()))[1]
+                total.capacity += seen.capacity
+                total.held += seen.held
         rows = []
         for flavor, total in totals.values():
             capacity = _gpu_hours(total.capacity)
@@ -144,6 +186,7 @@ def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metr
     except metrics.MetricsError as exc:
         source, outcomes = None, [(hour, HourState.FAILED, str(exc), None)
                                   for hour in (hours[:1] if stop_on_failure else hours)]
+    labels, unlisted = _node_labels(cluster) if source is not None else ({}, "")
     for hour in hours if source is not None else []:
         try:
             usage = source.hour_usage(hour)
@@ -153,8 +196,10 @@ def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metr
             if stop_on_failure:
                 break
             continue
+        if unlisted:  # flavors sharing a resource and model cannot be told apart: collected again later
+            usage.problems.append(unlisted)
         outcomes.append((hour, HourState.PARTIAL if usage.problems else HourState.COLLECTED, "", usage))
-    return _usage_record(cluster=cluster, outcomes=outcomes, now=now)
+    return _usage_record(cluster=cluster, outcomes=outcomes, now=now, node_labels=labels)
 
 
 def _scrape_shape_record(cluster: Cluster, collected: list[metrics.HourUsage], now: datetime) -> None:
@@ -173,10 +218,11 @@ def _shape_note(cluster: Cluster, usage: metrics.HourUsage) -> str:
 
 
 @transaction.atomic
-def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime) -> list[CollectedHour]:
+def _usage_record(*, cluster: Cluster, outcomes: list, now: datetime,
+                  node_labels: dict[str, dict[str, str]] | None = None) -> list[CollectedHour]:
     # Collections of one cluster queue up here, so two workers never interleave their replacements of an hour.
     list(Cluster.objects.select_for_update(no_key=True).filter(pk=cluster.pk).values_list("pk", flat=True))
-    owners = _Owners(cluster)
+    owners = _Owners(cluster, node_labels)
     collected = [usage for _, _, _, usage in outcomes if usage is not None]
     job_ids = {int(label) for usage in collected for _, label in usage.jobs if label.isdigit()}
     jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids, cluster=cluster).select_related("team",

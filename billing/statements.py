@@ -12,15 +12,16 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Sum
 from django.utils import timezone
 
+from jobs.choices import JobKind
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import team_list
 
 from . import activity
 from .choices import HourState, StatementState
-from .models import CollectedHour, UsageHour
+from .models import CollectedHour, JobUsageHour, UsageHour
 from .pricing import (
     GPU_HOURS_PLACES,
     HOUR,
@@ -80,6 +81,9 @@ class StatementLine:
     idle_cost: Decimal  # the part of `cost` nobody used: cost − used × price, so the two always add up
     # What "used" was read from, in time order; more than one signal means the exporter changed in the period.
     signals: list[SignalSpan] = field(default_factory=list)
+    # The part of the GPU-hours that interactive workspaces held and used (the rest: jobs).
+    workspace_gpu_hours: Decimal = Decimal(0)
+    workspace_used_gpu_hours: Decimal = Decimal(0)
 
     @property
     def utilisation_signal(self) -> str:
@@ -239,6 +243,7 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
                             for span in spans.get((row["team_id"], row["flavor_id"]), [])
                             if span.start < line.charge_end and span.end > line.charge_start]
             statement.lines.append(line)
+    _workspace_parts(statements, start=start, end=end)
     for team_id, first in (rows.filter(hour__gte=start, hour__lt=end).values("team_id")
                            .annotate(first=Min("hour")).order_by().values_list("team_id", "first")):
         if team_id in statements:
@@ -259,6 +264,22 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
         statement.missing = list(by_clusters[mine])
         statement.state = statement_state(month, now, statement.missing)
     return statements
+
+
+WORKSPACE = JobKind.WORKSPACE.value
+
+
+def _workspace_parts(statements: dict[int, Statement], *, start: datetime, end: datetime) -> None:
+    """Each line's GPU-hours held by workspaces (jobs of kind `workspace`), from one aggregate query."""
+    found = (JobUsageHour.objects.filter(job__kind=WORKSPACE, job__team__in=list(statements), hour__gte=start,
+                                         hour__lt=end)
+             .values("job__team_id", "flavor_id", "hour").order_by()
+             .annotate(allocated=Sum("allocated_gpu_hours"), used=Sum("used_gpu_hours")))
+    for row in found:
+        for line in statements[row["job__team_id"]].lines:
+            if line.flavor.pk == row["flavor_id"] and line.charge_start <= row["hour"] < line.charge_end:
+                line.workspace_gpu_hours += _gpu_hours(row["allocated"])
+                line.workspace_used_gpu_hours += _gpu_hours(row["used"])
 
 
 def _signal_spans(rows, *, start: datetime, end: datetime) -> dict[tuple[int, int], list[SignalSpan]]:

@@ -7,6 +7,7 @@ writes through services; charts are built from the selectors' rows.
 import io
 import json
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -18,13 +19,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from backends import backend_for
 from jobs import selectors as job_selectors
 from portal.http import platform_admin_required, source_ip, write_from_form
 from quotas import selectors as quota_selectors
 from tenants import selectors as tenant_selectors
 
-from . import activity, budgets, capacity, charts, evidence, selectors
-from .forms import BudgetForm, RateCardForm
+from . import activity, budgets, capacity, charts, evidence, explore, fair_sharing, holds, selectors
+from .choices import BudgetMode
+from .forms import AllowanceForm, BudgetForm, FairSharingWhatIfForm, OverrideForm, RateCardForm, UsageRangeForm
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
@@ -49,7 +52,8 @@ def _month_nav(month, *, first):
             "next": following if following <= selectors.current_month() else None}
 
 
-def _team_usage_page(request, team, month, *, budget_form=None, status=200):
+def _team_usage_page(request, team, month, *, budget_form=None, allowance_form=None, override_form=None,
+                     status=200):
     statement = selectors.team_statement(team=team, month=month)
     budget = selectors.budget_status(team=team, statement=statement)
     start, end = statement.start, statement.end
@@ -58,11 +62,18 @@ def _team_usage_page(request, team, month, *, budget_form=None, status=200):
     can_budget = budgets.can_set_budget(user=request.user, team=team)
     if budget_form is None and can_budget:
         budget_form = BudgetForm(initial={"month": f"{month:%Y-%m}",
-                                          "amount": budget.budget.amount if budget.budget else None})
+                                          "amount": budget.budget.amount if budget.budget else None,
+                                          "mode": budget.budget.mode if budget.budget else BudgetMode.NOTIFY})
+    platform = tenant_selectors.is_platform_admin(request.user)
+    if platform:
+        flavors = selectors.team_flavors(team=team)
+        allowance_form = allowance_form or AllowanceForm(flavors=flavors)
+        override_form = override_form or OverrideForm(flavors=flavors)
     return render(request, "billing/team_usage.html", {
         "team": team, "month": month, "nav": _month_nav(month, first=selectors.first_month(team=team)),
         "statement": statement, "budget": budget,
-        "can_budget": can_budget, "budget_form": budget_form,
+        "can_budget": can_budget, "budget_form": budget_form, "panel": holds.team_budget_panel(team=team),
+        "allowance_form": allowance_form, "override_form": override_form,
         "idle": selectors.idle_report(user=request.user, team=team),
         "usage_chart": charts.figure_html(charts.usage_by_flavor_figure(usage_rows), div_id="usage-chart"),
         "cost_chart": charts.figure_html(charts.cost_vs_budget_figure(
@@ -80,6 +91,47 @@ def team_usage(request, slug):
 
 
 @login_required
+@require_GET
+def team_usage_explore(request, slug):
+    """A team's GPU-hours over a range of days, drilled down team → flavor → job → the job's hours; every state
+    is its URL (range, flavor, job), so a view can be shared."""
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    form = UsageRangeForm(request.GET, today=timezone.now().date())
+    context = {"team": team, "form": form}
+    if not form.is_valid():
+        return render(request, "billing/usage_explore.html", context, status=400)
+    start, end = form.bounds()
+    data = form.cleaned_data
+    flavor = explore.team_flavor(team=team, name=data["flavor"]) if data["flavor"] else None
+    job = explore.team_job(team=team, pk=data["job"]) if data["job"] and flavor else None
+    if job is not None and job.flavor_id != flavor.pk:
+        raise Http404("The job did not run on this flavor")
+    if job is not None:
+        hours = explore.job_hours(job=job, start=start, end=end)
+        context.update(level="job", job=job, hours=hours, chart=charts.figure_html(
+            charts.job_activity_figure(hours), div_id="explore-chart") if hours else "")
+    else:
+        if flavor is not None:
+            rows, rest = explore.by_job(team=team, flavor=flavor, start=start, end=end)
+        else:
+            rows, rest = explore.by_flavor(team=team, start=start, end=end), None
+        days = explore.daily(team=team, start=start, end=end, flavor=flavor)
+        context.update(level="flavor" if flavor else "team", rows=rows, rest=rest, chart=charts.figure_html(
+            charts.usage_by_flavor_figure(days), div_id="explore-chart") if days else "")
+    range_query = {"start": data["start"].isoformat(), "end": data["end"].isoformat()}
+    today = timezone.now().date()
+    context.update(flavor=flavor, range_query=urlencode(range_query),
+                   flavor_query=urlencode({**range_query, "flavor": flavor.name}) if flavor else "",
+                   presets=[(label, urlencode({"start": (today - timedelta(days=days - 1)).isoformat(),
+                                               "end": today.isoformat(),
+                                               **({"flavor": flavor.name} if flavor else {}),
+                                               **({"job": job.pk} if job else {})}))
+                            for label, days in (("Last 24 hours", 1), ("Last 7 days", 7), ("Last 30 days", 30),
+                                                ("Last 90 days", 90))])
+    return render(request, "billing/usage_explore.html", context)
+
+
+@login_required
 @require_POST
 def budget_set(request, slug):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
@@ -91,12 +143,57 @@ def budget_set(request, slug):
         done = write_from_form(
             request, form, lambda: budgets.budget_set(actor=request.user, team=team, month=month,
                                                        amount=form.cleaned_data["amount"],
+                                                       mode=form.cleaned_data["mode"] or None,
                                                        source_ip=source_ip(request)),
-            message=lambda budget: f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}.",
+            message=lambda budget: (f"Budget for {month:%B %Y}: {budget.amount} {budget.currency}, "
+                                    f"{budget.get_mode_display().lower()}."),
             to=f"{reverse('billing:team-usage', args=[team.slug])}?month={month:%Y-%m}#main")
         if done:
             return done
     return _team_usage_page(request, team, selectors.current_month(), budget_form=form, status=400)
+
+
+def _platform_team(request, slug):
+    team = tenant_selectors.team_get(user=request.user, slug=slug)
+    if not tenant_selectors.is_platform_admin(request.user):
+        raise PermissionDenied("Only platform admins set allowances and grant overrides.")
+    return team
+
+
+def _platform_write(request, slug, form_class, form_name, write, message):
+    """A platform admin's form on the team's usage page (allowances, overrides): the write, or the page again with
+    the form's errors."""
+    team = _platform_team(request, slug)
+    form = form_class(request.POST, flavors=selectors.team_flavors(team=team))
+    if form.is_valid():
+        done = write_from_form(request, form, lambda: write(team, form.cleaned_data), message=message,
+                               to=f"{reverse('billing:team-usage', args=[team.slug])}#holds-heading")
+        if done:
+            return done
+    return _team_usage_page(request, team, selectors.current_month(), status=400, **{form_name: form})
+
+
+@login_required
+@require_POST
+def allowance_set(request, slug):
+    return _platform_write(
+        request, slug, AllowanceForm, "allowance_form",
+        lambda team, data: budgets.allowance_set(actor=request.user, team=team, flavor=data["flavor"],
+                                                 gpu_hours=data["gpu_hours"], window_days=data["window_days"],
+                                                 source_ip=source_ip(request)),
+        lambda a: f"Allowance: {a.gpu_hours} {a.flavor.name} GPU-hours over {a.window_days} days.")
+
+
+@login_required
+@require_POST
+def override_grant(request, slug):
+    return _platform_write(
+        request, slug, OverrideForm, "override_form",
+        lambda team, data: budgets.budget_override_grant(
+            actor=request.user, team=team, flavor=data["flavor"], extra_gpu_hours=data["extra_gpu_hours"],
+            extra_amount=data["extra_amount"], expires_at=data["expires_at"], reason=data["reason"],
+            source_ip=source_ip(request)),
+        lambda o: f"Override granted until {o.expires_at:%Y-%m-%d %H:%M} UTC.")
 
 
 @login_required
@@ -181,6 +278,29 @@ def console_cluster_signal(request, name):
         "config": activity.exporter_config()})
 
 
+@platform_admin_required
+@require_GET
+def fair_sharing_what_if(request, name):
+    """Recorded usage replayed through the cluster's admission fair sharing with other weights or another
+    half-life, beside today's: each team's decayed usage, share and place in the queue order. Applies nothing."""
+    cluster = tenant_selectors.cluster_get(name=name)
+    if not backend_for(cluster).decays_usage:
+        raise Http404(f"{cluster.get_scheduler_display()} keeps no usage over time: there is nothing to replay.")
+    teams = fair_sharing.cluster_teams(cluster=cluster)
+    form = FairSharingWhatIfForm.from_query(request.GET, teams=teams)
+    result = chart = None
+    if form.is_valid():
+        settings_tried, baseline = form.settings()
+        result = fair_sharing.what_if(cluster=cluster, weights=form.weights(), settings=settings_tried,
+                                      baseline=baseline, weeks=form.cleaned_data["weeks"], now=timezone.now())
+        chart = charts.figure_html(charts.fair_sharing_figure(
+            series_now=result.now.series, series=result.proposed.series,
+            names={slug: name for slug, name, _ in teams}), div_id="fair-sharing-chart")
+    return render(request, "billing/fair_sharing_what_if.html",
+                  {"cluster": cluster, "form": form, "result": result, "chart": chart},
+                  status=400 if form.errors else 200)
+
+
 @login_required
 @require_GET
 def job_activity(request, pk):
@@ -188,8 +308,10 @@ def job_activity(request, pk):
     exported, so "busy, but no tensor cores used" shows."""
     job = job_selectors.job_get(user=request.user, pk=pk)
     rows = selectors.job_activity(job=job)
+    chart = charts.figure_html(charts.job_activity_figure(rows), div_id="activity-chart") if rows else ""
     return render(request, "billing/_job_activity.html", {
-        "job": job, "rows": rows, "time_based": any(activity.time_based(r["signal"]) for r in rows)})
+        "job": job, "rows": rows, "chart": chart,
+        "time_based": any(activity.time_based(r["signal"]) for r in rows)})
 
 
 @platform_admin_required

@@ -1,4 +1,4 @@
-"""`/metrics`: the portal's Prometheus metrics, for the platform team's alerting (README, "Metrics").
+"""`/metrics`: the portal's Prometheus metrics, for the platform team's alerting (docs/operations.md, "Monitoring").
 
 What each process counted (portal.metrics: requests per view, failed sends to the broker, Celery task outcomes),
 plus gauges read from the database and Redis at scrape time, so every web pod reports the same: the reconcile
@@ -9,10 +9,8 @@ wrote, and whether the broker and each cluster answer (what `/readyz` reports bu
 from __future__ import annotations
 
 import hmac
-import time
 
 from django.conf import settings
-from django.db.models import Count, F, Q, Sum
 from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -22,9 +20,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY
 
 from portal import metrics
-from tenants.models import Cluster, TeamNamespace
 
-from .views import dependencies
+from .selectors import dependencies, reconcile_backlog
 
 
 class SystemCollector:
@@ -50,24 +47,14 @@ class SystemCollector:
         lag = GaugeMetricFamily("gpu_portal_watcher_lag_seconds",
                                 "Seconds since the cluster's watcher last wrote what its watches brought.",
                                 labels=["cluster"])
-        clusters = {c.pk: c for c in Cluster.objects.filter(active=True)}
-        rows = (TeamNamespace.objects.filter(cluster__in=clusters, deleted_at__isnull=True).values("cluster")
-                .annotate(backlog=Count("pk", filter=Q(observed_generation__lt=F("generation"))),
-                          retrying=Count("pk", filter=Q(attempts__gt=0, next_attempt_at__isnull=False)),
-                          attempts=Sum("attempts", filter=Q(observed_generation__lt=F("generation")))))
-        by_cluster = {row["cluster"]: row for row in rows}
-        due = metrics.due_counts(list(clusters)).get("jobs", {})
-        for pk, cluster in clusters.items():
-            row = by_cluster.get(pk, {})
-            own = 1 if cluster.attempts and cluster.next_attempt_at else 0
-            backlog.add_metric([cluster.name], row.get("backlog", 0) + (cluster.observed_generation <
-                                                                        cluster.generation))
-            retrying.add_metric([cluster.name], row.get("retrying", 0) + own)
-            attempts.add_metric([cluster.name], (row.get("attempts") or 0))
-            jobs_due.add_metric([cluster.name], due.get(pk, 0))
-        now = time.time()
-        for name, flushed in metrics.watcher_last_flush([c.name for c in clusters.values()]).items():
-            lag.add_metric([name], max(0.0, now - flushed))
+        for row in reconcile_backlog():
+            name = [row.cluster.name]
+            backlog.add_metric(name, row.backlog)
+            retrying.add_metric(name, row.retrying)
+            attempts.add_metric(name, row.attempts)
+            jobs_due.add_metric(name, row.jobs_due)
+            if row.watcher_lag is not None:
+                lag.add_metric(name, row.watcher_lag)
         yield from (backlog, retrying, attempts, jobs_due, lag)
 
     def _tasks(self):

@@ -1,14 +1,17 @@
-"""Process health endpoints for load balancers and Kubernetes probes (no login, no session)."""
-
-from concurrent.futures import ThreadPoolExecutor
+"""Process health endpoints for load balancers and Kubernetes probes (no login, no session), and the console's
+health page for the platform team."""
 
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
+from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from tenants.selectors import active_clusters, cluster_reachable
+from portal import metrics
+from portal.http import platform_admin_required
+
+from .selectors import dependencies, reconcile_backlog
 
 
 @never_cache
@@ -27,29 +30,6 @@ def _database() -> tuple[bool, str]:
     return True, ""
 
 
-def _broker() -> tuple[bool, str]:
-    if not settings.REDIS_URL:
-        return True, "in-process tasks"
-    import redis
-
-    try:
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        return False, str(exc)
-    return True, ""
-
-
-def dependencies() -> dict[str, tuple[bool, str]]:
-    """The broker and every active cluster, checked at once: what the console and `/readyz?verbose` report and the
-    metrics export. None of them decides whether this pod can serve."""
-    checks = {"broker": _broker()}
-    clusters = list(active_clusters())
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(clusters)))) as pool:
-        for cluster, result in zip(clusters, pool.map(cluster_reachable, clusters), strict=True):
-            checks[f"cluster:{cluster.name}"] = result
-    return checks
-
-
 @never_cache
 @require_GET
 def readyz(request):
@@ -65,3 +45,24 @@ def readyz(request):
     body = {"status": "unavailable" if not ok else "degraded" if degraded else "ok",
             "checks": {name: {"ok": passed, "detail": detail} for name, (passed, detail) in checks.items()}}
     return JsonResponse(body, status=200 if ok else 503)
+
+
+@never_cache
+@platform_admin_required
+def console_health(request):
+    """What `/readyz?verbose` and `/metrics` say, for a person: whether the broker and each cluster answer, how far
+    reconcile and each cluster's watcher are behind, and how the workers' tasks ended."""
+    checks = dependencies()
+    stale_after = max(60.0, 3 * settings.WATCH_LEASE_SECONDS)
+    clusters = [{"row": row, "ok": checks[f"cluster:{row.cluster.name}"][0],
+                 "detail": checks[f"cluster:{row.cluster.name}"][1],
+                 "stale": row.watcher_known and (row.watcher_lag is None or row.watcher_lag > stale_after)}
+                for row in reconcile_backlog() if f"cluster:{row.cluster.name}" in checks]
+    outcomes = metrics.task_outcomes()
+    failures = sorted(((task, count) for (task, outcome), count in (outcomes or {}).items()
+                       if outcome != "succeeded" and count), key=lambda pair: -pair[1])
+    broker_ok, broker_detail = checks["broker"]
+    return render(request, "composition/health.html", {
+        "broker_ok": broker_ok, "broker_detail": broker_detail, "clusters": clusters, "stale_after": stale_after,
+        "outcomes_known": outcomes is not None, "failures": failures,
+        "unhealthy": (not broker_ok) + sum(1 for c in clusters if not c["ok"] or c["stale"] or c["row"].retrying)})

@@ -2,10 +2,12 @@ from django.db import models
 
 from backends.choices import JobKind, JobState, Placement
 
-__all__ = ["JobKind", "JobState", "Placement", "TERMINAL_STATES", "WaitReason"]
+__all__ = ["SUBMITTED_KINDS", "JobKind", "JobState", "Placement", "TERMINAL_STATES", "WaitReason"]
 
 
 TERMINAL_STATES = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+# The kinds the submit form and the jobs API start; a workspace's runs are started by the workspaces app.
+SUBMITTED_KINDS = (JobKind.PYTORCH, JobKind.RAY, JobKind.BATCH)
 
 
 class WaitReason(models.TextChoices):

@@ -58,6 +58,10 @@ class JobSpec:
     network_topology: dict = field(default_factory=dict)  # a vcjob's networkTopology
     device_class: str = ""  # a DRA flavor: GPUs come from ResourceClaims of this DeviceClass
     device_selector: str = ""
+    # A workspace's run (`jobs.selectors.SPEC_EXTRAS`): its home volume, where it is mounted, the port it serves.
+    volumes: tuple[dict, ...] = ()
+    volume_mounts: tuple[dict, ...] = ()
+    ports: tuple[dict, ...] = ()
 
 
 def labels(spec: JobSpec) -> dict[str, str]:
@@ -97,6 +101,10 @@ def _container(spec: JobSpec, *, name: str, env: list[dict] | None = None, gpus:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
+    if spec.ports:
+        container["ports"] = [dict(port) for port in spec.ports]
+    if spec.volume_mounts:
+        container["volumeMounts"] = [dict(mount) for mount in spec.volume_mounts]
     return container
 
 
@@ -104,6 +112,8 @@ def _pod_spec(spec: JobSpec, containers: list[dict], **extra) -> dict:
     pod = {"restartPolicy": "Never", "containers": containers, **extra}
     if any("claims" in c["resources"] for c in containers):
         pod["resourceClaims"] = pod_claims(spec.name)
+    if spec.volumes:
+        pod["volumes"] = [dict(volume) for volume in spec.volumes]
     if spec.priority_class:
         pod["priorityClassName"] = spec.priority_class
     if spec.node_labels:

@@ -92,6 +92,8 @@ class Job(Reconciled):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.CharField(max_length=300, blank=True,
+                                     help_text="Why the portal stopped it (the idle rule; its workspace suspended).")
     resubmit_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     notify = models.BooleanField(default=True, help_text="Email the submitter when the job ends or is preempted.")
     spot_allowed = models.BooleanField(

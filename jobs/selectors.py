@@ -5,6 +5,7 @@ offers (flavors the team holds quota of, its saved templates)."""
 import functools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,11 +29,12 @@ from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
 from . import hypernodes, placement
-from .choices import TERMINAL_STATES, JobState, Placement
+from .choices import TERMINAL_STATES, JobState, Placement, WaitReason
 from .claims import RESOURCE_API
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
 from .models import Job, JobTemplate
+from .waits import wait_reason
 
 
 def job_list(*, user, team=None, filters: dict | None = None) -> QuerySet[Job]:
@@ -168,6 +170,11 @@ def job_pods(*, job: Job, tail_lines: int = 50) -> list[dict]:
     return result
 
 
+# What a kind adds to its jobs' specs, registered by the app that owns the kind (a workspace's volume and port):
+# kind → function of the job row returning JobSpec fields.
+SPEC_EXTRAS: dict[str, Callable[[Job], dict]] = {}
+
+
 def job_spec(job: Job) -> JobSpec:
     queue = TeamQuotaSpec(slug=job.team.slug, namespace=job.team.namespace, quotas=(), cluster_flavors=()).queue_name
     return JobSpec(
@@ -193,6 +200,7 @@ def job_spec(job: Job) -> JobSpec:
         **_placement_fields(job),
         device_class=job.flavor.device_class if job.flavor.sharing == Sharing.DRA else "",
         device_selector=job.flavor.device_selector,
+        **(SPEC_EXTRAS[job.kind](job) if job.kind in SPEC_EXTRAS else {}),
     )
 
 
@@ -227,7 +235,8 @@ def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
 
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
 SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "submitted_at", "admitted_at",
-               "started_at", "finished_at", "cancel_requested_at", "notify", "submitted_by_id", "team__slug",
+               "started_at", "finished_at", "cancel_requested_at", "cancel_reason", "notify", "submitted_by_id",
+               "team__slug",
                "cluster__scheduler", "cluster__connection", "cluster__server", "cluster__context", "placement",
                "topology_level")
 
@@ -353,6 +362,10 @@ def why_waiting(*, job: Job) -> str:
     """One sentence from the scheduler's own words plus the team's numbers."""
     if job.state not in (JobState.QUEUED, JobState.PENDING):
         return ""
+    if wait_reason(job.state, job.state_message) == WaitReason.BUDGET:  # the team's budget, not its quota
+        where = "the portal keeps it until the hold lifts" if job.state == JobState.PENDING else \
+            "its scheduler holds it before admission"
+        return f"The team's budget holds this job ({where}). {job.state_message}"
     if job.state == JobState.PENDING:
         return job.sync_message or "Not yet submitted to the cluster."
     quota = team_flavor_quota(team=job.team, flavor=job.flavor)

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from tenants.models import DNS_LABEL_RE, dns_label
 
-from .choices import TERMINAL_STATES, JobKind, JobState, Placement
+from .choices import SUBMITTED_KINDS, TERMINAL_STATES, JobKind, JobState, Placement
 from .models import IMAGE_MESSAGE, IMAGE_RE, MAX_ARGV_ITEMS, MAX_WORKERS
 
 
@@ -158,7 +158,7 @@ class JobSubmitSerializer(serializers.Serializer):
 
     team = serializers.SlugField(max_length=63, required=False,
                                  help_text="The team's slug; may be left out by someone who submits for one team only.")
-    kind = serializers.ChoiceField(choices=JobKind.choices)
+    kind = serializers.ChoiceField(choices=[(k.value, k.label) for k in SUBMITTED_KINDS])
     name = serializers.CharField(max_length=40, validators=[_whole(DNS_LABEL_RE, dns_label.message)],
                                  trim_whitespace=False,
                                  help_text="Lowercase letters, digits and '-', starting and ending with a letter or "

@@ -22,7 +22,7 @@ from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record
 
-from . import placement, selectors, sync, tasks
+from . import holds, placement, selectors, sync, tasks
 from .choices import JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -123,14 +123,29 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
         raise PermissionDenied("Only the submitter or a team admin can cancel this job.")
     if job.terminal:
         raise Conflict(f"The job has already {job.get_state_display().lower()}.")
+    _request_cancel(job)
+    audit_record(actor=actor, action="job.cancel", obj=job, team=job.team, source_ip=source_ip)
+    job.refresh_from_db()
+    return job
+
+
+def _request_cancel(job: Job) -> None:
     job.cancel_requested_at = timezone.now()
     job.generation = F("generation") + 1
     job.next_attempt_at = timezone.now()
     job.save(update_fields=["cancel_requested_at", "generation", "next_attempt_at"])
-    audit_record(actor=actor, action="job.cancel", obj=job, team=job.team, source_ip=source_ip)
     _nudge(job)
-    job.refresh_from_db()
-    return job
+
+
+@transaction.atomic
+def job_stop(*, job: Job, reason: str = "") -> None:
+    """End a job for the portal (a workspace being suspended or deleted, the idle rule): its objects are deleted
+    as on cancel, and `reason` becomes its final message; the caller checked who may and records it."""
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if not job.terminal and not job.cancel_requested_at:
+        Job.objects.filter(pk=job.pk).update(cancel_reason=reason[:300])
+        job.cancel_reason = reason[:300]
+        _request_cancel(job)
 
 
 def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
@@ -160,6 +175,12 @@ def job_reconcile(*, job_id: int) -> Outcome:
         return Outcome(statuses=job.objects_status, writes=0)  # refused for good (below): never created later
     generation = job.generation
     desired = selectors.job_desired(job=job)
+    if desired and job.state == JobState.PENDING and job.observed_generation == 0:
+        reason = holds.held(job)
+        if reason:  # kept here until the hold lifts; billing's enforcement makes it due again then
+            Job.objects.filter(pk=job.pk).update(next_attempt_at=None)
+            sync.set_state(job, Observed(JobState.PENDING, reason), timezone.now())
+            return Outcome(statuses=job.objects_status, writes=0)
     try:
         client = kube.client_for_cluster(job.cluster)
         actual = _job_actual(client, job)
@@ -173,7 +194,8 @@ def job_reconcile(*, job_id: int) -> Outcome:
         sync.set_state(job, Observed(JobState.FAILED, f"{outcome.error}"), timezone.now())
     if outcome.error is None:
         if job.cancel_requested_at and job.state != JobState.CANCELLED:
-            sync.set_state(job, Observed(JobState.CANCELLED, "Cancelled by the user"), timezone.now())
+            sync.set_state(job, Observed(JobState.CANCELLED, job.cancel_reason or "Cancelled by the user"),
+                           timezone.now())
         elif job.state == JobState.PENDING and desired:
             sync.set_state(job, Observed(JobState.QUEUED), timezone.now())
     return outcome

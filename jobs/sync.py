@@ -14,9 +14,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from backends import backend_for, latest_refusals, record_owner
-from backends.observe import Observed
+from backends.observe import REQUEUED, Observed
 from portal import kube
 from portal.naming import managed_selector
+from tenants import webhooks
 from tenants.models import Cluster
 from tenants.selectors import active_clusters
 from tenants.services import notify_users
@@ -78,6 +79,13 @@ def _changed(job: Job, changes: dict) -> None:
                                                               JobState.PREEMPTED):
         notify_users(users=[job.submitted_by], subject=f"Job {job.name} {job.get_state_display().lower()}",
                      body=f"{job.team.slug}/{job.object_name}: {job.get_state_display()}. {job.state_message}")
+    if previous != job.state and job.state == JobState.PREEMPTED:
+        # Work is being lost: the team's webhook hears it whatever the submitter chose for e-mail.
+        sentence = backend_for(job.cluster).preempted_sentence(job.state_message)
+        webhooks.notice(team=job.team, event="job.preempted", subject=f"Job {job.name} preempted",
+                        reason=sentence or job.state_message, next_step=REQUEUED,
+                        data={"job": {"id": job.pk, "name": job.name, "object": job.object_name,
+                                      "cluster": job.cluster.name, "scheduler_message": job.state_message}})
 
 
 def set_state(job: Job, observed: Observed, now) -> bool:
@@ -156,7 +164,7 @@ def job_changes(members: list[Job], objects: dict[str, dict], records: dict[str,
         observed = _observe(job, objects, records, refusals)
         if observed is None:
             if job.cancel_requested_at:
-                observed = Observed(JobState.CANCELLED, "Cancelled by the user")
+                observed = Observed(JobState.CANCELLED, job.cancel_reason or "Cancelled by the user")
             else:
                 if counts is not None:
                     counts["vanished"] += 1

@@ -20,8 +20,8 @@ from quotas import fair_share
 from tenants import selectors as tenant_selectors
 from tenants.choices import Role
 
-from . import cost, estimates, outcome, placement, selectors, services, sooner
-from .choices import JobKind
+from . import cost, estimates, holds, outcome, placement, selectors, services, sooner
+from .choices import SUBMITTED_KINDS, JobKind
 from .filters import JobFilter
 from .forms import DEFAULT_COMMANDS, JobSubmitForm
 from .manifests import job_manifests
@@ -61,7 +61,7 @@ def job_list(request):
 @login_required
 def job_submit(request, slug, kind):
     team = tenant_selectors.team_get(user=request.user, slug=slug)
-    if kind not in JobKind.values:
+    if kind not in SUBMITTED_KINDS:
         raise Http404("Unknown job kind")
     if tenant_selectors.team_role(user=request.user, team=team) not in (Role.ADMIN, Role.MEMBER):
         raise PermissionDenied("Viewers cannot submit jobs.")
@@ -116,7 +116,7 @@ def job_submit(request, slug, kind):
                                                   "form": form, "preview": preview, "templates": templates,
                                                   "cost": _cost(form, prices),
                                                   "prices": {pk: [str(p), c] for pk, (p, c) in prices.items()},
-                                                  "estimate": estimate},
+                                                  "estimate": estimate, "budget_hold": holds.team_held(team)},
                   status=400 if form.errors else 200)
 
 

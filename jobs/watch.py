@@ -29,7 +29,7 @@ from tenants.models import Cluster, TeamNamespace
 from tenants.nudges import clusters_touch, team_namespaces_touch
 from tenants.selectors import active_clusters
 
-from . import sync
+from . import holds, sync
 from .watch_cache import ClusterCache, watched_kinds
 
 log = logging.getLogger(__name__)
@@ -188,6 +188,11 @@ class ClusterWatcher:
         for row in TeamNamespace.objects.filter(cluster_id=self.cluster_id, team__slug__in=list(usage),
                                                 deleted_at__isnull=True).select_related("team"):
             quota_usage.record_usage(row, usage[row.team.slug])
+
+    def budget_decide(self) -> None:
+        """A workload waits on the budget check: the holds are judged now rather than at the next beat."""
+        if self.lease.held():
+            holds.decide_now()
 
     def nudge(self, team_slugs: set[str], cluster_scoped: bool) -> None:
         if not self.lease.held():

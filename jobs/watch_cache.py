@@ -75,7 +75,8 @@ class ClusterCache:
     def reset(self) -> None:
         kinds = watched_kinds(self.watcher.scheduler)
         job_kinds = set(selectors.job_kinds(self.watcher.scheduler, claims=False))
-        record = backend_for(self.watcher.scheduler).record_kind
+        self._backend = backend_for(self.watcher.scheduler)
+        record = self._backend.record_kind
         self._roles = {}
         for kind, _, _ in kinds:
             self._roles[kind] = ("job" if kind in job_kinds else "record" if kind == record
@@ -96,6 +97,7 @@ class ClusterCache:
             self._drift_cluster = False
             self.usage: dict[str, dict[tuple, dict]] = defaultdict(dict)  # team -> key -> object in-use is read from
             self._usage_teams: set[str] = set()  # teams whose usage objects' status changed since the last flush
+            self._budget_undecided = False  # a record waits on the portal's budget check
 
     def mark_all(self) -> None:
         """Derive every active job again at the next flush (after a failed write)."""
@@ -186,6 +188,8 @@ class ClusterCache:
             self._dirty[ns].add(_name(obj))
         elif role == "record":
             owner = record_owner(obj)
+            if not gone and self._backend.budget_undecided(obj):
+                self._budget_undecided = True
             self.records[ns].pop(owner, None) if gone else self.records[ns].__setitem__(owner, obj)
             self._dirty[ns].add(owner)
         elif role == "pod":
@@ -215,6 +219,9 @@ class ClusterCache:
             self._drift_teams, self._drift_cluster = set(), False
             usage_teams, self._usage_teams = self._usage_teams, set()
             usage = {team: list(self.usage.get(team, {}).values()) for team in usage_teams}
+            undecided, self._budget_undecided = self._budget_undecided, False
+        if undecided:
+            self.watcher.budget_decide()
         if teams or cluster_scoped:
             self.watcher.nudge(teams, cluster_scoped)
         if usage:

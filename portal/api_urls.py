@@ -10,6 +10,7 @@ from jobs import api as jobs_api
 from portal.api import api_not_found
 from quotas import api as quotas_api
 from tenants import api as tenants_api
+from workspaces import api as workspaces_api
 
 app_name = "api"
 _docs_styles = csp_update({"style-src": [UNSAFE_INLINE]})
@@ -33,6 +34,8 @@ urlpatterns = [
     path("v1/teams/<slug:slug>/budget/", billing_api.BudgetView.as_view(), name="team-budget"),
     path("v1/clusters/", tenants_api.ClusterListView.as_view(), name="cluster-list"),
     path("v1/clusters/<str:name>/", tenants_api.ClusterDetailView.as_view(), name="cluster-detail"),
+    path("v1/clusters/<str:name>/fair-sharing/what-if/", billing_api.FairSharingWhatIfView.as_view(),
+         name="fair-sharing-what-if"),
     path("v1/flavors/", tenants_api.FlavorListView.as_view(), name="flavor-list"),
     path("v1/quota-requests/", quotas_api.QuotaRequestListView.as_view(), name="quota-request-list"),
     path("v1/quota-requests/<int:pk>/", quotas_api.QuotaRequestDetailView.as_view(), name="quota-request-detail"),
@@ -62,5 +65,11 @@ urlpatterns = [
     path("v1/jobs/<int:pk>/why-waiting/", jobs_api.JobWhyWaitingView.as_view(), name="job-why-waiting"),
     path("v1/jobs/<int:pk>/logs/", jobs_api.JobLogsView.as_view(), name="job-logs"),
     path("v1/jobs/<int:pk>/sooner/", jobs_api.JobSoonerView.as_view(), name="job-sooner"),
+    path("v1/workspaces/", workspaces_api.WorkspaceListView.as_view(), name="workspace-list"),
+    path("v1/workspaces/images/", workspaces_api.WorkspaceImagesView.as_view(), name="workspace-images"),
+    path("v1/workspaces/<int:pk>/", workspaces_api.WorkspaceDetailView.as_view(), name="workspace-detail"),
+    path("v1/workspaces/<int:pk>/suspend/", workspaces_api.WorkspaceSuspendView.as_view(), name="workspace-suspend"),
+    path("v1/workspaces/<int:pk>/resume/", workspaces_api.WorkspaceResumeView.as_view(), name="workspace-resume"),
+    path("v1/workspaces/<int:pk>/keep/", workspaces_api.WorkspaceKeepView.as_view(), name="workspace-keep"),
     re_path(r"^", api_not_found, name="not-found"),  # last: whatever no pattern above matched (any character)
 ]

@@ -63,6 +63,16 @@ def quantity_units(value) -> int:
         return 0
 
 
+def quantity_float(value) -> float:
+    """A Kubernetes quantity as a number, fractions kept ("1500m" → 1.5); 0 for what is not a quantity."""
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return float(parse_quantity(value))
+    except (ValueError, TypeError):
+        return 0.0
+
+
 @dataclass(frozen=True)
 class Connection:
     """How to reach one cluster; hashable so clients can be cached per connection."""
@@ -193,6 +203,14 @@ class ClusterClient:
         if dry_run:
             query.append(("dryRun", "All"))
         path = path_for(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        return self._call("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
+
+    def apply_status(self, obj: dict, *, field_manager: str | None = None) -> dict:
+        """Server-side apply of an object's status (its `status` subresource), as a controller writes it: the
+        portal owns only the fields it declares (an entry of a list map, a condition)."""
+        meta = obj["metadata"]
+        query = [("fieldManager", field_manager or settings.KUBE_FIELD_MANAGER), ("force", "true")]
+        path = path_for(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]) + "/status"
         return self._call("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:

@@ -19,10 +19,12 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("v1", "LimitRange"): Kind("limitranges", True),
     ("v1", "Service"): Kind("services", True),
     ("v1", "Pod"): Kind("pods", True),
+    ("v1", "PersistentVolumeClaim"): Kind("persistentvolumeclaims", True),  # a workspace's home volume
     ("v1", "Event"): Kind("events", True),
     ("v1", "Node"): Kind("nodes", False),  # only where a Volcano HyperNode chooses its nodes by label
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind("rolebindings", True),
     ("networking.k8s.io/v1", "NetworkPolicy"): Kind("networkpolicies", True),
+    ("networking.k8s.io/v1", "Ingress"): Kind("ingresses", True),  # a workspace's way in, where hosts are given
     ("scheduling.k8s.io/v1", "PriorityClass"): Kind("priorityclasses", False),
     ("batch/v1", "Job"): Kind("jobs", True),
     (KUEUE_API, "ResourceFlavor"): Kind("resourceflavors", False),
@@ -32,6 +34,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     (KUEUE_API, "Cohort"): Kind("cohorts", False),
     (KUEUE_API, "Workload"): Kind("workloads", True),
     (KUEUE_API, "Topology"): Kind("topologies", False),
+    (KUEUE_API, "AdmissionCheck"): Kind("admissionchecks", False),  # the portal's budget check (it is its controller)
     (VOLCANO_SCHEDULING_API, "Queue"): Kind("queues", False),
     (VOLCANO_SCHEDULING_API, "PodGroup"): Kind("podgroups", True),
     (VOLCANO_TOPOLOGY_API, "HyperNode"): Kind("hypernodes", False),

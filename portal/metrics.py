@@ -114,13 +114,14 @@ def watcher_flushed(cluster: str) -> None:
 _watch_flushes: dict[str, float] = {}
 
 
-def watcher_last_flush(clusters: list[str]) -> dict[str, float]:
+def watcher_last_flush(clusters: list[str]) -> dict[str, float] | None:
+    """When each cluster's watcher last wrote (those that ever did); None when Redis does not answer."""
     if not settings.REDIS_URL:
         return {name: _watch_flushes[name] for name in clusters if name in _watch_flushes}
     try:
         values = _redis().mget([WATCH_FLUSH_KEY.format(cluster=name) for name in clusters]) if clusters else []
     except Exception:  # noqa: BLE001
-        return {}
+        return None
     return {name: float(value) for name, value in zip(clusters, values, strict=True) if value}
 
 

@@ -2,7 +2,7 @@
 
 With no configuration the portal runs embedded: SQLite, Celery tasks executed in-process, the sandbox
 cluster and demo data. `PORTAL_MODE=production` switches to the hardened shape and requires a secret key,
-a database URL and allowed hosts. Every variable is listed in the README.
+a database URL and allowed hosts. Every variable is listed in docs/operations.md.
 """
 
 import os
@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "quotas",
     "jobs",
     "billing",
+    "workspaces",
     "composition",
 ]
 
@@ -249,16 +250,28 @@ WATCH_BACKOFF_MAX_SECONDS = float(env("WATCH_BACKOFF_MAX_SECONDS", "30"))
 WATCH_RELIST_SECONDS = float(env("WATCH_RELIST_SECONDS", "30"))
 # A reconcile nudge that never arrives (lost message, dead worker) is picked up after this lease.
 RECONCILE_LEASE_SECONDS = int(env("RECONCILE_LEASE_SECONDS", "30"))
+# How often holds are judged again (budgets, allowances over their rolling windows, overrides expiring).
+BUDGET_ENFORCE_SECONDS = float(env("BUDGET_ENFORCE_SECONDS", "60"))
+# How long a held Kueue workload may keep its quota reservation before it is sent back (Retry) to queue again that
+# many seconds later, so a held team's pending jobs do not keep quota other teams could use (0: keep it).
+BUDGET_HOLD_RESERVATION_SECONDS = int(env("BUDGET_HOLD_RESERVATION_SECONDS", "600"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
     "quota-expiry": {"task": "quotas.tasks.quota_expire_due_task", "schedule": 60},
     "reservations": {"task": "quotas.tasks.reservation_apply_due_task", "schedule": 60},
     "job-reconcile-due": {"task": "jobs.tasks.job_reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
+    "workspace-reconcile-due": {"task": "workspaces.tasks.workspace_reconcile_due_task",
+                                "schedule": RECONCILE_DUE_SECONDS},
+    "job-idle-rule": {"task": "billing.tasks.job_idle_rule_task",
+                      "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
+    "workspace-cull": {"task": "workspaces.tasks.workspace_cull_task",
+                       "schedule": float(env("WORKSPACE_CULL_SECONDS", "60"))},
     "job-status-sync": {"task": "jobs.tasks.job_status_sync_task", "schedule": JOB_SYNC_SECONDS},
     "idempotency-prune": {"task": "tenants.tasks.idempotency_keys_prune_task", "schedule": 3600},
     "job-estimates-stale": {"task": "jobs.tasks.job_estimates_refresh_stale_task", "schedule": 60},
     "budget-check": {"task": "billing.tasks.budget_check_task", "schedule": 3600},
+    "budget-enforce": {"task": "billing.tasks.budget_enforce_task", "schedule": BUDGET_ENFORCE_SECONDS},
     # A few minutes past the hour, so the exporters' last samples of the hour that just ended are in.
     "usage-collect": {"task": "billing.tasks.usage_collect_task", "schedule": crontab(minute=5)},
 }
@@ -269,6 +282,36 @@ BILLING_CURRENCY = env("BILLING_CURRENCY", "USD")
 BUDGET_ALERT_THRESHOLDS = [int(t) for t in env_list("BUDGET_ALERT_THRESHOLDS", "80,100")]
 IDLE_GPU_THRESHOLD = float(env("IDLE_GPU_THRESHOLD", "0.05"))
 IDLE_GPU_WINDOW_HOURS = int(env("IDLE_GPU_WINDOW_HOURS", "2"))
+# Workspaces: the images engineers pick from, per tool (a comma-separated list each), or any image where the
+# platform allows it; the volume's storage class ('' for the cluster's default); the host of a workspace's Ingress
+# (`{workspace}` and `{team}` filled in; '' for none, and the page gives the `kubectl port-forward` command).
+WORKSPACE_IMAGES = {
+    "jupyterlab": env_list("WORKSPACE_JUPYTERLAB_IMAGES", "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12,"
+                                                          "quay.io/jupyter/scipy-notebook:python-3.12"),
+    "code-server": env_list("WORKSPACE_CODE_SERVER_IMAGES", "codercom/code-server:4.100.2"),
+}
+WORKSPACE_ANY_IMAGE = env_bool("WORKSPACE_ANY_IMAGE", False)
+WORKSPACE_STORAGE_CLASS = env("WORKSPACE_STORAGE_CLASS")
+WORKSPACE_HOST_PATTERN = env("WORKSPACE_HOST_PATTERN")
+WORKSPACE_INGRESS_CLASS = env("WORKSPACE_INGRESS_CLASS")
+# Culling by what the GPUs do: idle (activity under the threshold, 0..1) for WARN minutes → a warning; still idle
+# SUSPEND minutes after it → suspended (the volume stays); suspended for VOLUME_DAYS → the volume is deleted, or
+# kept when the policy is "keep". "Keep it running" holds it off EXTENSION minutes, once per warning.
+WORKSPACE_IDLE_THRESHOLD = float(env("WORKSPACE_IDLE_THRESHOLD", env("IDLE_GPU_THRESHOLD", "0.05")))
+WORKSPACE_WARN_MINUTES = float(env("WORKSPACE_WARN_MINUTES", "60"))
+WORKSPACE_SUSPEND_MINUTES = float(env("WORKSPACE_SUSPEND_MINUTES", "30"))
+WORKSPACE_EXTENSION_MINUTES = float(env("WORKSPACE_EXTENSION_MINUTES", "120"))
+WORKSPACE_VOLUME_DAYS = float(env("WORKSPACE_VOLUME_DAYS", "14"))
+WORKSPACE_VOLUME_POLICY = env("WORKSPACE_VOLUME_POLICY", "delete")
+# The same idle rule for running batch jobs, on the tiers whose idle action allows it (the tier page): warned after
+# WARN minutes idle, stopped STOP minutes after the warning where the tier says "suspend".
+JOB_IDLE_THRESHOLD = float(env("JOB_IDLE_THRESHOLD", env("IDLE_GPU_THRESHOLD", "0.05")))
+JOB_IDLE_WARN_MINUTES = float(env("JOB_IDLE_WARN_MINUTES", "60"))
+JOB_IDLE_STOP_MINUTES = float(env("JOB_IDLE_STOP_MINUTES", "60"))
+# Teams' outgoing webhooks: private, loopback and link-local targets only where the platform allows them (an
+# on-premises receiver), and how long one delivery may take.
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", False)
+WEBHOOK_TIMEOUT_SECONDS = float(env("WEBHOOK_TIMEOUT_SECONDS", "5"))
 # Usage collection: how far back missed or failed hours are filled in, how long one Prometheus query may take,
 # and the sampling step integrated over each hour (it must divide 3600).
 BILLING_BACKFILL_DAYS = int(env("BILLING_BACKFILL_DAYS", "7"))
@@ -329,7 +372,10 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "portal.api.error_responses_hook"],
-    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.choices.JobState", "RequestStateEnum": "quotas.choices.RequestState"},
+    # One named enum per choice set where several fields share a name ("kind": a job's, a submitted job's, a hold's).
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.choices.JobState", "RequestStateEnum": "quotas.choices.RequestState",
+                            "JobKindEnum": "jobs.choices.JobKind", "SubmittedKindEnum": "jobs.choices.SUBMITTED_KINDS",
+                            "HoldKindEnum": "billing.choices.HoldKind"},
     # Swagger UI and Redoc are served from the portal's own static files, never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -339,11 +385,18 @@ SPECTACULAR_SETTINGS = {
 # Content-Security-Policy (django-csp): every script, style, font and image is the portal's own static file (htmx,
 # plotly.js, Swagger UI and Redoc included), so nothing inline or from elsewhere runs. The API docs pages relax only
 # style-src: Swagger UI and Redoc style their widgets with inline <style> elements (portal/api_urls.py).
+# style-src-attr allows exactly two style attribute values, by hash: plotly.js draws a heatmap as a small bitmap
+# scaled up and keeps it sharp with an `image-rendering: ... pixelated` style attribute, after probing support with
+# an empty one; refused, the heatmap is smoothed into a blur. Any other inline style attribute is still refused.
+# The hashes follow plotly.js's text (package-lock.json); tests/test_csp.py fails if they drift.
+PLOTLY_STYLE_ATTRIBUTE_HASHES = ["'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='",  # the pixelated image
+                                 "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"]  # the empty probe
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
         "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-hashes'", *PLOTLY_STYLE_ATTRIBUTE_HASHES],
         "img-src": ["'self'", "data:"],
         "font-src": ["'self'"],
         "connect-src": ["'self'"],

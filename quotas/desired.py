@@ -16,6 +16,18 @@ from .models import Quota
 from .services import cluster_flavors_remaking
 from .usage import record_usage
 
+_admission_checks: list = []
+
+
+def register_admission_checks(source) -> None:
+    """`source(team, cluster)` → the admission checks the team's queue in the cluster lists. Billing (a layer above)
+    registers its budget check, listed for the teams under a hard budget or an allowance."""
+    _admission_checks[:] = [source]
+
+
+def admission_checks(team: Team, cluster: Cluster) -> tuple[str, ...]:
+    return tuple(_admission_checks[0](team, cluster)) if _admission_checks else ()
+
 
 def parent_name(team: Team, cluster: Cluster) -> str:
     """Kueue cohort / Volcano parent queue a team's queue joins: its department's, else the cluster's."""
@@ -37,6 +49,7 @@ def team_quota_spec(*, team: Team, cluster: Cluster, quotas, flavors) -> TeamQuo
         cohort=parent_name(team, cluster),
         held=team.state != TeamState.ACTIVE,
         weight=team.fair_share_weight,
+        admission_checks=admission_checks(team, cluster),
     )
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from backends import backend_for
+from backends import backend_for, kueue_fairshare
 from tenants.choices import TeamState
 from tenants.models import Cluster, TeamNamespace
 
@@ -50,9 +50,24 @@ class FairShare:
     path: tuple[str, ...] = field(default=(), repr=False)  # cohorts from the root down, then the team: page order
     # Per flavor: (guaranteed, in use), so the page shows units of one kind together, never a100s plus MIG slices.
     flavors: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    # Kueue's admission fair sharing: the LocalQueue's decayed usage as its status last said ({"consumed":
+    # {resource: units}, "updated": when}), None when the scheduler reported none.
+    decayed: dict | None = None
+
+    @property
+    def decayed_units(self) -> float | None:
+        return None if self.decayed is None else sum((self.decayed.get("consumed") or {}).values())
+
+    @property
+    def borrowed_by_flavor(self) -> dict[str, int]:
+        return {name: max(0, used - guaranteed) for name, (guaranteed, used) in self.flavors.items()}
 
     @property
     def borrowed(self) -> int:
+        """What is held above the guarantee, flavor by flavor (one flavor's spare guarantee never offsets
+        another's borrowing); the whole amount when no flavors are known."""
+        if self.flavors:
+            return sum(self.borrowed_by_flavor.values())
         return max(0, self.in_use - self.guaranteed)
 
 
@@ -149,6 +164,11 @@ def fair_shares(*, cluster: Cluster) -> list[FairShare]:
     return sorted(rows, key=lambda r: (r.cohort, r.team.slug))
 
 
+def decayed_usage_state(rows: list[FairShare]) -> str:
+    """Whether the cluster's scheduler weighs usage over time (`kueue_fairshare.cluster_state`)."""
+    return kueue_fairshare.cluster_state((row.decayed, row.in_use) for row in rows if not row.department)
+
+
 def _team_rows(cluster: Cluster) -> tuple[list[FairShare], dict, dict]:
     """Each team's row, with its usage and its nominal quota per (flavor, resource), by team id."""
     namespaces = {ns.team_id: ns for ns in TeamNamespace.objects.filter(cluster=cluster, deleted_at__isnull=True)
@@ -165,7 +185,8 @@ def _team_rows(cluster: Cluster) -> tuple[list[FairShare], dict, dict]:
             in_use(flavor=quota.flavor, scheduler=cluster.scheduler,
                    quota_status=namespaces[quota.team_id].quota_status)
         row = rows.setdefault(team.pk, FairShare(team=team, cohort=parent_name(team, cluster),
-                                                 weight=team.fair_share_weight, guaranteed=0, limit=0, in_use=0))
+                                                 weight=team.fair_share_weight, guaranteed=0, limit=0, in_use=0,
+                                                 decayed=namespaces[quota.team_id].quota_status.get("decayed")))
         row.guaranteed += quota.guaranteed
         row.limit += quota.guaranteed + quota.burst
         row.in_use += used
@@ -197,10 +218,15 @@ def _kueue_shares(cluster: Cluster, rows: list[FairShare], usage: dict, nominal:
     cohort_rows = []
     for name, department in departments.items():
         members, path = under[name], cohort_path(name, parents)
+        by_flavor: dict[str, tuple[int, int]] = {}
+        for member in members:  # the department's units per flavor: never a100s plus MIG slices in one figure
+            for flavor, (guaranteed, used) in member.flavors.items():
+                held = by_flavor.get(flavor, (0, 0))
+                by_flavor[flavor] = (held[0] + guaranteed, held[1] + used)
         cohort_rows.append(FairShare(
             team=department, cohort=parents[name], weight=department.fair_share_weight, department=True, path=path,
             guaranteed=sum(m.guaranteed for m in members), limit=sum(m.limit for m in members),
-            in_use=sum(m.in_use for m in members),
+            in_use=sum(m.in_use for m in members), flavors=dict(sorted(by_flavor.items())),
             # a department's Cohort with no parent is a root: in no tournament, so without a share
             share=node_share(usage=subtree_usage[name], nominal=subtree_nominal[name],
                              root_nominal=subtree_nominal[path[0]], weight=department.fair_share_weight)

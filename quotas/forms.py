@@ -132,9 +132,9 @@ class GpuFlavorForm(forms.ModelForm):
 class PriorityTierForm(forms.ModelForm):
     class Meta:
         model = PriorityTier
-        fields = ["name", "value", "preemption_policy", "description", "is_default"]
+        fields = ["name", "value", "preemption_policy", "description", "is_default", "idle_action"]
         labels = {"value": "Priority value", "preemption_policy": "Preemption policy",
-                  "is_default": "Default tier for new jobs"}
+                  "is_default": "Default tier for new jobs", "idle_action": "Idle batch jobs"}
 
 
 class FairShareWeightForm(forms.Form):

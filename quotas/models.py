@@ -123,6 +123,7 @@ class Reservation(models.Model):
                                    related_name="+")
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
+    end_notice_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["starts_at", "pk"]

@@ -10,6 +10,9 @@ as a grant does, so the cluster follows through the same desired state with noth
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -133,9 +136,10 @@ def reservation_cancel(*, actor, reservation: Reservation, source_ip: str | None
 
 def reservation_apply_due(*, now=None) -> dict:
     """Start the booked reservations whose start has come and end the active ones whose end has come, each in its
-    own transaction under the flavor lock (run by beat every minute)."""
+    own transaction under the flavor lock, and warn the team before an active one ends, with the same notice as a
+    time-boxed grant (run by beat every minute)."""
     now = now or timezone.now()
-    done = {"started": 0, "ended": 0}
+    done = {"started": 0, "ended": 0, "warned": 0}
     due = Reservation.objects.filter(state=ReservationState.BOOKED, starts_at__lte=now).values_list("pk", flat=True)
     for pk in list(due):
         with transaction.atomic():
@@ -144,6 +148,19 @@ def reservation_apply_due(*, now=None) -> dict:
     for pk in list(due):
         with transaction.atomic():
             done["ended"] += _end(pk, now)
+    notice = timedelta(days=settings.QUOTA_EXPIRY_NOTICE_DAYS)
+    for reservation in selectors.reservation_end_notices_due(now=now, notice=notice):
+        with transaction.atomic():
+            # The conditional update makes the notice go once, whichever worker gets there first.
+            if Reservation.objects.filter(pk=reservation.pk, end_notice_sent_at__isnull=True).update(
+                    end_notice_sent_at=now):
+                notify_users(users=_team_admins(reservation.team),
+                             subject=(f"Reservation of {reservation.units} {reservation.flavor.name} ends "
+                                      f"{reservation.ends_at:%Y-%m-%d}"),
+                             body=(f"{reservation.team.slug}'s booking #{reservation.pk} ({_window(reservation)}) ends "
+                                   f"on {reservation.ends_at:%Y-%m-%d %H:%M} UTC; its {reservation.units} guaranteed "
+                                   f"{reservation.flavor.name} go then. Book again from the team's quota page."))
+                done["warned"] += 1
     return done
 
 
@@ -160,22 +177,10 @@ def _start(pk: int, now) -> int:
         reservation.state = ReservationState.ENDED
         reservation.save(update_fields=["state"])
         return 0
-    quota = _quota_of(reservation)
-    before = {"guaranteed": quota.guaranteed, "burst": quota.burst} if quota.pk else None
-    quota.guaranteed += reservation.units
-    if quota.expires_at is not None:  # a time box running beside it reverts to what it held, plus the booking
-        quota.revert_guaranteed += reservation.units
-    quota.save()
-    _record_level(quota)
-    reservation.state = ReservationState.ACTIVE
-    reservation.save(update_fields=["state"])
-    audit_record(actor=None, action="reservation.start", obj=reservation, team=reservation.team, before=before,
-                 after={"guaranteed": quota.guaranteed, "burst": quota.burst})
-    _touch_cluster_of(reservation.team, reservation.flavor)
-    notify_users(users=_team_admins(reservation.team),
-                 subject=f"Reservation of {reservation.units} {reservation.flavor.name} started",
-                 body=(f"{reservation.team.slug} now holds {quota.guaranteed}+{quota.burst} {reservation.flavor.name} "
-                       f"until {reservation.ends_at:%Y-%m-%d %H:%M} UTC."))
+    quota = _shift(reservation, +reservation.units, ReservationState.ACTIVE, "start")
+    _notify_shift(reservation, "started",
+                  f"{reservation.team.slug} now holds {quota.guaranteed}+{quota.burst} {reservation.flavor.name} "
+                  f"until {reservation.ends_at:%Y-%m-%d %H:%M} UTC.")
     return 1
 
 
@@ -183,19 +188,30 @@ def _end(pk: int, now) -> int:
     reservation = _lock(Reservation(pk=pk, flavor_id=Reservation.objects.get(pk=pk).flavor_id))
     if reservation.state != ReservationState.ACTIVE or reservation.ends_at > now:
         return 0
+    quota = _shift(reservation, -reservation.units, ReservationState.ENDED, "end")
+    _notify_shift(reservation, "ended",
+                  f"{reservation.team.slug} now holds {quota.guaranteed}+{quota.burst} {reservation.flavor.name}.")
+    return 1
+
+
+def _shift(reservation: Reservation, units: int, state: str, action: str) -> Quota:
+    """Move the team's guaranteed units by the booking (a time box running beside it reverts to what it held, plus
+    or minus the booking), record the level, the state and the audit event, and touch the team's namespace."""
     quota = _quota_of(reservation)
-    before = {"guaranteed": quota.guaranteed, "burst": quota.burst}
-    quota.guaranteed = max(0, quota.guaranteed - reservation.units)
+    before = {"guaranteed": quota.guaranteed, "burst": quota.burst} if quota.pk else None
+    quota.guaranteed = max(0, quota.guaranteed + units)
     if quota.expires_at is not None:
-        quota.revert_guaranteed = max(0, quota.revert_guaranteed - reservation.units)
+        quota.revert_guaranteed = max(0, quota.revert_guaranteed + units)
     quota.save()
     _record_level(quota)
-    reservation.state = ReservationState.ENDED
+    reservation.state = state
     reservation.save(update_fields=["state"])
-    audit_record(actor=None, action="reservation.end", obj=reservation, team=reservation.team, before=before,
+    audit_record(actor=None, action=f"reservation.{action}", obj=reservation, team=reservation.team, before=before,
                  after={"guaranteed": quota.guaranteed, "burst": quota.burst})
     _touch_cluster_of(reservation.team, reservation.flavor)
+    return quota
+
+
+def _notify_shift(reservation: Reservation, verb: str, body: str) -> None:
     notify_users(users=_team_admins(reservation.team),
-                 subject=f"Reservation of {reservation.units} {reservation.flavor.name} ended",
-                 body=f"{reservation.team.slug} now holds {quota.guaranteed}+{quota.burst} {reservation.flavor.name}.")
-    return 1
+                 subject=f"Reservation of {reservation.units} {reservation.flavor.name} {verb}", body=body)

@@ -19,7 +19,7 @@ from tenants.selectors import is_platform_admin, team_list
 from tenants.sharing import quota_resource, volcano_resource
 
 from . import capacity
-from .choices import RequestState
+from .choices import RequestState, ReservationState
 from .models import Quota, QuotaRequest, Reservation
 
 
@@ -344,6 +344,9 @@ def expiry_notices_due(*, now, notice) -> QuerySet[Quota]:
     ).select_related("team", "flavor__cluster")
 
 
+def reservation_end_notices_due(*, now, notice) -> QuerySet[Reservation]:
+    return Reservation.objects.filter(state=ReservationState.ACTIVE, ends_at__gt=now, ends_at__lte=now + notice,
+                                      end_notice_sent_at__isnull=True).select_related("team", "flavor")
 
 
 # --- reservations and the capacity calendar ------------------------------------------------------------------

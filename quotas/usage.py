@@ -3,10 +3,11 @@ reconcile and by the cluster watcher)."""
 
 from __future__ import annotations
 
+from backends import backends
 from portal import kube
 from tenants.models import TeamNamespace
 
-USAGE_KINDS = ("ResourceQuota", "ClusterQueue", "Queue")
+USAGE_KINDS = ("ResourceQuota", "ClusterQueue", "Queue", "LocalQueue")
 
 
 def _gpu_units(quantities: dict | None) -> dict[str, int]:
@@ -22,7 +23,8 @@ def _gpu_units(quantities: dict | None) -> dict[str, int]:
 def quota_status_from(actual: list[dict]) -> dict:
     """What the cluster says of a team's quota, from the status of the objects it owns: the ResourceQuota's
     `hard` (what the API server enforces) and `used` (the quota controller's count), Kueue's ClusterQueue
-    `flavorsUsage` (units in use per flavor) and Volcano's Queue `allocated` (per resource)."""
+    `flavorsUsage` (units in use per flavor), Volcano's Queue `allocated` (per resource), and the usage the
+    scheduler remembers over time (`decayed`: Kueue's LocalQueue admission fair-sharing status)."""
     result: dict = {}
     for obj in actual:
         status = obj.get("status") or {}
@@ -38,6 +40,10 @@ def quota_status_from(actual: list[dict]) -> dict:
             }
         elif obj["kind"] == "Queue" and status.get("allocated") is not None:
             result["allocated"] = _gpu_units(status.get("allocated"))
+    for backend in backends():  # usage remembered over time, where the scheduler keeps it
+        decayed = backend.decayed_usage(actual)
+        if decayed is not None:
+            result["decayed"] = decayed
     return result
 
 

@@ -76,7 +76,8 @@ def request_create(request, slug):
             return redirect("quotas:team-quota", slug=team.slug)
     pending = selectors.team_requests(team=team).filter(state=RequestState.PENDING)
     return render(request, "quotas/request_form.html", {"team": team, "form": form, "quotas": quotas,
-                                                        "pending": pending},
+                                                        "pending": pending,
+                                                        "calendar": _calendar_beside(request, flavors, initial)},
                   status=400 if form.errors else 200)
 
 
@@ -199,8 +200,10 @@ def quota_set(request, slug, flavor_pk):
 @platform_admin_required
 def capacity(request):
     overview = selectors.capacity_overview()
-    sharing = [(cluster, fair_share.fair_shares(cluster=cluster))
-               for cluster in tenant_selectors.active_clusters()]
+    sharing = []
+    for cluster in tenant_selectors.active_clusters():
+        rows = fair_share.fair_shares(cluster=cluster)
+        sharing.append((cluster, rows, fair_share.decayed_usage_state(rows)))
     return render(request, "quotas/capacity.html", {"overview": overview, "sharing": sharing})
 
 
@@ -268,10 +271,13 @@ def tier_list(request):
 # --- reservations and the capacity calendar ------------------------------------------------------------------
 
 
-def _chosen_flavor(flavors, raw):
-    if raw and str(raw).isdigit():
-        return flavors.filter(pk=int(raw)).first()
-    return None
+def _calendar_beside(request, flavors, initial=None):
+    """The capacity calendar of the flavor a request or booking form is about (the one posted, picked or pre-filled,
+    else the first offered), so a team picks an amount and a window that fit."""
+    raw = request.POST.get("flavor") or request.GET.get("flavor") or (initial or {}).get("flavor")
+    flavor = flavors.filter(pk=int(raw)).first() if raw and str(raw).isdigit() else None
+    flavor = flavor or flavors.order_by("cluster__name", "name").first()
+    return selectors.capacity_calendar(user=request.user, flavor=flavor) if flavor else None
 
 
 @login_required
@@ -290,10 +296,8 @@ def reservation_create(request, slug):
             slug=team.slug)
         if done:
             return done
-    flavor = (_chosen_flavor(flavors, request.POST.get("flavor") or request.GET.get("flavor"))
-              or flavors.first())
-    calendar = selectors.capacity_calendar(user=request.user, flavor=flavor) if flavor else None
-    return render(request, "quotas/reservation_form.html", {"team": team, "form": form, "calendar": calendar},
+    return render(request, "quotas/reservation_form.html",
+                  {"team": team, "form": form, "calendar": _calendar_beside(request, flavors)},
                   status=400 if form.errors else 200)
 
 

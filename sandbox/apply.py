@@ -20,7 +20,10 @@ from .fieldpath import (
     remove_path,
 )
 from .kinds import ResourceType
+from .validation import object_meta_schema
 from .values import clone, now
+
+_WITH_META: dict = {}  # a CRD schema (kept alive beside its id) -> the same with ObjectMeta's schema for metadata
 
 
 class ServerSideApply:
@@ -34,6 +37,8 @@ class ServerSideApply:
         if not isinstance(applied, dict):
             raise errors.bad_request("the apply configuration must be an object")
         meta = applied.get("metadata") or {}
+        if meta.get("managedFields") is not None:  # fieldmanager.go Apply: an apply configuration claims no fields
+            raise errors.bad_request("metadata.managedFields must be nil")
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
                                      f"({name})")
@@ -77,7 +82,14 @@ class ServerSideApply:
         """The schema whose list types decide per-item ownership: a CRD's structural schema, a built-in's OpenAPI."""
         version = version or rt.versions[0]
         if not rt.builtin:
-            return rt.crd_schemas.get(version)
+            schema = rt.crd_schemas.get(version)
+            if schema is None:
+                return None
+            key = (id(schema), "with-object-meta")
+            if key not in _WITH_META:
+                _WITH_META[key] = (schema, {**schema, "properties": {**(schema.get("properties") or {}),
+                                                                     "metadata": object_meta_schema()}})
+            return _WITH_META[key][1]
         validator = self.validator.schema_validator(rt, version)
         return validator.schema if validator is not None else None
 

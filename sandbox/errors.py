@@ -56,8 +56,9 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 def invalid(kind: str, group: str, name: str, causes: list[dict]) -> ApiError:
-    """422 Invalid; `causes` are {reason, message, field} as kube-apiserver lists them."""
-    parts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
+    """422 Invalid; `causes` are {reason, message, field} as kube-apiserver lists them; the message aggregates them
+    as ErrorList.ToAggregate does: a repeated one once, several in brackets."""
+    parts = list(dict.fromkeys(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes))
     summary = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     qualified = f"{kind}.{group}" if group else kind
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}',

@@ -2,11 +2,12 @@
 Kubernetes 1.33 vendors): which fields an apply configuration sets, merging it into the live object, removing what
 a manager stopped applying, and `managedFields`' FieldsV1 encoding.
 
-Maps are granular. Lists are atomic unless their schema says otherwise (`x-kubernetes-list-type`): a `map` list
-(`x-kubernetes-list-map-keys`; built-ins publish the same for containers by name, ports by containerPort+protocol,
-env by name...) is owned item by item, each item a path element `k:{"name":"a"}` with its fields beneath; a `set`
-list of scalars item by item as `v:"a"` (fieldpath/element.go). A path is a tuple of field names and such item
-elements (no field name of a Kubernetes object contains a colon).
+Maps are granular unless their schema says `x-kubernetes-map-type: atomic`. Lists are atomic unless their schema
+says otherwise (`x-kubernetes-list-type`): a `map` list (`x-kubernetes-list-map-keys`; built-ins publish the same
+for containers by name, ports by containerPort+protocol, env by name...) is owned item by item, each item a path
+element `k:{"name":"a"}` with its fields beneath; a `set` list of scalars item by item as `v:"a"`
+(fieldpath/element.go). A path is a tuple of field names and such item elements (no field name of a Kubernetes
+object contains a colon).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _SERVER_METADATA = {"name", "namespace", "uid", "resourceVersion", "generation",
 # --- schema -------------------------------------------------------------------------------------------------------
 
 
-def _resolved(schema):
+def resolved(schema):
     """The schema node itself, or the one it wraps (`allOf: [<definition>]` beside a default or description)."""
     if not isinstance(schema, dict):
         return None
@@ -38,7 +39,7 @@ def _resolved(schema):
 
 
 def field_schema(schema, key: str):
-    schema = _resolved(schema)
+    schema = resolved(schema)
     if not isinstance(schema, dict):
         return None
     properties = schema.get("properties") or {}
@@ -62,8 +63,15 @@ def list_kind(schema) -> tuple[str, list[str]]:
     return "atomic", []
 
 
-def _items_schema(schema):
-    schema = _resolved(schema)
+def is_atomic_map(schema) -> bool:
+    """A map or struct owned as a whole (`x-kubernetes-map-type: atomic`: label selectors, a RoleBinding's roleRef,
+    a pod's nodeSelector...)."""
+    return any(isinstance(node, dict) and node.get("x-kubernetes-map-type") == "atomic"
+               for node in (schema, resolved(schema)))
+
+
+def items_schema(schema):
+    schema = resolved(schema)
     return schema.get("items") if isinstance(schema, dict) else None
 
 
@@ -122,17 +130,22 @@ def describe(path: Path) -> str:
 
 
 def leaf_paths(value, schema=None, prefix: Path = ()) -> set[Path]:
-    """Every field a value sets: leaves of maps, whole atomic lists, and per item (the item itself and its fields)
-    of map and set lists."""
-    if isinstance(value, dict) and value:
+    """Every field a value sets: leaves of maps, whole atomic maps and lists, and per item (the item itself and its
+    fields) of map and set lists; a null or empty map is set as a leaf, the entries of a map (not the fields of a
+    struct) are set themselves beside what they hold, and an empty granular list sets nothing."""
+    if isinstance(value, dict) and not is_atomic_map(schema):
         paths: set[Path] = set()
+        node = resolved(schema)
+        declared = (node.get("properties") or {}) if isinstance(node, dict) else {}
         for key, child in value.items():
             paths |= leaf_paths(child, field_schema(schema, key), (*prefix, key))
+            if child is None or child == {} or key not in declared:
+                paths.add((*prefix, key))  # typed/tofieldset.go visitMapItems: a null or empty map, or a map entry
         return paths
-    if isinstance(value, list) and value and prefix:
-        kind, keys = list_kind(_resolved(schema))
+    if isinstance(value, list) and prefix:
+        kind, keys = list_kind(resolved(schema))
         if kind != "atomic":
-            items = _items_schema(schema)
+            items = items_schema(schema)
             paths = set()
             for item in value:
                 element = (*prefix, item_element(item, kind, keys, items))
@@ -155,6 +168,8 @@ def applied_fields(applied: dict, status_only: bool, schema=None) -> set[Path]:
                 paths |= leaf_paths(meta, field_schema(schema, "metadata"), ("metadata",))
         else:
             paths |= leaf_paths(value, field_schema(schema, key), (key,))
+            if value is None or value == {}:
+                paths.add((key,))
     return paths
 
 
@@ -191,10 +206,10 @@ def deep_merge(live, applied, schema=None):
     """Apply configuration over the live object: maps merge, map and set lists merge item by item (in
     structured-merge-diff's order, typed/merge.go visitListItems), other lists and scalars replace."""
     if isinstance(applied, list) and isinstance(live, list):
-        kind, keys = list_kind(_resolved(schema))
+        kind, keys = list_kind(resolved(schema))
         if kind != "atomic":
-            return _merge_items(live, applied, kind, keys, _items_schema(schema))
-    if not isinstance(applied, dict) or not isinstance(live, dict):
+            return _merge_items(live, applied, kind, keys, items_schema(schema))
+    if not isinstance(applied, dict) or not isinstance(live, dict) or is_atomic_map(schema):
         return copy.deepcopy(applied)
     result = dict(live)
     for key, value in applied.items():
@@ -251,7 +266,7 @@ def remove_path(obj: dict, path: Path, schema=None) -> None:
     that stays is kept (the item's own path decides whether the item goes)."""
     chain, node, node_schema = [obj], obj, schema
     for part in path[:-1]:
-        node_schema = field_schema(node_schema, part) if not is_item(part) else _items_schema(node_schema)
+        node_schema = field_schema(node_schema, part) if not is_item(part) else items_schema(node_schema)
         if is_item(part):
             node = next((item for item in node if _matches(item, part)), None) if isinstance(node, list) else None
         else:
@@ -278,19 +293,19 @@ def remove_path(obj: dict, path: Path, schema=None) -> None:
 
 
 def fields_v1(paths: set[Path]) -> dict:
-    """FieldsV1: `f:<name>` per field, `k:{...}`/`v:...` per list item, `.` for an item that also has fields."""
+    """FieldsV1: `f:<name>` per field, `k:{...}`/`v:...` per list item, `.` for a member of the set that also has
+    members beneath it (a list item, or a map an update added)."""
     tree: dict = {}
     for path in sorted(paths):
         node = tree
         for part in path:
             node = node.setdefault(part if is_item(part) else f"f:{part}", {})
     for path in paths:
-        if is_item_marker(path):
-            node = tree
-            for part in path:
-                node = node[part if is_item(part) else f"f:{part}"]
-            if node and "." not in node:
-                node["."] = {}
+        node = tree
+        for part in path:
+            node = node[part if is_item(part) else f"f:{part}"]
+        if node and "." not in node:
+            node["."] = {}
     return tree
 
 

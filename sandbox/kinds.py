@@ -70,10 +70,12 @@ def _core(group, version, kind, plural, namespaced=True, short=(), sub=(), name_
 
 
 _ALL = ("all",)
-# pkg/registry/*/strategy.go PrepareForCreate: the kinds with a spec the controllers observe set a generation;
+# pkg/registry/*/strategy.go PrepareForCreate: the kinds with a spec the controllers observe set a generation (Pods
+# too since 1.34's PodObservedGenerationTracking);
 # ConfigMaps, Secrets, Namespaces, Services, quotas, RBAC and the like have none.
-_GENERATION_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job"),
-                     ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"), ("networking.k8s.io", "Ingress"),
+_GENERATION_KINDS = {("", "Pod"), ("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"),
+                     ("batch", "Job"), ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"),
+                     ("networking.k8s.io", "Ingress"),
                      ("policy", "PodDisruptionBudget"), ("resource.k8s.io", "DeviceClass"),
                      ("resource.k8s.io", "ResourceSlice"), ("apiextensions.k8s.io", "CustomResourceDefinition")}
 # PriorityClass's strategy sets generation 1 on create and never bumps it (its value is immutable anyway).
@@ -121,6 +123,7 @@ BUILTIN_CUSTOM_KINDS = (
     ("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts", False, []),
     ("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", True, ["wl"]),
     ("kueue.x-k8s.io", "v1beta2", "Topology", "topologies", False, []),
+    ("kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks", False, []),
     ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", False, ["hn"]),
     ("scheduling.volcano.sh", "v1beta1", "Queue", "queues", False, ["q", "queue-v1beta1"]),
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", True, ["pg", "podgroup-v1beta1"]),

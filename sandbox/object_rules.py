@@ -1,23 +1,12 @@
-"""The checks kube-apiserver makes of every object beside its schema: names (DNS-1123 subdomain or label, DNS-1035
-label, or a path segment) and resource quantities (pkg/apis/core/validation: ValidateResourceRequirements and
+"""The checks kube-apiserver makes of every object beside its schema and metadata (`sandbox.object_meta`): resource
+quantities (pkg/apis/core/validation: ValidateResourceRequirements and
 the quantity maps), and the shape of one StatusCause."""
 
 from __future__ import annotations
 
 import json
-import re
 
-from .admission.fields import is_dns1035_label
-from .quantity import parse_quantity
-
-_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
-_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+from .quantity import canonical, parse_quantity
 
 
 def cause(field: str, message: str, reason: str = "FieldValueInvalid") -> dict:
@@ -26,24 +15,6 @@ def cause(field: str, message: str, reason: str = "FieldValueInvalid") -> dict:
 
 def render(value) -> str:
     return json.dumps(value) if not isinstance(value, dict | list) else "object" if isinstance(value, dict) else "array"
-
-
-def name_causes(name: str | None, rule: str, field: str = "metadata.name") -> list[dict]:
-    if not name:
-        return [cause(field, "Required value: name or generateName is required", "FieldValueRequired")]
-    if rule == "dns1035":  # ValidateServiceName (pkg/apis/core/validation/validation.go)
-        return [cause(field, f'Invalid value: "{name}": {m}') for m in is_dns1035_label(name)]
-    if rule == "path":
-        if name in (".", "..") or "/" in name or "%" in name:
-            return [cause(field, f'Invalid value: "{name}": may not contain \'/\' or \'%\', or be \'.\' or \'..\'')]
-        return []
-    limit, regex, message = (63, _LABEL_RE, _LABEL_MSG) if rule == "label" else (253, _SUBDOMAIN_RE, _SUBDOMAIN_MSG)
-    causes = []
-    if len(name) > limit:
-        causes.append(cause(field, f'Invalid value: "{name}": must be no more than {limit} characters'))
-    if not regex.match(name):
-        causes.append(cause(field, f'Invalid value: "{name}": {message}'))
-    return causes
 
 
 # Quantities ----------------------------------------------------------------------------------------------------
@@ -67,10 +38,11 @@ def _quantity_map_causes(values, field: str, *, non_negative: bool = True) -> li
         except ValueError as exc:
             causes.append(cause(path, f"Invalid value: {render(value)}: {exc}"))
             continue
+        shown = render(canonical(value))  # ValidateResourceQuantityValue shows Quantity.String()
         if non_negative and amount < 0:
-            causes.append(cause(path, f"Invalid value: {render(value)}: must be greater than or equal to 0"))
+            causes.append(cause(path, f"Invalid value: {shown}: must be greater than or equal to 0"))
         if _is_extended_resource(resource) and amount != amount.to_integral_value():
-            causes.append(cause(path, f"Invalid value: {render(value)}: must be an integer"))
+            causes.append(cause(path, f"Invalid value: {shown}: must be an integer"))
     return causes
 
 
@@ -83,7 +55,7 @@ def quantity_causes(obj: dict) -> list[dict]:
             for key, value in node.items():
                 child = f"{path}.{key}" if path else key
                 if key == "resources" and isinstance(value, dict):
-                    for part in ("requests", "limits"):
+                    for part in ("limits", "requests"):  # ValidateResourceRequirements' order
                         causes.extend(_quantity_map_causes(value.get(part), f"{child}.{part}"))
                 walk(value, child)
         elif isinstance(node, list):
@@ -98,8 +70,9 @@ def quantity_causes(obj: dict) -> list[dict]:
     elif kind == "LimitRange":
         for i, limit in enumerate(spec.get("limits") or []):
             if isinstance(limit, dict):
-                for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-                    causes.extend(_quantity_map_causes(limit.get(part), f"spec.limits[{i}].{part}"))
+                for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):  # may be negative
+                    causes.extend(_quantity_map_causes(limit.get(part), f"spec.limits[{i}].{part}",
+                                                       non_negative=False))
     return causes
 
 

@@ -46,3 +46,31 @@ def parse_quantity(value) -> Decimal:
     except InvalidOperation:
         raise ValueError(QUANTITY_ERROR) from None
     return number * _MULTIPLIERS[suffix]
+
+
+_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def canonical(value) -> str:
+    """What Quantity.String() answers for `value` (quantity.go CanonicalizeBytes): the written suffix family kept
+    (binary, decimal or exponent), the largest unit with an integral amount, nothing finer than nano (rounded up);
+    a binary amount below 1024 or not integral is written decimal. ValueError as `parse_quantity`."""
+    amount = parse_quantity(value)
+    match = _QUANTITY_RE.match(value) if isinstance(value, str) else None
+    suffix = match.group("suffix") if match else ""
+    if suffix in _BINARY[1:] and abs(amount) >= 1024 and amount == amount.to_integral_value():
+        number, unit = int(amount), 0
+        while number % 1024 == 0 and unit < len(_BINARY) - 1:
+            number, unit = number // 1024, unit + 1
+        return f"{number}{_BINARY[unit]}"
+    if amount == 0:
+        return "0"
+    nanos = amount.scaleb(9)
+    mantissa = int(nanos.to_integral_value(rounding="ROUND_UP"))
+    exponent = -9
+    while mantissa % 1000 == 0 and exponent < 18:
+        mantissa, exponent = mantissa // 1000, exponent + 3
+    if suffix[:1] in ("e", "E"):
+        return f"{mantissa}" + (f"e{exponent}" if exponent else "")
+    return f"{mantissa}{_DECIMAL[exponent]}"

@@ -17,6 +17,7 @@ import yaml
 from . import errors, openapi, tables
 from .errors import ApiError
 from .faults import FIELDS, Faults
+from .managed_update import manager_name
 from .request import Request, Stats
 from .selectors import combine, field_selector, label_selector
 from .store import Store
@@ -199,7 +200,7 @@ class Api:
             if rt.namespaced and not req.namespace:
                 raise errors.method_not_allowed(rt.plural, req.group)
             obj = self._object_body(req)
-            result = store.create(rt, obj, req.namespace, **writing)
+            result = store.create(rt, obj, req.namespace, **writing, manager=self._manager(req))
             return send(h, 201, result, warnings=self._warnings(req, warnings))
         if req.verb == "update":
             result = store.update(rt, self._object_body(req), req.namespace, req.name,
@@ -245,11 +246,24 @@ class Api:
         obj = req.json_body()
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
-        kind = obj.get("kind")
-        if kind and kind != req.rt.kind:
-            raise errors.bad_request(f"the kind of the object ({kind}) does not match the kind on the URL "
-                                     f"({req.rt.kind})")
+        kind, rt = obj.get("kind"), req.rt
+        if kind and kind != rt.kind:
+            # A built-in kind's decoder knows no such kind; a custom resource is decoded as it is and refused by
+            # its validation (apiextensions-apiserver customResourceValidator: "must be <Kind>").
+            if rt.builtin:
+                raise errors.bad_request(
+                    f'{kind} in version "{req.version}" cannot be handled as a {rt.kind}: no kind "{kind}" is '
+                    f'registered for version "{rt.api_version(req.version)}" in scheme "pkg/runtime/scheme.go:110"')
+            name = (obj.get("metadata") or {}).get("name") or ""
+            raise ApiError(422, "Invalid", f'{kind}.{rt.group} "{name}" is invalid: kind: Invalid value: "{kind}": '
+                                           f"must be {rt.kind}", name=name, group=rt.group, kind=kind,
+                           causes=[{"reason": "FieldValueInvalid", "message": f'Invalid value: "{kind}": must be '
+                                                                              f"{rt.kind}", "field": "kind"}])
         return obj
+
+    @staticmethod
+    def _manager(req: Request) -> str:
+        return manager_name(req.param("fieldManager"), req.headers.get("User-Agent"))
 
     @staticmethod
     def _delete_options(req: Request) -> dict:

@@ -26,8 +26,10 @@ from .defaults import BuiltinDefaults
 from .delete import Deletion
 from .errors import ApiError
 from .kinds import Registry, ResourceType
+from .managed_update import updated_entries
 from .patch import PatchError, json_patch, merge_patch
 from .selectors import Matcher
+from .typed import go_shape
 from .validation import Validator
 from .values import clone, now
 
@@ -190,22 +192,32 @@ class Store(ServerSideApply, Deletion, Watches):
             meta["namespace"] = namespace or meta.get("namespace") or "default"
         else:
             meta.pop("namespace", None)
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
         for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                     "generation"):
             meta.pop(key, None)
         if rt.has_status:
             obj.pop("status", None)  # status is written through /status only
-        if meta.get("name"):
-            self._defaults.apply(rt.key, obj, creating=True)
+        self._defaults.apply(rt.key, obj, creating=True)  # decoding comes before a name is generated
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
         return obj
 
-    def _create_locked(self, rt, obj, version, dry_run, strict, warnings) -> dict:
+    def _create_locked(self, rt, obj, version, dry_run, strict, warnings, manager: str | None = None) -> dict:
+        """Create in kube-apiserver's order: decoding's defaults (what the field manager records), mutating
+        admission, the registry's PrepareForCreate, validation, validating admission."""
         meta = obj["metadata"]
+        version = version or rt.versions[0]
+        self.admission.default("CREATE", rt, obj, None)
+        self.validator.apply_schema_defaults(rt, version, obj)
+        decoded = clone(obj) if manager else None
+        if decoded is not None:
+            self.validator.prune_unknown(rt, version, decoded)
+        meta["uid"] = str(uuid.uuid4())
         self.admission.mutate("CREATE", rt, obj, None, None)
-        warnings.extend(self.validator.check(rt, version or rt.versions[0], obj, strict=strict))
+        self._defaults.prepare_for_create(rt.key, obj)
+        warnings.extend(self.validator.check(rt, version, obj, strict=strict))
         self.admission.validate("CREATE", rt, obj, None, None)
+        self._go_shape(rt, version, obj)
         namespace = meta.get("namespace")
         if rt.namespaced:
             ns = self._stored(self.registry.by_key[_NAMESPACE_KEY], None, namespace)
@@ -217,8 +229,10 @@ class Store(ServerSideApply, Deletion, Watches):
                                name=meta["name"], group=rt.group, kind=rt.plural)
         if self._stored(rt, namespace, meta["name"]) is not None:
             raise errors.already_exists(rt.plural, rt.group, meta["name"])
-        meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
+        if decoded is not None:
+            meta["managedFields"] = updated_entries(rt, version, None, self._go_shape(rt, version, decoded), manager,
+                                                    schema=self._apply_schema(rt, version))
         if rt.has_generation:
             meta["generation"] = 1
         if dry_run:
@@ -226,12 +240,17 @@ class Store(ServerSideApply, Deletion, Watches):
         self.writes += 1
         return self._commit(rt, ADDED, obj)
 
+    def _go_shape(self, rt, version, obj: dict) -> dict:
+        return go_shape(rt, obj, self._apply_schema(rt, version))
+
     def create(self, rt: ResourceType, obj: dict, namespace: str | None = None, *, version: str | None = None,
-               dry_run: bool = False, strict: bool = False, warnings: list | None = None) -> dict:
+               dry_run: bool = False, strict: bool = False, warnings: list | None = None,
+               manager: str | None = None) -> dict:
+        """`manager`: the field manager that owns what the create set (metadata.managedFields); None records none."""
         obj = self._prepare_create(rt, obj, namespace, version)
         with self._lock:
             return self._out(rt, self._create_locked(rt, obj, version, dry_run, strict, [] if warnings is None
-                                                     else warnings), version)
+                                                     else warnings, manager), version)
 
     def _prepare_update(self, rt, old: dict, new: dict, subresource: str | None, keep_managed: bool = True) -> dict:
         if subresource == "status":
@@ -260,10 +279,12 @@ class Store(ServerSideApply, Deletion, Watches):
         return result
 
     def _finish_update(self, rt, version, old, new, dry_run, strict, warnings, subresource=None) -> dict:
+        self.admission.default("UPDATE", rt, new, subresource)
         self.admission.mutate("UPDATE", rt, new, old, subresource)
         warnings.extend(self.validator.check(rt, version or rt.versions[0], new, strict=strict, check_name=False,
                                              old=old))
         self.admission.validate("UPDATE", rt, new, old, subresource)
+        self._go_shape(rt, version or rt.versions[0], new)
         meta = new["metadata"]
         if rt.bumps_generation and _spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1

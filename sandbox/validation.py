@@ -1,6 +1,6 @@
 """Validation of objects as kube-apiserver does it (admission is `sandbox.admission`'s).
 
-- Core kinds: the Kubernetes OpenAPI schemas shipped in `kubernetes-validate` (the newest version it has),
+- Core kinds: the Kubernetes OpenAPI schemas shipped in `kubernetes-validate` (those of Kubernetes 1.34),
   loaded once per process; one compiled jsonschema validator per kind.
 - Custom kinds: each CRD version's `openAPIV3Schema` converted once to JSON Schema; its defaults are applied first
   and its CEL rules (`x-kubernetes-validations`) evaluated after (`sandbox.structural`). `format` is not asserted.
@@ -22,9 +22,12 @@ from pathlib import Path
 
 import jsonschema
 
+from .admission.core_specs import binary_data_error
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
-from .object_rules import cause, name_causes, quantity_causes, render
+from .object_meta import metadata_causes
+from .object_rules import cause, quantity_causes, render
+from .quantity import QUANTITY_ERROR
 from .structural import apply_defaults, cel_causes, has_keyword, re2_search
 
 
@@ -50,11 +53,14 @@ _SchemaValidator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, {"x-list-map-keys": _list_map_keys, "pattern": _re2_pattern})
 
 
+# The Kubernetes minor release whose built-in kinds the sandbox serves (the control plane it is measured against).
+KUBERNETES_SCHEMAS = "1.34.0"
+
+
 def _schema_dir() -> Path:
     import kubernetes_validate.utils as kv
 
-    base = Path(kv.__file__).parent / "kubernetes-json-schema"
-    return base / f"v{kv.latest_version()}-local-strict"
+    return Path(kv.__file__).parent / "kubernetes-json-schema" / f"v{KUBERNETES_SCHEMAS}-local-strict"
 
 
 @cache
@@ -100,6 +106,16 @@ def _core_validator(rt: ResourceType, version: str):
             else:
                 _validators[key] = None
         return _validators[key]
+
+
+def object_meta_schema() -> dict:
+    """ObjectMeta's published schema (its list types: finalizers a set, ownerReferences a map by uid), which a
+    custom resource's metadata follows whatever its CRD says of metadata."""
+    name = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    with _validators_lock:
+        if name not in _resolved_definitions:
+            _inline_refs({"$ref": f"#/$defs/{name}"}, _core_definitions()[1], _resolved_definitions)
+        return _resolved_definitions[name]
 
 
 def convert_crd_schema(node: dict, *, top: bool = False) -> dict:
@@ -229,6 +245,9 @@ def _error_cause(error) -> dict:
     if kind == "pattern":
         return cause(field, f"Invalid value: {render(value)}: {field} in body should match "
                              f"'{error.validator_value}'")
+    if kind == "minItems":  # kube-openapi's TooFewItems
+        return cause(field, f"Invalid value: {len(value)}: {field} in body should have at least "
+                             f"{error.validator_value} items")
     if kind in ("maxLength", "maxItems", "maxProperties"):
         return cause(field, f"Too long: may not have more than {error.validator_value} "
                              f"{'bytes' if kind == 'maxLength' else 'items'}", "FieldValueTooLong")
@@ -236,6 +255,22 @@ def _error_cause(error) -> dict:
         return cause(field, "Duplicate value: " + (render(value) if kind == "uniqueItems" else error.message[17:]),
                       "FieldValueDuplicate")
     return cause(field, f"Invalid value: {render(value)}: {error.message}")
+
+
+# The errors after which a custom resource's CEL rules are not evaluated.
+_BLOCKING = {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+             "FieldValueTypeInvalid"}
+
+
+def _decodes_to_zero(error) -> bool:
+    """A built-in kind's missing number or boolean is its Go zero value once decoded: `required` in its OpenAPI
+    only says the field has no `omitempty` (a PriorityClass without `value` has value 0)."""
+    if error.validator != "required":
+        return False
+    missing = re.match(r"'(.*)' is a required property", error.message)
+    wanted = ((error.schema.get("properties") or {}).get(missing.group(1)) or {}).get("type") if missing else None
+    wanted = wanted if isinstance(wanted, list) else [wanted]
+    return bool(set(wanted) & {"integer", "number", "boolean"})
 
 
 def _prune(obj: dict, error) -> None:
@@ -260,6 +295,19 @@ class Validator:
     def schema_validator(self, rt: ResourceType, version: str):
         return _core_validator(rt, version) if rt.builtin else _crd_validator(rt, version)
 
+    def apply_schema_defaults(self, rt: ResourceType, version: str, obj: dict) -> None:
+        """A custom kind's structural-schema defaults, as decoding applies them."""
+        schema = None if rt.builtin else rt.crd_schemas.get(version)
+        if schema is not None and _flags(schema)[0]:
+            apply_defaults(schema, obj)
+
+    def prune_unknown(self, rt: ResourceType, version: str, obj: dict) -> None:
+        """Drop the fields the kind does not know, as decoding does (the write's field manager never owns them)."""
+        validator = self.schema_validator(rt, version)
+        for error in validator.iter_errors(obj) if validator is not None else ():
+            if error.validator == "additionalProperties" and error.validator_value is False:
+                _prune(obj, error)
+
     def problems(self, rt: ResourceType, version: str, obj: dict, *, check_name: bool = True, old: dict | None = None):
         """(unknown-field errors, causes) for `obj`, without deciding what they mean; a custom kind's schema
         defaults are applied to `obj` first, and its CEL rules see `old` (the object before an update)."""
@@ -267,18 +315,23 @@ class Validator:
         schema = None if rt.builtin else rt.crd_schemas.get(version)
         if schema is not None and _flags(schema)[0]:
             apply_defaults(schema, obj)
-        causes = name_causes(meta.get("name"), rt.name_rule) if check_name else []
+        causes = metadata_causes(meta, rt.name_rule, builtin=rt.builtin, creating=check_name)
         unknown = []
         validator = self.schema_validator(rt, version)
         if validator is not None:
             for error in validator.iter_errors(obj):
                 if error.validator == "additionalProperties" and error.validator_value is False:
                     unknown.append(error)
-                else:
+                elif not (rt.builtin and _decodes_to_zero(error)):
                     causes.append(_error_cause(error))
         causes.extend(quantity_causes(obj))
-        if schema is not None and _flags(schema)[1] and not causes:
-            causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
+        if schema is not None and _flags(schema)[1]:
+            if any(c["reason"] in _BLOCKING for c in causes):
+                # apiextensions-apiserver strategy.go hasBlockingErr: the rules are skipped, and that is said.
+                causes.append(cause("<nil>", "Invalid value: null: some validation rules were not checked because the "
+                                             "object was invalid; correct the existing errors to complete validation"))
+            else:
+                causes.extend(cel_causes(schema, obj) if old is None else cel_causes(schema, obj, old))
         return unknown, causes
 
     def check(self, rt: ResourceType, version: str, obj: dict, *, strict: bool, check_name: bool = True,
@@ -288,6 +341,14 @@ class Validator:
         Without strict, unknown fields are removed from `obj` in place (pruning) and reported as warnings.
         """
         unknown, causes = self.problems(rt, version, obj, check_name=check_name, old=old)
+        binary = binary_data_error(obj) if rt.key == ("", "ConfigMap") else None
+        if binary:
+            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                                              f"{binary}")
+        if rt.builtin and any(QUANTITY_ERROR in c["message"] for c in causes):
+            # A built-in kind's quantities are parsed as it is decoded: the request is refused before validation.
+            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                                              f"{QUANTITY_ERROR}")
         unknown_paths = [path for error in unknown for path in _unknown_paths(error)]
         if strict and unknown_paths:
             raise ApiError(400, "BadRequest", _strict_message(rt, version, unknown_paths))

@@ -71,3 +71,11 @@ class ScrapeShape(models.TextChoices):
     EITHER = "", "Detect from the series"
     DIRECT = "direct", "honorLabels: true (namespace, pod)"
     EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"
+
+
+class IdleAction(models.TextChoices):
+    """What the idle rule may do to a tier's running batch jobs whose GPUs do no work (workspaces always follow it)."""
+
+    NONE = "", "Nothing"
+    WARN = "warn", "Warn the submitter"
+    SUSPEND = "suspend", "Warn, then stop the job"

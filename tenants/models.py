@@ -9,6 +9,7 @@ from django.db import models
 
 from .choices import (
     Connection,
+    IdleAction,
     MembershipSource,
     MigStrategy,
     PreemptionPolicy,
@@ -19,7 +20,7 @@ from .choices import (
     TeamState,
 )
 from .reconciled import Reconciled
-from .records import AccessToken, AuditEvent, IdempotencyKey  # noqa: F401 - models of this app: registered by being imported here
+from .records import AccessToken, AuditEvent, IdempotencyKey, TeamWebhook, WebhookDelivery  # noqa: F401 - registered here
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
 from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels
 
@@ -267,6 +268,11 @@ class PriorityTier(models.Model):
     )
     description = models.CharField(max_length=200, blank=True)
     is_default = models.BooleanField(default=False)
+    idle_action = models.CharField(
+        max_length=10, choices=IdleAction.choices, default=IdleAction.NONE, blank=True,
+        help_text="What the idle rule does to running batch jobs of this tier whose GPUs do no work: nothing, warn "
+                  "their submitters, or warn and then stop them (for preemptible tiers).",
+    )
 
     class Meta:
         ordering = ["-value"]

@@ -106,3 +106,41 @@ class IdempotencyKey(models.Model):
 
     def __str__(self):
         return f"{self.user_id}:{self.key}"
+
+
+class TeamWebhook(models.Model):
+    """Where a team wants to hear, as JSON, that work is being lost (a job preempted or evicted, a workspace warned,
+    suspended or its volume deleted), signed with the team's secret.
+
+    The secret is kept as it is: the portal must sign with it on every delivery, which a hash could not do. It is
+    shown to team admins once when set or rotated, and never in lists, the API or the admin."""
+
+    team = models.OneToOneField("tenants.Team", on_delete=models.CASCADE, related_name="webhook")
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=100, editable=False)
+    active = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"{self.team.slug} → {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One notice sent (or being retried) to a team's webhook: what, where, and how it went."""
+
+    team = models.ForeignKey("tenants.Team", on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event = models.CharField(max_length=60)
+    payload = models.JSONField()
+    url = models.CharField(max_length=500)
+    attempts = models.PositiveIntegerField(default=0)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["team", "-created_at"], name="webhook_delivery_team_newest")]
+
+    def __str__(self):
+        return f"{self.team_id} {self.event} {self.created_at:%Y-%m-%d %H:%M}"

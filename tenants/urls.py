@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import console_views, views
+from . import console_views, views, webhook_views
 
 app_name = "tenants"
 
@@ -11,6 +11,7 @@ CLUSTER_OBJECT = "<str:group>/<str:version>/<str:kind>/<str:object_name>/"
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/webhook/", webhook_views.team_webhook, name="team-webhook"),
     path("teams/<slug:slug>/members/add/", views.membership_add, name="membership-add"),
     path("teams/<slug:slug>/members/role/", views.membership_update, name="membership-update"),
     path("teams/<slug:slug>/members/remove/", views.membership_remove, name="membership-remove"),

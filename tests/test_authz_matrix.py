@@ -74,6 +74,7 @@ def rule(*roles, outsider=404, denied=403, ok=None) -> Rule:
 ANYONE = rule("viewer", "member", "team_admin", "outsider", "platform_admin")
 TEAM_READ = rule(*TEAM_ROLES)
 TEAM_WRITE = rule("member", "team_admin", "platform_admin")
+TEAM_WRITE_CONFLICT = rule("member", "team_admin", "platform_admin", ok=(409,))
 TEAM_ADMIN = rule("team_admin", "platform_admin")
 PLATFORM = rule("platform_admin", outsider=403)
 RESIZERS = rule("team_admin", "outsider", "platform_admin")
@@ -114,6 +115,21 @@ def _end_job(w: World) -> None:
 
 def _newbie(w: World) -> None:
     UserFactory(username="newbie")
+
+
+def _workspace(w: World) -> None:
+    from tenants.models import PriorityTier
+    from workspaces.models import Workspace
+
+    Workspace.objects.create(team=w.team, cluster=w.cluster, flavor=w.flavor, owner=w.member, name="nb",
+                             priority_tier=PriorityTier.objects.get(is_default=True), image="jupyter/lab:1",
+                             access_hash="sha256:salt:digest", run=w.job)
+
+
+def workspace(w: World) -> dict:
+    from workspaces.models import Workspace
+
+    return {"pk": Workspace.objects.get(name="nb").pk}
 
 
 def _template(w: World) -> None:
@@ -191,6 +207,7 @@ MATRIX = {
     "api:quota-request-evidence": Row(quota_request, {"get": TEAM_READ}),
     # Team admins see their own teams' rows (another team's admin too: its own); members and viewers are refused.
     "api:rightsizing": Row(none, {"get": RESIZERS}),
+    "api:fair-sharing-what-if": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "api:reservation-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _booking}),
     "api:reservation-detail": Row(reservation, {"get": TEAM_READ}, setup=_reservation),
     "api:reservation-cancel": Row(reservation, {"post": TEAM_WRITE}, setup=_reservation),
@@ -200,6 +217,15 @@ MATRIX = {
     "api:calendar": Row(lambda w: {}, {"get": ANYONE}),
     "api:job-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE}, data={"post": _submit}),
     "api:job-detail": Row(job, {"get": TEAM_READ}),
+    "api:workspace-list": Row(none, {"get": ANYONE, "post": TEAM_WRITE},
+                              data={"post": lambda w: {"team": "nlp", "name": "nb2", "flavor": "h100",
+                                                       "image": settings.WORKSPACE_IMAGES["jupyterlab"][0]}}),
+    "api:workspace-images": Row(none, {"get": ANYONE}),
+    "api:workspace-detail": Row(workspace, {"get": TEAM_READ, "delete": TEAM_WRITE}, setup=_workspace),
+    "api:workspace-suspend": Row(workspace, {"post": TEAM_WRITE}, setup=_workspace),
+    # Allowed, and refused on its merits: the world's workspace is neither suspended nor warned.
+    "api:workspace-resume": Row(workspace, {"post": TEAM_WRITE_CONFLICT}, setup=_workspace),
+    "api:workspace-keep": Row(workspace, {"post": TEAM_WRITE_CONFLICT}, setup=_workspace),
     "api:job-cancel": Row(job, {"post": TEAM_WRITE}),
     "api:job-resubmit": Row(job, {"post": TEAM_WRITE}, setup=_end_job),
     "api:job-yaml": Row(job, {"get": TEAM_READ}),
@@ -234,6 +260,7 @@ MATRIX = {
     "tenants:team-set-state": Row(team, {"post": PLATFORM}, data={"post": lambda w: {"state": "suspended"}}),
     "tenants:team-delete-namespaces": Row(team, {"post": PLATFORM}),
     "tenants:audit-list": Row(none, {"get": PLATFORM}),
+    "console-health": Row(none, {"get": PLATFORM}),
     "tenants:token-list": Row(none, {"get": ANYONE, "post": ANYONE}, data={"post": lambda w: {"name": "ci"}}),
     # A token is its owner's alone: everyone else is told it does not exist.
     "tenants:token-revoke": Row(lambda w: {"pk": w.token.pk}, {"post": rule("member", denied=404)},
@@ -281,9 +308,21 @@ MATRIX = {
     "jobs:job-submit": Row(lambda w: {"slug": "nlp", "kind": "batch"}, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     "jobs:template-delete": Row(lambda w: {"slug": "nlp", "pk": JobTemplate.objects.get(name="nightly").pk},
                                 {"post": TEAM_WRITE}, setup=_template),
+    "tenants:team-webhook": Row(team, {"get": TEAM_ADMIN, "post": TEAM_ADMIN},
+                                data={"post": lambda w: {"url": "http://127.0.0.1/hook"}}),
+    # --- workspaces pages -------------------------------------------------------------------------------------
+    "workspaces:workspace-list": Row(none, {"get": ANYONE}),
+    "workspaces:workspace-detail": Row(workspace, {"get": TEAM_READ}, setup=_workspace),
+    # Owned by the member: the owner and the team's admins may act on it.
+    "workspaces:workspace-action": Row(lambda w: {**workspace(w), "action": "suspend"}, {"post": TEAM_WRITE},
+                                       setup=_workspace),
+    "workspaces:workspace-create": Row(team, {"get": TEAM_WRITE, "post": TEAM_WRITE}),
     # --- billing pages ----------------------------------------------------------------------------------------
     "billing:team-usage": Row(team, {"get": TEAM_READ}),
+    "billing:usage-explore": Row(team, {"get": TEAM_READ}),
     "billing:budget-set": Row(team, {"post": TEAM_ADMIN}),
+    "billing:allowance-set": Row(team, {"post": PLATFORM_ON_TEAM_OBJECT}),
+    "billing:override-grant": Row(team, {"post": PLATFORM_ON_TEAM_OBJECT}),
     "billing:team-statement": Row(lambda w: {"slug": "nlp", "month": month(w)}, {"get": TEAM_READ}),
     "billing:team-statement-export": Row(lambda w: {"slug": "nlp", "month": month(w), "fmt": "csv"},
                                          {"get": TEAM_READ}),
@@ -293,6 +332,7 @@ MATRIX = {
     "billing:console-statements-csv": Row(lambda w: {"month": month(w)}, {"get": PLATFORM}),
     "billing:console-rates": Row(none, {"get": PLATFORM, "post": PLATFORM}),
     "billing:cluster-signal": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
+    "billing:fair-sharing-what-if": Row(lambda w: {"name": "east"}, {"get": PLATFORM}),
     "billing:job-activity": Row(job, {"get": TEAM_READ}),
 }
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from billing import selectors as billing_selectors
 from jobs import services as job_services
@@ -217,3 +218,58 @@ def test_links_are_offered_only_to_roles_that_can_use_them(browser, live_server,
     page.goto(f"{base}/teams/nlp/quota/")
     page.locator("button:has-text('Withdraw')").wait_for()
     page.close()
+
+
+def test_the_job_page_draws_its_gpus_activity_and_memory_at_both_widths(browser, live_server, world):
+    """A job's GPUs over time as Run:ai shows them: utilisation, SM and tensor-pipe activity and memory per GPU,
+    drawn from the collected hours when the section scrolls into view, inside the screen on a desktop and a phone."""
+    from billing import activity
+    from billing.models import JobUsageHour
+
+    job, member = world["job"], world["member"]
+    member.set_password(PASSWORD)
+    member.save()
+    start = billing_selectors.floor_hour(job.submitted_at) + timedelta(hours=1)
+    for n, (sm, tensor, memory) in enumerate([(0.9, 0.6, 60.0), (0.85, 0.0, 62.0), (0.02, 0.0, 70.0)]):
+        JobUsageHour.objects.create(job=job, flavor=job.flavor, hour=start + timedelta(hours=n),
+                                    allocated_gpu_hours=8, used_gpu_hours=Decimal(8 * sm), utilisation_avg=sm,
+                                    utilisation_signal=activity.SM_ACTIVE, sm_active_avg=sm,
+                                    tensor_active_avg=tensor, gpu_memory_used_gib_avg=memory * 8)
+    for width in (1440, 390):
+        page = signed_in(browser, live_server.url, member.username, width)
+        page.goto(f"{live_server.url}/jobs/{job.pk}/")
+        page.locator("#activity-slot").scroll_into_view_if_needed()
+        page.wait_for_selector("#activity-chart .main-svg")
+        legend = page.locator("#activity-chart .legendtext").evaluate_all("els => els.map(e => e.textContent)")
+        assert legend == ["utilisation", "SM activity", "tensor pipe", "memory per GPU (GiB)"], legend
+        drawn = page.locator("#activity-chart").bounding_box()
+        assert drawn["x"] >= 0 and drawn["x"] + drawn["width"] <= width and drawn["height"] > 200, (width, drawn)
+        fit = page.evaluate(OVERFLOW)  # the waiting job's "what would start it sooner" table scrolls in its box
+        assert fit["out"] == [] and fit["scroll"] <= width, (width, fit)
+        page.locator("#activity-slot summary").click()  # the figures behind the chart, one row an hour
+        assert page.locator("#activity-table tbody tr").count() == 3
+        page.close()
+
+
+def test_the_usage_explorer_drills_down_and_fits_both_widths(browser, live_server, world):
+    """Team → flavor → job, each step a link whose address is the view; the range picker keeps the drill-down."""
+    member = world["member"]
+    member.set_password(PASSWORD)
+    member.save()
+    today = timezone.now().date()
+    for width in (1440, 390):
+        page = signed_in(browser, live_server.url, member.username, width)
+        page.goto(f"{live_server.url}/teams/nlp/usage/")
+        page.click("#explore-link")
+        page.wait_for_selector("#explore-table")
+        first = (today - timedelta(days=29)).isoformat()  # the world's usage is early in the month
+        page.fill("#id_start", first)
+        page.click("#range-form button")
+        page.wait_for_url(lambda url, first=first: f"start={first}" in url)
+        page.click("#explore-table a >> text=h100")
+        page.wait_for_url(lambda url, first=first: "flavor=h100" in url and f"start={first}" in url)  # range kept
+        assert page.locator("#explore-path").inner_text().endswith("h100")
+        page.wait_for_selector("#explore-chart .main-svg")
+        fit = page.evaluate(OVERFLOW)
+        assert fit["out"] == [] and fit["scroll"] <= width, (width, fit)
+        page.close()

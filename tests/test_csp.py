@@ -3,10 +3,14 @@ bars), the API docs (Swagger UI, Redoc) and the Django admin load with no CSP vi
 from any other host, and still work (charts drawn, bars sized, docs rendered)."""
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from billing.selectors import floor_hour
 from tests.api.world import build_world
+from tests.factories import UsageHourFactory
 from tests.test_browser import login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -54,6 +58,11 @@ PAGES = ["/", "/teams/nlp/", "/teams/nlp/quota/", "/teams/nlp/quota/request/", "
 
 def test_every_main_page_passes_the_content_security_policy(browser, live_server):
     world = build_world()
+    first = floor_hour(timezone.now()).replace(day=1, hour=0)  # usage this month, so the heatmap is drawn
+    for team in (world.team, world.other_team):
+        for day in range(3):
+            UsageHourFactory(team=team, flavor=world.flavor, hour=first + timedelta(days=day), allocated_gpu_hours=8,
+                             used_gpu_hours=2 + day)
     base = live_server.url
     context = browser.new_context()
     context.add_init_script(RECORD_VIOLATIONS)
@@ -69,6 +78,8 @@ def test_every_main_page_passes_the_content_security_policy(browser, live_server
             failures[path] = seen
         if path == "/teams/nlp/usage/" or path == "/console/usage/":
             assert page.locator(".plotly-chart .main-svg").count() >= 2, f"charts not drawn on {path}"
+        if path == "/console/usage/":  # the heatmap's bitmap is scaled up sharp, not smoothed into a blur
+            assert page.locator("#heatmap image").evaluate("e => getComputedStyle(e).imageRendering") == "pixelated"
         if path == "/console/capacity/":
             assert page.locator(".bar-guaranteed").first.evaluate("e => e.style.width").endswith("%")
         if path == "/api/docs/":

@@ -1,7 +1,8 @@
 """Screenshots of the main pages at desktop and phone widths, for comparing one change with the next.
 
-Run against a running demo (`make run`, then `make screenshots`); writes PNGs into a git-ignored folder and prints,
-for every page, whether it scrolls sideways at that width.
+Run against a running demo (`make run`, then `make screenshots`); writes full-page PNGs into a git-ignored folder and
+prints, for every page, whether it scrolls sideways at that width. With `--docs DIR` it also writes the first screen
+of the pages the documentation shows (DOCS) into DIR (the committed docs/images/), under stable names.
 """
 
 import argparse
@@ -15,6 +16,21 @@ from playwright.sync_api import sync_playwright
 
 PASSWORD = "demo-gpu-portal"
 WIDTHS = {"desktop": 1440, "phone": 390}
+# The pages the documentation shows (docs/*.md), by the file name they are shown under: `<name>-1440.png` and
+# `<name>-390.png`. Only the first screen is kept, so the committed images stay small.
+DOCS = {
+    ("erin", "/jobs/"): "jobs",
+    ("erin", "/teams/nlp/jobs/new/pytorch/"): "submit-pytorch",
+    ("erin", "job:pretrain-7b"): "job-waiting",
+    ("erin", "/queue/gpu-east/"): "queue",
+    ("erin", "/teams/nlp/quota/"): "team-quota",
+    ("erin", "/teams/nlp/usage/"): "team-usage",
+    ("erin", "/tokens/"): "tokens",
+    ("admin", "/console/capacity/"): "console-capacity",
+    ("admin", "/console/approvals/"): "console-approvals",
+}
+
+
 # (user, path): the pages a platform admin, a team admin, a team member and a viewer meet first. A name in a path
 # ("job:<name>") is the demo job of that name, found on the jobs page.
 PAGES = [
@@ -46,8 +62,7 @@ PAGES = [
     ("erin", "/queue/gpu-east/"),
     ("admin", "/queue/gpu-west/"),
 ]
-
-
+PAGES += [page for page in DOCS if page not in PAGES]
 def _name(user: str, path: str, width: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", path.lower()).strip("-") or "home"
     return f"{user}-{slug}-{width}.png"
@@ -63,9 +78,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", default="http://127.0.0.1:8000")
     parser.add_argument("--out", default="screenshots")
+    parser.add_argument("--docs", help="also write the documentation's screenshots (DOCS) into this folder")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    docs = Path(args.docs) if args.docs else None
+    if docs:
+        docs.mkdir(parents=True, exist_ok=True)
     chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
     wide = []
     with sync_playwright() as p:
@@ -96,6 +115,9 @@ def main(argv=None) -> int:
                 except PlaywrightTimeout:
                     pass
                 page.screenshot(path=str(out / _name(user, label, width_name)), full_page=True)
+                if docs and (user, label) in DOCS:
+                    page.evaluate("window.scrollTo(0, 0)")
+                    page.screenshot(path=str(docs / f"{DOCS[user, label]}-{width}.png"))
                 scroll = page.evaluate("document.documentElement.scrollWidth")
                 if scroll > width:
                     wide.append(f"{user} {path} at {width} px: page is {scroll} px wide")

@@ -5,6 +5,7 @@ times) normalised."""
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 # Metadata every server fills in its own way (identity, versions, clocks): compared only as present or absent.
 VOLATILE_METADATA = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName")
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TIME_KEYS = ("lastTransitionTime", "lastUpdateTime", "lastProbeTime", "time", "startTime", "completionTime")
 
 
@@ -59,11 +61,20 @@ def reduce(status: int, body: dict) -> dict:
     """What is compared of one answer."""
     if body.get("kind") == "Status" or status >= 300:
         details = body.get("details") or {}
-        causes = sorted((c.get("field", ""), c.get("reason", ""), c.get("message", ""))
+        causes = sorted([c.get("field", ""), c.get("reason", ""), c.get("message", "")]  # lists, as JSON keeps them
                         for c in details.get("causes") or [])
         return {"code": status, "reason": body.get("reason", ""), "message": body.get("message", ""),
                 "causes": causes}
-    obj = json.loads(json.dumps(body))
+    meta = body.get("metadata") or {}
+    raw = json.dumps(body)
+    if meta.get("uid"):  # the uid, wherever a server copies it
+        raw = raw.replace(f'"{meta["uid"]}"', '"<uid>"')
+    generated, prefix = meta.get("name", ""), meta.get("generateName")
+    if prefix and generated.startswith(prefix):  # a generated name's random suffix, wherever it is copied
+        raw = raw.replace(f'"{generated}"', f'"{prefix}<random>"')
+    elif UUID.match(generated):  # a name the registry made up (a LimitRange without one)
+        raw = raw.replace(f'"{generated}"', '"<uuid>"')
+    obj = json.loads(raw)
     if obj.get("kind", "").endswith("List"):
         return {"code": status, "kind": obj["kind"], "items": len(obj.get("items") or [])}
     meta = obj.get("metadata") or {}

@@ -1,6 +1,6 @@
 """Python client for the GPU Portal API."""
 
-from .client import Job, Portal
+from .client import Job, Portal, Workspace
 from .errors import (
     AuthenticationError,
     JobFailed,
@@ -13,4 +13,4 @@ from .errors import (
 )
 
 __all__ = ["AuthenticationError", "Job", "JobFailed", "NotFound", "PermissionDenied", "Portal", "PortalError",
-           "RateLimited", "ServerError", "ValidationError"]
+           "RateLimited", "ServerError", "ValidationError", "Workspace"]

@@ -171,6 +171,26 @@ class Portal:
         """Job summaries, newest first; filters: team, state, kind, user, flavor, cluster, submitted_after/before."""
         return self.pages("jobs/", **filters)
 
+    # --- workspaces -------------------------------------------------------------------------------------------
+
+    def workspace_images(self) -> dict:
+        """The images the platform offers per tool, and whether any image is allowed."""
+        return self.get("workspaces/images/")
+
+    def start_workspace(self, *, name: str, image: str, flavor: str, tool: str = "jupyterlab", gpus: int = 1,
+                        volume_gib: int = 50, team: str | None = None, **options) -> Workspace:
+        """Start a JupyterLab ('jupyterlab') or VS Code ('code-server') workspace; `options`: cpu, memory_gib,
+        priority, cluster. Its `access_token` is in this answer only: keep it."""
+        body = {"team": team or self.default_team(), "name": name, "image": image, "flavor": flavor, "tool": tool,
+                "gpus": gpus, "volume_gib": volume_gib, **options}
+        return Workspace(self, self.post("workspaces/", body))
+
+    def workspace(self, workspace_id: int) -> Workspace:
+        return Workspace(self, self.get(f"workspaces/{int(workspace_id)}/"))
+
+    def workspaces(self) -> list[dict]:
+        return self.get("workspaces/")
+
     # --- usage and cost ---------------------------------------------------------------------------------------
 
     def usage(self, team: str | None = None, **params) -> dict:
@@ -181,6 +201,12 @@ class Portal:
         """A team's monthly statement (month as 'YYYY-MM'; the current month by default)."""
         month = month or datetime.now(UTC).strftime("%Y-%m")
         return self.get(f"teams/{team or self.default_team()}/statements/{month}/")
+
+    def budget(self, team: str | None = None, month: str | None = None) -> dict:
+        """A team's budget and spend for a month, and what holds its new jobs now: `held`, `holds` (each with the
+        sentence, how far over, and who can lift it) and `allowances` (GPU-hours used of each over its window)."""
+        params = {"month": month} if month else {}
+        return self.get(f"teams/{team or self.default_team()}/budget/", **params)
 
 
 class Job:
@@ -260,3 +286,48 @@ class Job:
 
 
 __all__ = ["Job", "Portal", "PortalError"]
+
+
+class Workspace:
+    """A workspace; attributes mirror the API's fields (ws.stage, ws.url, ws.port_forward, …) as of the last
+    refresh. `access_token` is there only on the workspace `Portal.start_workspace` returned."""
+
+    def __init__(self, portal: Portal, data: dict):
+        self.portal = portal
+        self.data = data
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["data"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        return f"<Workspace {self.data['id']} {self.data['team']}/{self.data['name']} {self.data['stage']}>"
+
+    def _act(self, action: str) -> Workspace:
+        token = self.data.get("access_token")
+        self.data = self.portal.post(f"workspaces/{self.data['id']}/{action}/")
+        if token:
+            self.data["access_token"] = token
+        return self
+
+    def refresh(self) -> Workspace:
+        token = self.data.get("access_token")
+        self.data = self.portal.get(f"workspaces/{self.data['id']}/")
+        if token:
+            self.data["access_token"] = token
+        return self
+
+    def suspend(self) -> Workspace:
+        return self._act("suspend")
+
+    def resume(self) -> Workspace:
+        return self._act("resume")
+
+    def keep_running(self) -> Workspace:
+        return self._act("keep")
+
+    def delete(self) -> Workspace:
+        self.data = self.portal.request("DELETE", f"workspaces/{self.data['id']}/")
+        return self

@@ -43,11 +43,15 @@ class Admission:
             return _KUEUE_MARKER in self.store.registry.by_key
         return True
 
+    @staticmethod
+    def default(op: str, rt, obj: dict, subresource: str | None) -> None:
+        """The defaults of decoding a built-in kind (before the write's field manager records what it sets)."""
+        if rt.builtin and not subresource:
+            core.mutate(op, rt.key, obj)
+
     def mutate(self, op: str, rt, obj: dict, old: dict | None, subresource: str | None) -> None:
         if subresource:
             return
-        if rt.builtin:
-            core.mutate(op, rt.key, obj)
         for fn in self._mutators.get(rt.key, ()):
             fn(op, obj)
         if rt.key == POD_KEY and op == "CREATE":

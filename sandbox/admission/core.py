@@ -14,7 +14,8 @@ Sources (Kubernetes 1.33, the version the sandbox reports):
 
 from __future__ import annotations
 
-from ..quantity import parse_quantity
+from ..quantity import canonical, parse_quantity
+from . import core_specs as specs
 from . import fields as f
 from . import podspec
 
@@ -34,6 +35,13 @@ def _hugepages(name: str) -> bool:
     return name.split(".", 1)[-1].startswith("hugepages-")
 
 
+def _overcommit_allowed(name: str) -> bool:
+    """IsOvercommitAllowed: a native resource (no domain, or kubernetes.io's) other than hugepages."""
+    prefix = name.split("/", 1)[0] if "/" in name else ""
+    native = not prefix or prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io")
+    return native and not _hugepages(name)
+
+
 def is_extended_resource(name: str) -> bool:
     """IsExtendedResourceName: outside the kubernetes.io domain and not a quota `requests.` name."""
     if "/" not in name or name.startswith("requests."):
@@ -43,10 +51,10 @@ def is_extended_resource(name: str) -> bool:
 
 
 def _resource_name_causes(name: str, field: str, standard: set[str], message: str) -> list[dict]:
+    """validateResourceName (a qualified name, else a standard resource type), then the kind's own list, which
+    is checked even of a name that is not qualified."""
     causes = [f.invalid(field, name, m) for m in f.is_qualified_name(name)]
-    if causes:
-        return causes
-    if "/" not in name and name not in _STANDARD_RESOURCES and not _hugepages(name):
+    if not causes and "/" not in name and name not in _STANDARD_RESOURCES and not _hugepages(name):
         causes.append(f.invalid(field, name, "must be a standard resource type or fully qualified"))
     if "/" not in name and name not in standard and not _hugepages(name):
         causes.append(f.invalid(field, name, message))
@@ -90,13 +98,16 @@ def _resources_causes(resources: dict, field: str) -> list[dict]:
             limit = parse_quantity(limits[name]) if name in limits else None
         except (ValueError, TypeError):
             continue  # reported by the quantity check
-        if is_extended_resource(name):
+        # Both comparisons are reported at the requests map, with the quantities as Quantity.String() writes them.
+        shown, bound = canonical(value), canonical(limits[name]) if limit is not None else ""
+        if not _overcommit_allowed(name):
             if limit is None:
                 causes.append(f.required(f"{field}.limits", "Limit must be set for non overcommitable resources"))
             elif request != limit:
-                causes.append(f.invalid(path, str(value), f"must be equal to {name} limit of {limits[name]}"))
+                causes.append(f.invalid(f"{field}.requests", shown, f"must be equal to {name} limit of {bound}"))
         elif limit is not None and request > limit:
-            causes.append(f.invalid(path, str(value), f"must be less than or equal to {name} limit of {limits[name]}"))
+            causes.append(f.invalid(f"{field}.requests", shown, f"must be less than or equal to {name} limit of "
+                                                                 f"{bound}"))
     return causes
 
 
@@ -148,6 +159,7 @@ def pod_spec_causes(spec, field: str, restart_policies=("Always", "OnFailure", "
         return []
     names: set = set()
     causes, volumes = podspec.volumes_causes(spec.get("volumes"), f"{field}.volumes")
+    causes += specs.containers_required_causes(spec, field)
     causes += _containers_causes(spec.get("containers"), f"{field}.containers", names, volumes)
     causes += _containers_causes(spec.get("initContainers"), f"{field}.initContainers", names, volumes)
     policy = spec.get("restartPolicy")
@@ -182,6 +194,10 @@ def default_pod_spec(spec) -> None:
             for port in ctr.get("ports") or ():
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
+            for env in ctr.get("env") or ():  # SetDefaults_ObjectFieldSelector
+                ref = (env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) else None
+                if isinstance(ref, dict):
+                    ref.setdefault("apiVersion", "v1")
 
 
 def _template_spec(obj: dict, *path: str):
@@ -195,8 +211,9 @@ def _template_spec(obj: dict, *path: str):
 
 def _job_causes(obj: dict, old: dict | None) -> list[dict]:
     spec = obj.get("spec") or {}
-    causes = pod_spec_causes(_template_spec(obj, "spec", "template", "spec"), "spec.template.spec",
-                             ("OnFailure", "Never"))
+    causes = specs.job_spec_causes(spec)
+    causes += pod_spec_causes(_template_spec(obj, "spec", "template", "spec"), "spec.template.spec",
+                              ("OnFailure", "Never"))
     indexed = spec.get("completionMode") == "Indexed"
     if indexed:
         if spec.get("completions") is None:
@@ -232,11 +249,25 @@ def default_job(obj: dict) -> None:
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    spec.setdefault("manualSelector", False)
     template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
     labels = (template.get("metadata") or {}).get("labels")
     if labels and not obj["metadata"].get("labels"):
         obj["metadata"]["labels"] = dict(labels)
     default_pod_spec(template.get("spec"))
+
+
+def _namespace_causes(obj: dict) -> list[dict]:
+    """ValidateNamespace: each of spec.finalizers a qualified name, and a standard one when it has no domain."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    finalizers = [v for v in spec.get("finalizers") or () if isinstance(v, str)]
+    causes = []
+    for value in finalizers:
+        causes += [f.invalid("spec.finalizers", value, m) for m in f.is_qualified_name(value)]
+        if "/" not in value and value not in f.STANDARD_FINALIZERS:
+            causes.append(f.invalid("spec.finalizers", value, "name is neither a standard finalizer name nor is it "
+                                                              "fully qualified"))
+    return causes
 
 
 def _quota_causes(obj: dict) -> list[dict]:
@@ -245,11 +276,7 @@ def _quota_causes(obj: dict) -> list[dict]:
     for name in spec.get("hard") or {}:
         causes.extend(_resource_name_causes(name, f"spec.hard[{name}]", _STANDARD_QUOTA,
                                             "must be a standard resource for quota"))
-    scopes = set(spec.get("scopes") or ())
-    for pair in (("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")):
-        if set(pair) <= scopes:
-            causes.append(f.invalid("spec.scopes", spec.get("scopes"), "conflicting scopes"))
-    return causes
+    return causes + specs.quota_scope_causes(spec, _STANDARD_QUOTA)
 
 
 def default_limit_range(obj: dict) -> None:
@@ -279,6 +306,43 @@ def _q(values: dict, key: str):
         return None
 
 
+def _text(values: dict, key: str) -> str:
+    """The quantity as Quantity.String() writes it (what upstream's messages show)."""
+    try:
+        return canonical(values[key])
+    except (ValueError, TypeError):
+        return str(values[key])
+
+
+def _limit_causes(path: str, lo: dict, hi: dict, default: dict, request: dict) -> list[dict]:
+    """validateLimitRange's comparisons, in its order; note upstream shows the min (or max) as the bad value of a
+    default below the min (or above the max)."""
+    causes = []
+    for key in sorted(set(lo) | set(hi) | set(default) | set(request)):
+        mn, mx, df, dr = _q(lo, key), _q(hi, key), _q(default, key), _q(request, key)
+        tmn, tmx = (_text(lo, key) if mn is not None else ""), (_text(hi, key) if mx is not None else "")
+        tdf, tdr = (_text(default, key) if df is not None else ""), (_text(request, key) if dr is not None else "")
+        checks = [
+            (mn is not None and mx is not None and mn > mx, "min", tmn,
+             f"min value {tmn} is greater than max value {tmx}"),
+            (dr is not None and mn is not None and mn > dr, "defaultRequest", tdr,
+             f"min value {tmn} is greater than default request value {tdr}"),
+            (dr is not None and mx is not None and dr > mx, "defaultRequest", tdr,
+             f"default request value {tdr} is greater than max value {tmx}"),
+            (dr is not None and df is not None and dr > df, "defaultRequest", tdr,
+             f"default request value {tdr} is greater than default limit value {tdf}"),
+            (df is not None and mn is not None and mn > df, "default", tmn,
+             f"min value {tmn} is greater than default value {tdf}"),
+            (df is not None and mx is not None and df > mx, "default", tmx,
+             f"default value {tdf} is greater than max value {tmx}"),
+            (not _overcommit_allowed(key) and df is not None and dr is not None and df != dr, "defaultRequest", tdr,
+             f"default value {tdf} must equal to defaultRequest value {tdr} in {key}"),
+        ]
+        causes += [f.invalid(f"{path}.{part}[{key}]", value, detail)
+                   for failed, part, value, detail in checks if failed]
+    return causes
+
+
 def _limit_range_causes(obj: dict) -> list[dict]:
     causes, seen = [], set()
     for i, item in enumerate((obj.get("spec") or {}).get("limits") or ()):
@@ -296,40 +360,18 @@ def _limit_range_causes(obj: dict) -> list[dict]:
                     causes.append(f.forbidden(f"{path}.{part}", "may not be specified when `type` is 'Pod'"))
         lo, hi = item.get("min") or {}, item.get("max") or {}
         default, request = item.get("default") or {}, item.get("defaultRequest") or {}
-        for key in sorted(set(lo) | set(hi) | set(default) | set(request)):
-            mn, mx, df, dr = _q(lo, key), _q(hi, key), _q(default, key), _q(request, key)
-            if mn is not None and mx is not None and mn > mx:
-                causes.append(f.invalid(f"{path}.min[{key}]", lo[key],
-                                        f"min value {lo[key]} is greater than max value {hi[key]}"))
-            if dr is not None:
-                if mn is not None and mn > dr:
-                    causes.append(f.invalid(f"{path}.defaultRequest[{key}]", request[key],
-                                            f"min value {lo[key]} is greater than default request value "
-                                            f"{request[key]}"))
-                if mx is not None and dr > mx:
-                    causes.append(f.invalid(f"{path}.defaultRequest[{key}]", request[key],
-                                            f"default request value {request[key]} is greater than max value "
-                                            f"{hi[key]}"))
-                if df is not None and dr > df:
-                    causes.append(f.invalid(f"{path}.defaultRequest[{key}]", request[key],
-                                            f"default request value {request[key]} is greater than default limit "
-                                            f"value {default[key]}"))
-            if df is not None:
-                if mn is not None and mn > df:
-                    causes.append(f.invalid(f"{path}.default[{key}]", default[key],
-                                            f"min value {lo[key]} is greater than default value {default[key]}"))
-                if mx is not None and df > mx:
-                    causes.append(f.invalid(f"{path}.default[{key}]", default[key],
-                                            f"default value {default[key]} is greater than max value {hi[key]}"))
-        for key, value in (item.get("maxLimitRequestRatio") or {}).items():
+        causes += _limit_causes(path, lo, hi, default, request)
+        for key in (item.get("maxLimitRequestRatio") or {}):
             ratio = _q(item["maxLimitRequestRatio"], key)
             if ratio is not None and ratio < 1:
-                causes.append(f.invalid(f"{path}.maxLimitRequestRatio[{key}]", value, f"ratio {value} is less than 1"))
+                text = _text(item["maxLimitRequestRatio"], key)
+                causes.append(f.invalid(f"{path}.maxLimitRequestRatio[{key}]", text, f"ratio {text} is less than 1"))
     return causes
 
 
 def default_pod(pod: dict) -> None:
-    """SetDefaults_Pod: a container stating limits but not requests requests its limits (before LimitRanger)."""
+    """SetDefaults_Pod: a container stating limits but not requests requests its limits (before LimitRanger); service
+    links on."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     for key in ("containers", "initContainers"):
         for ctr in spec.get(key) or ():
@@ -338,6 +380,7 @@ def default_pod(pod: dict) -> None:
                 requests = resources.setdefault("requests", {})
                 for name, value in resources["limits"].items():
                     requests.setdefault(name, value)
+    spec.setdefault("enableServiceLinks", True)
     default_pod_spec(spec)
 
 
@@ -387,8 +430,16 @@ def causes(op: str, key: tuple, obj: dict, old: dict | None) -> list[dict]:
                                "spec.jobTemplate.spec.template.spec", ("OnFailure", "Never"))
     if key == ("", "ResourceQuota"):
         return _quota_causes(obj)
+    if key == ("", "Namespace"):
+        return _namespace_causes(obj)
     if key == ("", "LimitRange"):
         return _limit_range_causes(obj)
     if key == ("scheduling.k8s.io", "PriorityClass"):
-        return _priority_class_causes(obj, old)
-    return []
+        return specs.priority_class_policy_causes(obj) + _priority_class_causes(obj, old)
+    return _OTHER_SPECS[key](obj) if key in _OTHER_SPECS else []
+
+
+_OTHER_SPECS = {("", "Service"): specs.service_causes, ("", "ConfigMap"): specs.config_map_causes,
+                ("rbac.authorization.k8s.io", "RoleBinding"): specs.role_binding_causes,
+                ("rbac.authorization.k8s.io", "ClusterRoleBinding"): specs.role_binding_causes,
+                ("networking.k8s.io", "NetworkPolicy"): specs.network_policy_causes}

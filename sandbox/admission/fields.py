@@ -100,6 +100,10 @@ def is_relaxed_env_var_name(value: str) -> list[str]:
     return errs
 
 
+# pkg/apis/core/helper standardFinalizers: the finalizers a built-in object may name without a domain.
+STANDARD_FINALIZERS = {"kubernetes", "orphan", "foregroundDeletion"}
+
+
 def render(value) -> str:
     """A value as Go's field.Error prints it: strings quoted, numbers bare, structures by type."""
     if isinstance(value, bool):

@@ -168,10 +168,13 @@ class Simulator:
                 volcano_discovery.reconcile(self.objects)
             self._progress(now)
             if any(self.schedulers["kueue"].admitted.values()):
+                self.schedulers["kueue"].progress_checks(now)
                 self.schedulers["kueue"].evict_lost_nodes(now)
                 self.schedulers["kueue"].evict_not_ready(now)
             if any(self._pending.values()) and (self._inputs_changed or now >= self._requeue_due):
                 self._schedule(now)
+            if self.schedulers["kueue"].installed():
+                self.schedulers["kueue"].sample_usage(now)
             queue_status.publish(self, now)
             self.step_cpu += time.process_time() - started
 
@@ -221,13 +224,34 @@ class Simulator:
 
     def admit(self, job: Tracked, now: float, **placement) -> None:
         """The scheduler admitted the job: it is unsuspended (or its PodGroup enqueued) and its pods created."""
-        scheduler = self.schedulers[job.backend]
+        self._take(job, now, placement)
+        self._start(job, now)
+
+    def reserve(self, job: Tracked, now: float, **placement) -> None:
+        """Quota is reserved for the job, which is not admitted yet (Kueue's admission checks decide)."""
+        self._take(job, now, placement)
+        job.state = "reserved"
+        self.schedulers[job.backend].reserved_status(job, now)
+
+    def start_reserved(self, job: Tracked, now: float) -> None:
+        self._start(job, now)
+
+    def deactivate(self, job: Tracked) -> None:
+        """The workload is deactivated: no reservation, and it is not considered again while inactive."""
+        self._release(job)
+        job.state = "inactive"
+
+    def _take(self, job: Tracked, now: float, placement: dict) -> None:
         self._pending[self._queue_id(job)].pop(job.key, None)
-        job.state, job.admitted_at, job.waiting, job.evicted = "starting", now, None, False
+        job.waiting, job.evicted = None, False
         for name, value in placement.items():
             setattr(job, name, value)
-        scheduler.charge(job, +1, self._configs.get(job.backend))
+        self.schedulers[job.backend].charge(job, +1, self._configs.get(job.backend))
         self._active[job.key] = job
+
+    def _start(self, job: Tracked, now: float) -> None:
+        scheduler = self.schedulers[job.backend]
+        job.state, job.admitted_at = "starting", now
         scheduler.admitted_status(job, now)
         if job.kind == RAYJOB and not job.cluster_name:
             job.cluster_name = f"{job.name}-{self.kubelet.suffix()}"

@@ -14,6 +14,8 @@ from collections import defaultdict
 from decimal import Decimal
 
 from ..selectors import matches_label_selector
+from . import kueue_admission_fair_sharing as afs
+from . import kueue_checks as checks
 from . import kueue_fair_sharing as fair
 from . import kueue_status, kueue_tas, quota_tree
 from .kueue_preemption import find_targets, preempted_message
@@ -35,6 +37,9 @@ class Kueue:
         self.usage: dict[str, dict[tuple[str, str], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.admitted: dict[str, dict[tuple, Tracked]] = defaultdict(dict)  # ClusterQueue -> its workloads
         self.node_usage: dict[str, dict[str, Decimal]] = {}  # what TAS placements hold on each node
+        self.checked: set[tuple] = set()  # workloads given admission check entries
+        self.ledger = afs.Ledger()  # admission fair sharing's decayed usage per LocalQueue
+        self._afs: tuple[str, dict | None] = ("", None)  # the Configuration's settings, by its resourceVersion
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -97,7 +102,10 @@ class Kueue:
             specs[name] = {"cohort": spec.get("cohortName", ""), "quotas": quotas}
             queues[name] = {"groups": groups, "namespaces": spec.get("namespaceSelector"), "weight": fair.weight(spec),
                             "preemption": spec.get("preemption") or {},
-                            "stopped": spec.get("stopPolicy", "None") != "None"}
+                            "admission_mode": (spec.get("admissionScope") or {}).get("admissionMode", ""),
+                            "stopped": spec.get("stopPolicy", "None") != "None", "checks": checks.listed(spec)}
+            queues[name]["inactive_checks"] = checks.inactive(self.objects, queues[name]["checks"]) \
+                if queues[name]["checks"] else []
         cohorts, declared = {}, [cq.get("spec") or {} for cq in self.objects.list(KUEUE, "ClusterQueue")]
         for cohort in self.objects.list(KUEUE, "Cohort"):
             declared.append(cohort.get("spec") or {})
@@ -119,6 +127,7 @@ class Kueue:
                    for rf in self.objects.list(KUEUE, "ResourceFlavor")}
         return {"cq": queues, "nodes": nodes, "lq": local, "rf": flavors, "ns": {}, "fair": fair.enabled(declared),
                 "cohort_weights": {name: cohort["weight"] for name, cohort in cohorts.items()},
+                "afs": self.fair_sharing_settings(),
                 "tas": kueue_tas.snapshot(self.objects)}
 
     # Scheduling ------------------------------------------------------------------------------------------------
@@ -139,6 +148,7 @@ class Kueue:
                           for fr, value in self._requests(job, flavors).items())
             return (0, int(borrows))
 
+        jobs = afs.reorder(jobs, config, self.ledger, config["afs"])
         return self._fair_order(jobs, config) if config["fair"] else sorted(jobs, key=key)
 
     def _fair_order(self, jobs: list[Tracked], config: dict):
@@ -160,6 +170,12 @@ class Kueue:
             yield remaining.pop(fair.next_entry(entries, config))
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
+        lq = config["lq"].get((job.namespace, job.queue)) or {}
+        listed = (config["cq"].get(lq.get("clusterQueue", "")) or {}).get("checks")
+        entries = []
+        if listed or (listed is not None and job.key in self.checked):  # the workload controller's sync
+            entries = checks.sync(self.objects, job, listed, now)
+            (self.checked.add if entries else self.checked.discard)(job.key)
         blocked = ("Inadmissible", job.refusal) if job.refusal else self._blocker(job, config)
         if blocked:
             return self.pending(job, *blocked, now)
@@ -184,7 +200,14 @@ class Kueue:
                 quota_tree.add_usage(node, fr, value)
             return self.pending(job, "Pending", f"{message}. Pending the preemption of {len(targets)} workload(s)",
                                 now)
+        if not checks.all_ready(entries):  # quota reserved; admitted once every check is Ready
+            return self.sim.reserve(job, now, cluster_queue=cq_name, flavors=flavors)
         self.sim.admit(job, now, cluster_queue=cq_name, flavors=flavors)
+        if config["afs"] is not None and config["cq"][cq_name]["admission_mode"] == afs.USAGE_BASED:
+            by_resource: dict[str, Decimal] = defaultdict(Decimal)
+            for (_, resource), value in self._requests(job, flavors).items():
+                by_resource[resource] += value
+            self.ledger.admit((job.namespace, job.queue), by_resource, config["afs"])
 
     def _blocker(self, job: Tracked, config: dict) -> tuple[str, str] | None:
         """Why the workload is not considered at all. A missing or stopped queue is the workload controller's
@@ -201,7 +224,8 @@ class Kueue:
         cq = config["cq"].get(cq_name)
         if cq is None:
             return "Inadmissible", f"ClusterQueue {cq_name} doesn't exist"
-        if cq["stopped"] or any(f not in config["rf"] for _, flavors in cq["groups"] for f in flavors):
+        if cq["stopped"] or cq["inactive_checks"] or any(f not in config["rf"] for _, flavors in cq["groups"]
+                                                         for f in flavors):
             return "Inadmissible", f"ClusterQueue {cq_name} is inactive"
         if not self._namespace_matches(job.namespace, cq["namespaces"], config):
             return "Pending", "workload namespace doesn't match ClusterQueue selector"
@@ -339,6 +363,24 @@ class Kueue:
         else:
             self.admitted[job.cluster_queue].pop(job.key, None)
 
+    # Admission fair sharing -------------------------------------------------------------------------------------
+
+    def fair_sharing_settings(self) -> dict | None:
+        namespace, name, _ = afs.KUEUE_CONFIG
+        config_map = self.objects.get("v1", "ConfigMap", namespace, name)
+        version = ((config_map or {}).get("metadata") or {}).get("resourceVersion", "")
+        if version != self._afs[0]:
+            self._afs = (version, afs.configuration(self.objects))
+        return self._afs[1]
+
+    def sample_usage(self, now: float) -> None:
+        """The LocalQueues' decayed usage, sampled as Kueue's LocalQueue controller does (when the Configuration
+        has `admissionFairSharing`)."""
+        settings = self.fair_sharing_settings()
+        if settings is not None:
+            self.ledger.sample(self.objects, afs.admitted_by_queue(self.admitted, lambda j: self._requests(
+                j, j.flavors)), settings, now)
+
     # The Workload's status ---------------------------------------------------------------------------------------
 
     def pending(self, job: Tracked, reason: str, message: str, now: float) -> None:
@@ -355,6 +397,12 @@ class Kueue:
                                   kueue_status.admitted(job, conditions, now))
         self.objects.patch(job.api_version, job.kind[1], job.namespace, job.name, {"spec": {"suspend": False}})
 
+    def reserved_status(self, job: Tracked, now: float) -> None:
+        checks.write_reserved(self.objects, job, now, kueue_status.assignments(job))
+
+    def progress_checks(self, now: float) -> None:
+        checks.progress(self, now)
+
     def running_status(self, job: Tracked, now: float) -> None:
         """Every pod ready: the PodsReady condition turns True (waitForPodsReady, on by default since v0.19)."""
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
@@ -370,6 +418,9 @@ class Kueue:
 
     def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None:
         """Evicted and suspended again (jobframework's stopJob)."""
+        if reason == checks.EVICTED_BY_CHECK:  # never unsuspended: only the reservation goes
+            job.waiting = None
+            return checks.write_evicted(self.objects, job, checks.states(self.objects, job), now, reason, message)
         conditions = self.objects.conditions(KUEUE, "Workload", job.namespace, job.scheduler_object)
         self.objects.patch_status(KUEUE, "Workload", job.namespace, job.scheduler_object,
                                   kueue_status.evicted(conditions, message, reason, now, job))

@@ -15,13 +15,16 @@ def admitted(job: Tracked, conditions: list[dict], now: float) -> dict:
     if any(c["type"] == "Evicted" for c in conditions):
         updates.append(condition("Evicted", False, "QuotaReserved", "Previously: evicted", now))
         updates.append(condition("Requeued", True, "QuotaReserved", "The workload was requeued", now))
-    assignments = [{"name": p.name, "count": p.count, "flavors": dict(sorted(job.flavors.get(p.name, {}).items())),
-                    "resourceUsage": {r: fmt(v * p.count) for r, v in sorted(p.requests.items())},
-                    **({"topologyAssignment": kueue_tas.assignment_status(job.topology[p.name])}
-                       if job.topology.get(p.name) else {})}
-                   for p in job.pod_sets]
     return {"conditions": set_conditions(conditions, *updates),
-            "admission": {"clusterQueue": job.cluster_queue, "podSetAssignments": assignments}}
+            "admission": {"clusterQueue": job.cluster_queue, "podSetAssignments": assignments(job)}}
+
+
+def assignments(job: Tracked) -> list[dict]:
+    return [{"name": p.name, "count": p.count, "flavors": dict(sorted(job.flavors.get(p.name, {}).items())),
+             "resourceUsage": {r: fmt(v * p.count) for r, v in sorted(p.requests.items())},
+             **({"topologyAssignment": kueue_tas.assignment_status(job.topology[p.name])}
+                if job.topology.get(p.name) else {})}
+            for p in job.pod_sets]
 
 
 PODS_READY_TIMEOUT = "PodsReadyTimeout"

@@ -166,8 +166,9 @@ def _pod(name, *, namespace="alpha", gpus=2, resource="nvidia.com/gpu", start=H,
         status = {"phase": "Succeeded", "startTime": status["startTime"], "containerStatuses": [
             {"name": "main", "state": {"terminated": {"finishedAt": end.isoformat().replace("+00:00", "Z")}}}]}
     return {"metadata": {"name": name, "namespace": namespace, "labels": {metrics.JOB_LABEL: job} if job else {}},
-            "spec": {"nodeSelector": selector or {}, "containers": [
-                {"name": "main", "resources": {"limits": {resource: str(gpus), "cpu": "4"}}}]},
+            "spec": {"nodeSelector": selector or {}, "nodeName": f"gpu-{name}", "containers": [
+                {"name": "main", "image": "ghcr.io/acme/train:1",
+                 "resources": {"limits": {resource: str(gpus), "cpu": "4"}}}]},
             "status": status}
 
 
@@ -186,6 +187,7 @@ def test_sandbox_pods_become_runs_with_their_resource_model_and_job():
         ("b", "nvidia_com_mig_1g_10gb", 3, "", "", H + timedelta(minutes=20)),
         ("c", "nvidia_com_gpu", 1, "", "", H + timedelta(minutes=40)),  # stopped when it stopped being ready
     ]
+    assert [r.node for r in runs] == ["gpu-a", "gpu-b", "gpu-c"]  # where each ran (spec.nodeName)
 
 
 def test_a_sandbox_slice_scheduled_as_nvidia_com_gpu_under_mig_single_is_still_its_profile():
@@ -272,3 +274,21 @@ def test_source_for_picks_prometheus_when_a_url_is_set():
     assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)
     with pytest.raises(MetricsError, match="no Prometheus URL"):
         sources.source_for(ClusterFactory(connection="in_cluster", server=""))
+
+
+@EVERY_VARIANT
+def test_every_measurement_names_the_node_its_gpus_are_on(prometheus_data, variant):
+    """The parts per node (dcgm-exporter's Hostname or hostname, kube-state-metrics' node) add up to the whole."""
+    url, scenario = prometheus_data
+    usage = PrometheusSource(url).hour_usage(scenario.hour(0, variant))
+    nodes = {key[-1] for key in [*usage.node_namespaces, *usage.node_capacity]}
+    assert nodes == {"node-h100", "node-l40s", "node-a100"}
+    for key, whole in usage.namespaces.items():
+        parts = [u for (*prefix, _), u in usage.node_namespaces.items() if tuple(prefix) == key]
+        for attr in ("allocated_gpu_hours", "used_gpu_hours", "memory_gib_hours", "energy_kwh"):
+            assert sum(getattr(p, attr) for p in parts) == pytest.approx(getattr(whole, attr), abs=1e-9), (key, attr)
+    for key, whole in usage.capacity.items():
+        parts = [c for (*prefix, _), c in usage.node_capacity.items() if tuple(prefix) == key]
+        assert (sum(p.capacity for p in parts), sum(p.held for p in parts)) == (
+            pytest.approx(whole.capacity, abs=1e-9), pytest.approx(whole.held, abs=1e-9))
+    assert {node for (_, _, model, node) in usage.node_namespaces if model == H100} == {"node-h100"}

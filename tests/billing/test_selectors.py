@@ -423,3 +423,29 @@ def test_the_forecast_of_a_team_whose_usage_predates_its_row_runs_from_its_first
     statement = selectors.team_statement(team=team, month=NOV, now=at(16, 10))
     assert statement.total_cost == Decimal("20.00")
     assert selectors.forecast(statement, now=at(16, 10)) == Decimal(2 * 15 * 24)
+
+
+def test_workspaces_are_their_own_focus_rows_and_the_rows_still_add_up(h100):
+    """Interactive workspaces (jobs of kind workspace) get rows of their own, x_WorkloadType "workspace", costed at
+    the line's price; the jobs' rows hold the rest, so BilledCost and the GPU-hours still sum to the line's."""
+    team = TeamFactory()
+    RateCardFactory(flavor=h100, price_per_gpu_hour=Decimal("2.00"), effective_from=START)
+    for hour in range(10):
+        UsageHourFactory(team=team, flavor=h100, hour=at(5, hour), allocated_gpu_hours=8, used_gpu_hours=5)
+    notebook = _running_job(team, h100, gpus=2)
+    Job.objects.filter(pk=notebook.pk).update(kind="workspace")
+    for hour in range(4):  # 2 GPUs for 4 hours, a quarter of an hour's work each
+        JobUsageHourFactory(job=notebook, hour=at(5, hour), allocated_gpu_hours=2, used_gpu_hours=Decimal("0.5"))
+    JobUsageHourFactory(job=notebook, hour=DEC, allocated_gpu_hours=2)  # another month: not counted
+
+    statement = selectors.team_statement(team=team, month=NOV, now=AFTER_NOV)
+    rows = selectors.focus_rows(statement)
+
+    assert [(r["x_WorkloadType"], r["ConsumedQuantity"], r["x_UsedGpuHours"], r["BilledCost"], r["x_IdleCost"])
+            for r in rows] == [("job", "72.000000", "48.000000", "144.00", "48.00"),
+                               ("workspace", "8.000000", "2.000000", "16.00", "12.00")]
+    assert sum(Decimal(r["BilledCost"]) for r in rows) == statement.total_cost == Decimal("160.00")
+    assert rows[1]["ChargeDescription"].endswith("(workspaces)") and rows[1]["x_Efficiency"] == "0.2500"
+    document = selectors.statement_json(statement)
+    assert [(p["workload"], p["cost"]) for p in document["lines"][0]["by_workload"]] == [("job", "144.00"),
+                                                                                          ("workspace", "16.00")]

@@ -1,5 +1,7 @@
 """The cluster page's utilisation signal (with how to turn SM activity on) and the job page's activity per hour."""
 
+import json
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -87,6 +89,10 @@ def test_the_job_page_shows_sm_and_tensor_activity_per_hour(client):
     assert "busy, but no tensor cores used" in rows[1] and '<meter min="0" max="1" value="0.930000">' in rows[1]
     assert "holds 41.5 GiB of memory per GPU but does no work" in rows[2]
     assert "a loop of tiny kernels reads busy" in fragment  # one hour was time-based
+    chart = json.loads(re.search(r'data-chart-for="activity-chart">(.*?)</script>', fragment, re.S).group(1))
+    assert [trace["name"] for trace in chart["data"]] == ["utilisation", "SM activity", "tensor pipe",
+                                                          "memory per GPU (GiB)"]
+    assert chart["data"][1]["y"] == [None, 93.0, 0.0] and chart["data"][3]["y"] == [10.0, 10.0, 41.5]
 
     client.force_login(UserFactory())  # of no team: another team's job is not found
     assert client.get(reverse("billing:job-activity", args=[job.pk])).status_code == 404

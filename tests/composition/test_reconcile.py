@@ -75,6 +75,8 @@ def test_sweep_repairs_drift_then_is_write_free(row, cluster, sandbox):
     api.delete("networking.k8s.io/v1", "NetworkPolicy", "default-deny-all", "nlp")
     edited = api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "gpu-portal-edit", "nlp")
     edited["subjects"] = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory"}]
+    # As kubectl applies it: an apply configuration carries no managedFields (kube-apiserver refuses them).
+    edited["metadata"].pop("managedFields", None)
     api.apply({k: edited[k] for k in ("apiVersion", "kind", "metadata", "roleRef", "subjects")},
               field_manager="kubectl")
     totals = orchestration.reconcile_sweep()

@@ -7,6 +7,8 @@ within a stated time once the fault is gone.
   broker missed (converged within one due cycle).
 - A sandbox cluster (a standalone process) stopped while quota is approved and jobs are submitted, then restarted on
   its kept state: every write is stored and answered at once, and the rows converge within 30 s of its return.
+- The only Celery worker killed (SIGKILL) inside its cluster writes: nothing is written twice, nothing is left
+  stuck, and a new worker converges from the due sweep within 30 s of being ready.
 - A private PostgreSQL (initdb in a temporary directory) stopped for 30 s under a running `watch_clusters`: the
   watcher outlives it and writes what the cluster did meanwhile within 30 s of the database's return.
 """
@@ -289,3 +291,118 @@ def test_the_watcher_rides_out_a_database_stopped_for_30_seconds(private_postgre
         except subprocess.TimeoutExpired:
             watcher.kill()
         log.close()
+
+
+class Worker:
+    """A real Celery worker (`celery -A portal worker`, one process, the solo pool) on the test database and a queue
+    of its own on CI's Redis, killed with SIGKILL as an out-of-memory kill or a lost node would."""
+
+    def __init__(self, queue: str, log: Path):
+        from tests.jobs.test_watch import _database_url
+
+        broker = os.environ.get("REDIS_URL", "")
+        if not broker.startswith("redis://"):
+            unavailable("REDIS_URL is not set: the worker fault test needs Redis", flag="REQUIRE_SERVICES")
+        self.env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": broker,
+                    "CELERY_DEFAULT_QUEUE": queue, "RECONCILE_LEASE_SECONDS": "2"}
+        self.broker, self.queue, self.log, self.process = broker, queue, log, None
+
+    def start(self):
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--loglevel", "INFO",
+                 "--without-mingle", "--without-gossip", "--without-heartbeat"],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        wait_until(lambda: " ready." in self.log.read_text() or self.process.poll() is not None, 60,
+                   "the worker to start")
+        assert self.process.poll() is None, self.log.read_text()[-3000:]
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.kill()
+
+
+@override_settings(RECONCILE_LEASE_SECONDS=2)
+def test_the_worker_killed_mid_reconcile(standalone, tmp_path):
+    """SIGKILL to the only worker while it writes a quota approval's queues and a burst of jobs to the cluster (each
+    write held for a second by the sandbox, so the kill lands inside one): nothing is created twice, no row is left
+    applied without its objects, and a new worker converges everything from the due sweep within 30 s of being ready."""
+    import json
+    import urllib.request
+    from contextlib import nullcontext  # no run_on_commit: the nudges go through the broker to the real worker
+
+    from composition.tasks import reconcile_due_task
+    from jobs.tasks import job_reconcile_due_task
+    from quotas import services as quota_services
+    from tests.factories import PlatformAdminFactory
+    from tests.jobs.conftest import build_world
+    from tests.jobs.test_simulated import submit
+
+    world = build_world(standalone.url, "kueue")
+    cluster, team, member = world["cluster"], world["team"], world["member"]
+
+    def fault(**spec):
+        request = urllib.request.Request(f"{standalone.url}/_sandbox/faults", data=json.dumps(spec).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return json.load(answer)["id"]
+
+    def hits() -> int:
+        with urllib.request.urlopen(f"{standalone.url}/_sandbox/faults", timeout=5) as answer:
+            return sum(f["hits"] for f in json.load(answer)["faults"])
+
+    for verb in ("create", "patch", "apply"):
+        fault(verb=verb, status=None, delay=1.0, fraction=1)  # every write, held for a second
+    queue = f"faults-{os.getpid()}-{time.monotonic_ns()}"
+    worker = Worker(queue, tmp_path / "worker.log")
+    previous = (celery_app.conf.task_always_eager, celery_app.conf.broker_url, celery_app.conf.task_default_queue)
+    celery_app.conf.update(task_always_eager=False, broker_url=worker.broker, task_default_queue=queue)
+    try:
+        worker.start()
+        request = quota_services.quota_request_create(actor=member, team=team, flavor=world["flavor"],
+                                                      guaranteed=16, burst=8, cpu_cores=256, memory_gib=4096,
+                                                      justification="More for the worker fault test")
+        quota_services.quota_request_approve(actor=PlatformAdminFactory(), request=request)
+        jobs = [submit(world, nullcontext, name=f"killed-{n}", kind="batch", workers=1, gpus_per_worker=1)
+                for n in range(4)]
+        try:
+            wait_until(lambda: hits() >= 2, 30, "the worker to be inside its cluster writes")
+        except AssertionError:
+            raise AssertionError((tmp_path / "worker.log").read_text()[-3000:]) from None
+        worker.kill()
+        killed_at = time.monotonic()
+        written = {j.pk: len(job_objects(cluster, j)) for j in jobs}
+        assert set(written.values()) <= {0, 1}, written
+        assert 0 in written.values(), "the kill came after every job was written: the test proved nothing"
+        for job in Job.objects.filter(pk__in=[j.pk for j in jobs]):
+            if not written[job.pk]:
+                assert job.next_attempt_at is not None, f"{job.name} has no objects and nothing will retry it"
+        urllib.request.urlopen(urllib.request.Request(f"{standalone.url}/_sandbox/faults", method="DELETE"),
+                               timeout=5).close()
+        worker = Worker(queue, tmp_path / "worker.log")
+        worker.start()
+        ready = time.monotonic()
+        row = TeamNamespace.objects.get(team=team, cluster=cluster)
+
+        def converged():
+            reconcile_due_task.delay()  # beat's due sweeps, sent through the broker to the new worker
+            job_reconcile_due_task.delay()
+            row.refresh_from_db()
+            counts = [len(job_objects(cluster, j)) for j in jobs]
+            assert max(counts) <= 1, counts  # never created twice, whatever ran again
+            settled = not Job.objects.filter(pk__in=[j.pk for j in jobs], next_attempt_at__isnull=False).exists()
+            return row.sync_state == SyncState.APPLIED and row.next_attempt_at is None and settled and \
+                min(counts) == 1
+
+        wait_until(converged, CONVERGE_SECONDS, "the approval and the jobs once a new worker was ready", step=1)
+        queue = kube.client_for_cluster(cluster).get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "nlp")
+        assert queue["spec"]["resourceGroups"][-1]["flavors"][0]["resources"][0]["nominalQuota"] == "16"
+        print(f"converged {time.monotonic() - ready:.1f} s after the new worker was ready "
+              f"({time.monotonic() - killed_at:.1f} s after the kill)")
+    finally:
+        worker.stop()
+        celery_app.conf.update(task_always_eager=previous[0], broker_url=previous[1], task_default_queue=previous[2])

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from billing import devices, metrics, sandbox_usage
-from billing.models import BudgetAlert
+from billing.models import BudgetAlert, CapacityHour, CollectedHour, UsageHour
 from billing.selectors import idle_jobs
 from jobs.choices import JobState
 from jobs.models import Job
@@ -76,6 +76,12 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
         # On Volcano its gang sits in one rack HyperNode that Volcano's label discoverer built from the nodes.
         assert ring.placement["hypernode"].startswith("hypernode-gpu-portal-tier1-"), ring.placement
         assert list(ring.placement["domains"][0]) == ["topology.gpu-portal.io/rack"], ring.placement
+        # The spot pool is counted and priced on its own, told apart from the reserved H100s by its nodes' labels.
+        spot = GpuFlavor.objects.get(cluster__name="gpu-east", name="h100-spot")
+        assert UsageHour.objects.filter(flavor=spot, team__slug="nlp").exists()
+        assert CapacityHour.objects.filter(flavor=spot).exists()
+        noted = CollectedHour.objects.filter(cluster=spot.cluster, message__contains="matches")
+        assert not noted.exists(), set(noted.values_list("message", flat=True)[:5])
         count = Job.objects.count()
         call_command("seed_demo", kueue_url=east.url, volcano_url=west.url, wait=5)
         assert Job.objects.count() == count

@@ -330,3 +330,38 @@ def test_a_volcano_gangs_place_reaches_the_row_from_the_watchers_pods(watchers, 
         assert Job.objects.get(pk=job.pk).placement == {"hypernode": "rack-r2",
                                                         "domains": [{"example.com/rack": "r2"}]}
     kube.forget_clients()
+
+
+def test_a_workload_waiting_on_the_budget_check_is_decided_at_once(standalone, watchers, run_on_commit):
+    """A team under an allowance it has not used up: a Workload that got quota waits on the portal's check; the
+    watcher sees it and has the holds judged then, so the check is Ready without waiting for beat."""
+    from billing import budgets
+    from tests.factories import PlatformAdminFactory
+
+    world, _ = _world(standalone, run_on_commit)
+    budgets.allowance_set(actor=PlatformAdminFactory(), team=world["team"], flavor=world["flavor"], gpu_hours=100,
+                          window_days=7)
+    client = kube.client_for_cluster(world["cluster"])
+    ns = world["team"].namespace
+    watchers()
+    watchers.in_sync()
+    api = "kueue.x-k8s.io/v1beta2"
+    client._call("POST", kube.path_for(api, "Workload", ns), body={
+        "apiVersion": api, "kind": "Workload", "metadata": {"name": "by-hand", "namespace": ns},
+        "spec": {"queueName": "default", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "x"}]}}}]}})
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    client._call("PATCH", kube.path_for(api, "Workload", ns, "by-hand") + "/status", body={"status": {
+        "admissionChecks": [{"name": "gpu-portal-budget", "state": "Pending", "message": "",
+                             "lastTransitionTime": now}],
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                        "lastTransitionTime": now}],
+        "admission": {"clusterQueue": "nlp", "podSetAssignments": [
+            {"name": "main", "flavors": {"nvidia.com/gpu": world["flavor"].name}, "count": 1}]}}},
+        content_type="application/merge-patch+json")
+
+    def state():
+        workload = client.get(api, "Workload", "by-hand", ns)
+        return next(c["state"] for c in workload["status"]["admissionChecks"] if c["name"] == "gpu-portal-budget")
+
+    _until(lambda: state() == "Ready", 5, "the watcher has the check decided")

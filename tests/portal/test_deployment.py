@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from backends import backends
 from composition import reconcile
 from jobs import selectors as job_selectors
 from jobs import services as job_services
@@ -27,6 +28,7 @@ from tenants.choices import Scheduler, TeamState
 from tenants.models import TeamNamespace
 from tests.factories import PlatformAdminFactory
 from tests.requires import unavailable
+from workspaces import selectors as workspace_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "kustomize"
@@ -157,6 +159,7 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
         cluster = type("C", (), {"scheduler": scheduler})()
         viewed |= set(reconcile.team_kinds(cluster)) | set(reconcile.cluster_kinds(cluster))
         applied |= viewed | set(job_selectors.job_kinds(scheduler))
+    applied |= set(workspace_selectors.WORKSPACE_KINDS)
     needed = set()
     for key, kind in kube.KINDS.items():
         group, resource = _group(key[0]), kind.plural
@@ -164,6 +167,9 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
         verbs = verbs | ({"get"} if key in viewed else set())
         needed |= {(group, resource, verb, "") for verb in verbs}
     needed.add(("", "pods/log", "get", ""))
+    for backend in backends():  # status the portal writes as a controller (billing.enforce)
+        for api_version, kind in backend.budget_status_kinds:
+            needed.add((_group(api_version), f"{kube.KINDS[(api_version, kind)].plural}/status", "patch", ""))
     for scheduler in Scheduler.values:  # the cluster watcher's informers
         for (api_version, kind), _, _ in job_watch_cache.watched_kinds(scheduler):
             needed.add((_group(api_version), kube.KINDS[(api_version, kind)].plural, "watch", ""))

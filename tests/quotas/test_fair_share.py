@@ -3,6 +3,7 @@ pkg/cache/scheduler/fair_sharing.go, over the whole cohort tree, with department
 proportion's deal by weight (volcano v1.15.1 pkg/scheduler/plugins/proportion/proportion.go), computed from what the
 clusters report."""
 
+import re
 from decimal import Decimal
 from fractions import Fraction
 
@@ -198,3 +199,27 @@ def test_the_capacity_page_costs_the_same_with_more_departments(client, departme
     with django_assert_max_num_queries(12) as large:
         assert client.get(reverse("quotas:capacity")).status_code == 200
     assert len(large.captured_queries) == len(small.captured_queries)
+
+
+def test_a_department_row_keeps_its_flavors_apart(client, db):
+    """A department whose teams hold different flavors shows units per flavor, never an H100 plus a MIG slice as
+    one number, and borrows flavor by flavor: one flavor's spare guarantee does not offset another's borrowing."""
+    cluster = ClusterFactory(name="mixed", cohort="gpu-mixed")
+    h100 = GpuFlavor.objects.create(cluster=cluster, name="h100", capacity=40)
+    mig = GpuFlavor.objects.create(cluster=cluster, name="h100-1g", capacity=56, sharing="mig",
+                                   resource_name="nvidia.com/mig-1g.10gb")
+    research = TeamFactory(slug="research", name="Research")
+    _team(cluster, h100, slug="vision", guaranteed=8, used=12, parent=research)
+    speech = _team(cluster, mig, slug="speech", guaranteed=14, used=0, parent=research)
+    TeamNamespace.objects.filter(team=speech).update(
+        quota_status={"flavors": {"h100-1g": {"nvidia.com/mig-1g.10gb": 3}}})
+    rows = {r.team.slug: r for r in fair_shares(cluster=cluster)}
+    department = rows["research"]
+    assert department.department and department.flavors == {"h100": (8, 12), "h100-1g": (14, 3)}
+    assert department.borrowed_by_flavor == {"h100": 4, "h100-1g": 0} and department.borrowed == 4
+    client.force_login(PlatformAdminFactory())
+    page = client.get(reverse("quotas:capacity")).content.decode()
+    row = re.sub(r"<[^>]+>", " ", page[page.index('data-cohort="research"'):].split("</tr>")[0])
+    assert re.sub(r"\s+", " ", row).split(" department Cohort ")[1].startswith(
+        "gpu-mixed h100 8 h100-1g 14 h100 12 h100-1g 3 h100 4 h100-1g 0 "), row
+    assert "22" not in row and " 15 " not in row  # 8 + 14 and 12 + 3 are no quantity of anything

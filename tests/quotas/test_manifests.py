@@ -8,7 +8,7 @@ from backends.kueue_manifests import (
     resource_flavor_manifest,
     workload_priority_class_manifest,
 )
-from backends.specs import FlavorSpec, QuotaSpec, TeamQuotaSpec
+from backends.specs import FlavorSpec, QuotaSpec, TeamQuotaSpec, gib
 from backends.volcano_manifests import volcano_department_queue_manifest, volcano_queue_manifest
 from quotas.manifests import limit_range_manifest, resource_quota_manifest
 
@@ -172,3 +172,11 @@ def test_every_object_is_valid_against_the_upstream_crds_and_kubernetes_schemas(
     validator = Validator(crd_dirs=[crds_dir])
     for obj in _all_objects():
         assert validator.validate(obj, strict=True) == [], (obj["kind"], obj["metadata"]["name"])
+
+
+@pytest.mark.parametrize(("gib_", "written"), [(64, "64Gi"), (1024, "1Ti"), (1536, "1536Gi"), (4096, "4Ti"),
+                                               (1048576, "1Pi")])
+def test_memory_is_written_as_the_api_server_writes_it_back(gib_, written):
+    # Quantity.String() on a binary quantity: the largest unit with a whole amount (kube-apiserver answers "4Ti" for
+    # "4096Gi"); writing it so keeps the second sweep from re-applying a ResourceQuota that has not changed.
+    assert gib(gib_) == written

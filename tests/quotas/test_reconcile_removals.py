@@ -27,7 +27,7 @@ RETIRED = "gpu-portal.io/retired"
 
 KINDS = {
     "kueue": {"Namespace", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy", "ClusterQueue",
-              "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "PriorityClass"},
+              "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "PriorityClass", "AdmissionCheck"},
     "volcano": {"Namespace", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy", "Queue",
                 "PriorityClass"},
 }

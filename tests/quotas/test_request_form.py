@@ -53,3 +53,21 @@ def test_the_form_shows_holdings_and_refuses_a_second_pending_request(world):
     other = world["client"].post(URL, {"flavor": world["l40s"].pk, "guaranteed": 2, "burst": 0,
                                        "justification": "Inference benchmarks"})
     assert other.status_code == 302  # another flavor is another question
+
+
+def test_the_form_shows_the_capacity_calendar_of_the_flavor_asked_about(world):
+    """A team asking for a total sees when there is room: the calendar of the flavor it picks, posts or renews."""
+    first = world["client"].get(URL)
+    assert first.status_code == 200 and f'id="calendar-{world["h100"].pk}"' in first.content.decode()
+    assert "When there is room" in text(first) and "east · h100: 64 units may be guaranteed" in text(first)
+    picked = world["client"].get(URL, {"flavor": world["l40s"].pk})
+    assert f'id="calendar-{world["l40s"].pk}"' in picked.content.decode()
+    refused = world["client"].post(URL, {"flavor": world["l40s"].pk, "guaranteed": 0, "burst": 0,
+                                         "justification": "x"})
+    assert refused.status_code == 400 and f'id="calendar-{world["l40s"].pk}"' in refused.content.decode()
+    days = re.findall(r'data-free="(\d+)"', first.content.decode())
+    assert days and set(days) == {"56"}  # 64 allowed, 8 guaranteed to nlp on every day ahead
+    other = TeamFactory(slug="cv")  # another team's flavor is not offered, so its calendar is not shown
+    foreign = GpuFlavorFactory(cluster=ClusterFactory(name="west"), name="a100", capacity=8)
+    TeamNamespaceFactory(team=other, cluster=foreign.cluster)
+    assert f'id="calendar-{foreign.pk}"' not in world["client"].get(URL, {"flavor": foreign.pk}).content.decode()

@@ -116,8 +116,36 @@ def test_the_worker_starts_and_ends_it_in_the_cluster(sandbox, django_capture_on
     assert (quota.guaranteed, quota.burst, quota.expires_at) == (2, 1, None)  # exactly what it held before
     assert [lvl.guaranteed for lvl in QuotaLevel.objects.filter(team=team, flavor=h100).order_by("since", "pk")] \
         == [2, 8, 2]
+    ends = f"{base + 2 * DAY:%Y-%m-%d}"  # a two-day window is inside the notice period from its start
     assert [m.subject for m in mail.outbox] == [f"Reservation of 6 {h100.name} started",
+                                                f"Reservation of 6 {h100.name} ends {ends}",
                                                 f"Reservation of 6 {h100.name} ended"]
+
+
+@pytest.mark.django_db
+def test_the_team_is_warned_once_before_an_active_booking_ends(base, settings, django_capture_on_commit_callbacks):
+    settings.QUOTA_EXPIRY_NOTICE_DAYS = 3
+    flavor = GpuFlavorFactory(capacity=32)
+    team, admin = team_on(flavor)
+    MembershipFactory(team=team, role="member")  # members are not mailed, as for a time-boxed grant
+    booked = book(team, admin, flavor, 4, base, base + 10 * DAY)
+    reservations.reservation_approve(actor=PlatformAdminFactory(), reservation=booked)
+    mail.outbox.clear()
+    ticks = [base, base + 7 * DAY - timedelta(minutes=1), base + 7 * DAY, base + 7 * DAY + timedelta(minutes=1),
+             base + 9 * DAY]
+    with django_capture_on_commit_callbacks(execute=True):
+        warned = [reservations.reservation_apply_due(now=moment)["warned"] for moment in ticks]
+    assert warned == [0, 0, 1, 0, 0]
+    notice = [m for m in mail.outbox if " ends " in m.subject]
+    assert len(notice) == 1 and notice[0].to == [admin.email]
+    assert notice[0].subject == f"Reservation of 4 {flavor.name} ends {base + 10 * DAY:%Y-%m-%d}"
+    assert f"#{booked.pk}" in notice[0].body and "4 guaranteed" in notice[0].body
+    booked.refresh_from_db()
+    assert booked.end_notice_sent_at == base + 7 * DAY
+    cancelled = book(team, admin, flavor, 1, base + 20 * DAY, base + 21 * DAY)  # booked, never active: no notice
+    reservations.reservation_approve(actor=PlatformAdminFactory(), reservation=cancelled)
+    reservations.reservation_cancel(actor=admin, reservation=cancelled)
+    assert reservations.reservation_apply_due(now=base + 20 * DAY + timedelta(hours=1))["warned"] == 0
 
 
 @pytest.mark.django_db

@@ -82,10 +82,11 @@ def test_container_ports_and_port_names(objects):
 
 
 def test_requests_may_not_exceed_limits(objects):
-    # ValidateResourceRequirements: a request above its limit is invalid.
-    error = objects.refused(_pod(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}))
-    assert _messages(error) == ['spec.containers[0].resources.requests[cpu]: Invalid value: "2": must be less than '
-                                "or equal to cpu limit of 1"]
+    # ValidateResourceRequirements: a request above its limit is invalid, reported at the requests map (reqPath,
+    # not the resource's key), with the quantities as Quantity.String() writes them.
+    error = objects.refused(_pod(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "0.5"}}))
+    assert _messages(error) == ['spec.containers[0].resources.requests: Invalid value: "2": must be less than '
+                                "or equal to cpu limit of 500m"]
 
 
 def test_extended_resources_need_equal_limits(objects):
@@ -175,7 +176,9 @@ def test_quota_scopes_may_not_conflict(objects):
     # validateResourceQuotaScopes: BestEffort with NotBestEffort (or Terminating with NotTerminating) conflicts.
     quota = _quota(pods="4")
     quota["spec"]["scopes"] = ["BestEffort", "NotBestEffort"]
-    assert "spec.scopes: Invalid value: \"array\": conflicting scopes" in _messages(objects.refused(quota))
+    # The scopes are shown as Go's field errors show a list: JSON.
+    assert 'spec.scopes: Invalid value: ["BestEffort","NotBestEffort"]: conflicting scopes' in \
+        _messages(objects.refused(quota))
 
 
 def _limit_range(name="lr", **item):

@@ -3,13 +3,11 @@
 by name, and a CRD's `x-kubernetes-list-type: map`; through the official client and kubectl --server-side."""
 
 import json
-import shutil
-import subprocess
 
 import pytest
 from kubernetes.client import ApiException
 
-from tests.requires import unavailable
+from tests.kubectl import kubectl_for
 
 PATH = "/apis/apps/v1/namespaces/default/deployments/web"
 
@@ -128,17 +126,7 @@ def test_a_custom_kind_list_map_is_owned_per_item(upstream_sandbox):
 
 @pytest.fixture
 def kubectl(tmp_path, sandbox):
-    binary = shutil.which("kubectl")
-    if binary is None:
-        unavailable("kubectl is not installed: the kubectl suite was not run")
-    config = tmp_path / "config"
-    sandbox.write_kubeconfig(config)
-
-    def run(*args, stdin=None):
-        return subprocess.run([binary, "--kubeconfig", str(config), *args], input=stdin, capture_output=True,
-                              text=True, timeout=60)
-
-    return run
+    return kubectl_for(sandbox, tmp_path)
 
 
 def manifest(*containers):

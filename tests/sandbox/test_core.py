@@ -277,8 +277,8 @@ def test_status_subresource(core):
     assert pod.status.phase == "Running" and pod.metadata.labels == {"a": "b"}
     pod.status.phase = "Succeeded"
     replaced = core.replace_namespaced_pod_status("p", "default", pod)
-    # Pods carry no generation at 1.33 (PodObservedGenerationTracking is alpha and off).
-    assert replaced.status.phase == "Succeeded" and replaced.metadata.generation is None
+    # Pods carry a generation at 1.34 (PodObservedGenerationTracking is beta and on); /status leaves it.
+    assert replaced.status.phase == "Succeeded" and replaced.metadata.generation == 1
 
 
 def test_quota_status_and_batch_job_status(k8s, core):

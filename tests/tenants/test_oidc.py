@@ -150,7 +150,7 @@ def _reload_urls():
 
 @pytest.fixture
 def sso(settings, provider):
-    """The portal configured as the README says, against the test provider; URLs reloaded to add /oidc/."""
+    """The portal configured as docs/admin-guide.md says, against the test provider; URLs reloaded to add /oidc/."""
     settings.OIDC_ENABLED = True
     settings.OIDC_RP_CLIENT_ID = CLIENT_ID
     settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET

@@ -35,7 +35,7 @@ from tools.controlplane import certs
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR = ROOT / "var" / "bin"
-# Where `make controlplane` writes its kubeconfig (documented in the README).
+# Where `make controlplane` writes its kubeconfig (documented in docs/operations.md).
 KUBECONFIG = ROOT / "var" / "controlplane" / "kubeconfig"
 CONTEXT = "controlplane"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")

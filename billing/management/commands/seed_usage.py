@@ -24,9 +24,11 @@ def _max_power(gpu_model: str) -> float:
     return next((watts for name, watts in POWER_WATTS.items() if name in gpu_model), 500.0)
 
 
-def history(cluster: Cluster, *, start, days: int) -> list[sandbox_usage.PodRun]:
+def history(cluster: Cluster, *, start, days: int,
+            owned: dict[int, list[str]] | None = None) -> list[sandbox_usage.PodRun]:
     """Runs per (team, flavor) with quota: one to three a day, 2–12 hours long, a quarter to three quarters of the
-    team's guaranteed units; weekends are quieter."""
+    team's guaranteed units; weekends are quieter. With `owned` (sandbox_usage.flavor_nodes), a run of a flavor
+    sharing its resource and model with another runs on one of its own nodes."""
     runs = []
     quotas = Quota.objects.filter(flavor__cluster=cluster, guaranteed__gt=0).select_related("team", "flavor")
     for quota in quotas.order_by("pk"):
@@ -47,8 +49,13 @@ def history(cluster: Cluster, *, start, days: int) -> list[sandbox_usage.PodRun]
                     gpus=max(1, round(quota.guaranteed * (0.25 + 0.5 * size))),
                     started_at=begins, finished_at=begins + timedelta(hours=2 + 10 * length),
                     gpu_model=flavor.gpu_model, memory_gib=float(flavor.memory_gb),
-                    max_power_watts=_max_power(flavor.gpu_model)))
+                    max_power_watts=_max_power(flavor.gpu_model),
+                    node=_pick((owned or {}).get(flavor.pk, []), team.slug, midnight.date(), index)))
     return runs
+
+
+def _pick(names: list[str], *parts) -> str:
+    return names[int(len(names) * sandbox_usage.unit(*parts, "node"))] if names else ""
 
 
 class Command(BaseCommand):
@@ -65,12 +72,18 @@ class Command(BaseCommand):
         first = last - timedelta(days=days) + metrics.HOUR
         clusters = Cluster.objects.filter(active=True, connection=Connection.SANDBOX, prometheus_url="")
         for cluster in clusters.order_by("name"):
-            runs = history(cluster, start=first.replace(hour=0), days=days + 1)
+            try:
+                owned = sandbox_usage.flavor_nodes(cluster)
+                node_capacity = sandbox_usage.cluster_node_capacity(cluster, owned)
+            except metrics.MetricsError as exc:
+                owned, node_capacity = {}, {}
+                self.stderr.write(f"{cluster.name}: flavors sharing a GPU model are not told apart ({exc})")
+            runs = history(cluster, start=first.replace(hour=0), days=days + 1, owned=owned)
             try:
                 runs += sandbox_usage.cluster_pod_runs(cluster)
             except metrics.MetricsError as exc:
                 self.stderr.write(f"{cluster.name}: only the synthetic history ({exc})")
-            source = sandbox_usage.SandboxSource(lambda runs=runs: runs,
+            source = sandbox_usage.SandboxSource(lambda runs=runs: runs, node_capacity=node_capacity,
                                                  capacity=sandbox_usage.cluster_capacity(cluster))
             done = set(CollectedHour.objects.filter(cluster=cluster, state=HourState.COLLECTED,
                                                     hour__gte=first).values_list("hour", flat=True))

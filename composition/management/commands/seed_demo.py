@@ -44,8 +44,8 @@ IDLE_UTILISATION = 0.02
 class _IdleJobSource:
     """The demo's usage source, plus one job whose GPUs were held but barely used in every hour asked about."""
 
-    def __init__(self, base: metrics.MetricsSource, job: Job):
-        self.base, self.job = base, job
+    def __init__(self, base: metrics.MetricsSource, job: Job, node: str = ""):
+        self.base, self.job, self.node = base, job, node
 
     def hour_usage(self, hour):
         usage = self.base.hour_usage(hour)
@@ -53,8 +53,9 @@ class _IdleJobSource:
         row = metrics.Usage(allocated_gpu_hours=held, used_gpu_hours=held * IDLE_UTILISATION,
                             memory_gib_hours=held * float(self.job.flavor.memory_gb) * 0.2, energy_kwh=held * 0.1)
         namespace = self.job.team.namespace
-        usage.namespace_usage((namespace, metrics.ksm_resource(self.job.flavor.resource_name),
-                               self.job.flavor.gpu_model)).add(row)
+        for measured in usage.node_usage((namespace, metrics.ksm_resource(self.job.flavor.resource_name),
+                                          self.job.flavor.gpu_model), self.node):
+            measured.add(row)
         usage.job_usage((namespace, str(self.job.pk))).add(
             metrics.Usage(allocated_gpu_hours=held, used_gpu_hours=held * IDLE_UTILISATION))
         return usage
@@ -268,8 +269,10 @@ class Command(BaseCommand):
             return
         last = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
         hours = [last - timedelta(hours=back) for back in reversed(range(settings.IDLE_GPU_WINDOW_HOURS))]
-        runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2)
-        source = _IdleJobSource(sandbox_usage.SandboxSource(lambda: runs), job)
+        owned = sandbox_usage.flavor_nodes(job.cluster)
+        runs = usage_history(job.cluster, start=hours[0].replace(hour=0), days=2, owned=owned)
+        source = _IdleJobSource(sandbox_usage.SandboxSource(lambda: runs), job,
+                                node=(owned.get(job.flavor_id) or [""])[0])
         billing_services.usage_collect_hours(cluster=job.cluster, hours=hours, source=source)
         self.stdout.write(f"  {job.cluster.name:<9} {job.team.slug}/{job.name}: idle for the last {len(hours)} hours")
 

@@ -1,0 +1,59 @@
+"""The disagreements left on purpose, by class, each with why: the report counts them under these headings, and
+anything no class claims is listed as not yet explained."""
+
+from __future__ import annotations
+
+import json
+
+KUEUE_KINDS = {"ClusterQueue", "ResourceFlavor", "LocalQueue", "Cohort", "Topology", "WorkloadPriorityClass"}
+VOLCANO_KINDS = {"Queue", "VolcanoJob", "PodGroup", "HyperNode"}
+
+
+def _text(row: dict) -> str:
+    return json.dumps([row["real"], row["sandbox"]])
+
+
+def _kueue(row: dict) -> bool:
+    text = _text(row)
+    return row["kind"] in KUEUE_KINDS and ("kueue.x-k8s.io/resource-in-use" in text or "admission webhook" in text)
+
+
+def _volcano(row: dict) -> bool:
+    return "volcano.sh\\\" denied the request" in _text(row) or (
+        row["kind"] in VOLCANO_KINDS | {"Job"} and "admission webhook" in _text(row))
+
+
+def _pod_admission(row: dict) -> bool:
+    return row["kind"] == "Pod" and any(word in _text(row) for word in (
+        "kube-api-access", "PriorityClass with name", "limit-ranger", "maximum cpu usage per Container"))
+
+
+CLASSES = [
+    ("Kueue's webhooks and finalizer", _kueue,
+     "the sandbox plays Kueue v0.19.2's webhooks (the resource-in-use finalizer its ClusterQueue and ResourceFlavor "
+     "webhooks add, their validators and the Cohort's); the reference here is kube-apiserver with Kueue's CRDs and "
+     "no Kueue, so it accepts what Kueue would refuse and adds no finalizer. The controllers lane "
+     "(`make test-controllers`) runs the portal against the real Kueue."),
+    ("Volcano's webhooks", _volcano,
+     "the sandbox plays Volcano v1.15.1's admission webhooks (a job's or a PodGroup's queue must exist, a queue's "
+     "parent must exist, a capability may not be negative); the reference runs no Volcano, and each corpus request "
+     "is replayed alone, without the Queue the portal creates first."),
+    ("Pod admission plugins", _pod_admission,
+     "admission the portal never meets, as it creates no Pod (the Job, Volcano and KubeRay controllers do): the "
+     "ServiceAccount token volume (with a random name), DefaultTolerationSeconds, Priority, LimitRanger's annotation "
+     "and refusal, the QoS class; the sandbox's in-process kubelet writes pods its own way."),
+    ("DRA request validation", lambda row: row["kind"] == "ResourceClaimTemplate",
+     "resource.k8s.io/v1 device request validation (device class, request names, allocation modes, CEL "
+     "compilation) is not transcribed; the portal generates its claim templates valid, and both accept them alike."),
+]
+
+
+def classify(row: dict) -> str | None:
+    for name, matches, _ in CLASSES:
+        if matches(row):
+            return name
+    return None
+
+
+def reasons() -> dict[str, str]:
+    return {name: reason for name, _, reason in CLASSES}
