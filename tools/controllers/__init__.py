@@ -254,7 +254,10 @@ class Controllers:
 
     def start_volcano(self) -> None:
         source = module_dir("volcano")
-        install_missing_crds(self.plane, sorted((source / "config/crd/volcano/bases").glob("*.yaml")))
+        # The controller manager starts its controllers only once every informer has synced, JobFlow's and
+        # JobTemplate's (flow.volcano.sh) among them, so their CRDs are installed too.
+        install_missing_crds(self.plane, sorted((source / "config/crd/volcano/bases").glob("*.yaml"))
+                             + sorted((source / "config/crd/jobflow/bases").glob("*.yaml")))
         self.ensure_namespace(VOLCANO_NAMESPACE)
         installer = _yaml_documents([source / VOLCANO_INSTALLER])
         args = {}
