@@ -437,17 +437,7 @@ class Kueue:
                     job.requeue_at = now + kueue_tas.REQUEUE_AFTER_NODE_FAILURE
 
     def evict_not_ready(self, now: float) -> None:
-        """waitForPodsReady: a workload admitted longer than the timeout ago whose pods are not all ready is evicted
-        and requeued after a backoff of 60 s doubling per eviction up to an hour (pkg/controller/core
-        workload_controller.go reconcileNotReadyTimeout; pkg/workload/workload.go UpdateRequeueState)."""
-        timeout = self.sim.pods_ready_timeout
-        for jobs in list(self.admitted.values()):
-            for job in list(jobs.values()):
-                if job.state == "starting" and now - job.admitted_at >= timeout:
-                    job.requeues += 1
-                    job.requeue_at = now + kueue_status.requeue_backoff(job.requeues)
-                    self.sim.evict(job, now, f"Exceeded the PodsReady timeout {job.namespace}/{job.scheduler_object}",
-                                   reason=kueue_status.PODS_READY_TIMEOUT)
+        kueue_status.evict_not_ready(self.sim, self.admitted, now)
 
     def adopt(self, job: Tracked, record: dict | None) -> None:
         admission = ((record or {}).get("status") or {}).get("admission") or {}

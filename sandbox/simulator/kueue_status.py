@@ -36,6 +36,19 @@ def requeue_backoff(count: int) -> float:
     return float(min(BACKOFF_BASE_SECONDS * 2 ** (count - 1), BACKOFF_MAX_SECONDS))
 
 
+def evict_not_ready(sim, admitted: dict, now: float) -> None:
+    """waitForPodsReady: a workload admitted longer than the timeout ago whose pods are not all ready is evicted
+    and requeued after a backoff of 60 s doubling per eviction up to an hour (pkg/controller/core
+    workload_controller.go reconcileNotReadyTimeout; pkg/workload/workload.go UpdateRequeueState)."""
+    for jobs in list(admitted.values()):
+        for job in list(jobs.values()):
+            if job.state == "starting" and now - job.admitted_at >= sim.pods_ready_timeout:
+                job.requeues += 1
+                job.requeue_at = now + requeue_backoff(job.requeues)
+                sim.evict(job, now, f"Exceeded the PodsReady timeout {job.namespace}/{job.scheduler_object}",
+                          reason=PODS_READY_TIMEOUT)
+
+
 def pods_not_ready(now: float) -> dict:
     return condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", now)
 
