@@ -1,10 +1,11 @@
 """gunicorn's configuration for the portal's web tier (gunicorn reads ./gunicorn.conf.py; the image, compose and the
 kustomize Deployment name it with `-c`).
 
-Worker model: threaded workers (gthread). A request spends most of its time waiting on PostgreSQL, Redis or a
-cluster's API server, not on the CPU, so threads in a few processes serve many at once; two synchronous workers
-held a 200-user load to about 1.8 s at every endpoint's median because each waiting request held a whole process.
-bench/RESULTS.md ("Web tier under load") has the figures this was chosen from.
+Worker model: threaded workers (gthread). Measured on two cores with PostgreSQL, Redis and the load generator on
+the same machine (bench/RESULTS.md, "Web tier under load"), both models saturate the CPU at about 190 requests/s,
+and gthread has the lower tails: p99 0.73 s against 0.84 s at 50 users, 1.76 s against 2.05 s at 200, no 5xx
+either way. What decides it is the waiting the bench does not have: a page that reads a cluster's API server (pods
+and logs, live objects) or a slow database holds one thread here, where it would hold a whole process.
 
 Sizing: WEB_WORKERS processes (about one per core the pod is given: CPU-bound rendering scales with processes),
 WEB_THREADS threads each (the requests one process serves at once). Each thread keeps its own database connection
@@ -31,7 +32,7 @@ max_requests = int(os.environ.get("WEB_MAX_REQUESTS", "5000"))
 max_requests_jitter = max_requests // 10
 # The heartbeat files live in memory-backed /tmp (the containers' root filesystem is read-only).
 worker_tmp_dir = os.environ.get("WEB_WORKER_TMP_DIR", "/tmp")
-accesslog = os.environ.get("WEB_ACCESS_LOG", "-")
+accesslog = os.environ.get("WEB_ACCESS_LOG", "-") or None  # empty: no access log
 
 # /metrics adds up every worker's counters from files here (prometheus-client's multiprocess mode); set before the
 # workers import the portal.

@@ -7,8 +7,6 @@ Workspaces follow their own stages (the workspaces app)."""
 
 from __future__ import annotations
 
-import logging
-from collections import defaultdict
 from datetime import datetime
 
 from django.conf import settings
@@ -18,19 +16,15 @@ from django.utils import timezone
 from jobs import services as job_services
 from jobs.choices import JobKind, JobState
 from jobs.models import Job
-from portal import kube
 from tenants import webhooks
 from tenants.audit import audit_record
 from tenants.choices import IdleAction
 from tenants.mail import notify_users
 
 from .activity import judge_idle
-from .live_activity import activity_now, job_reading
-from .metrics import MetricsError
+from .live_activity import job_reading, with_readings
 from .models import JobIdleWatch
-from .sources import source_for
 
-log = logging.getLogger(__name__)
 WARNED, STOPPED = "warned", "stopped"
 
 
@@ -103,23 +97,12 @@ def job_idle_rule_all(now: datetime | None = None) -> dict:
     report: dict = {"read": 0, "moved": {}, "failed": {}}
     jobs = list(watched_jobs())
     watches = {w.job_id: w for w in JobIdleWatch.objects.filter(job__in=[j.pk for j in jobs])}
-    by_cluster: dict[int, list[Job]] = defaultdict(list)
-    for job in jobs:
-        by_cluster[job.cluster_id].append(job)
-    for members in by_cluster.values():
-        cluster = members[0].cluster
-        try:
-            readings = activity_now(source_for(cluster), now)
-        except (MetricsError, kube.KubeError) as exc:
-            report["failed"][cluster.name] = str(exc)
-            log.warning("GPU activity of cluster %s could not be read: %s", cluster.name, exc)
+    for job, readings in with_readings(jobs, report=report, now=now):
+        reading = job_reading(readings, namespace=job.team.namespace, job_id=job.pk, object_name=job.object_name)
+        if reading is None:
             continue
-        for job in members:
-            reading = job_reading(readings, namespace=job.team.namespace, job_id=job.pk, object_name=job.object_name)
-            if reading is None:
-                continue
-            report["read"] += 1
-            moved = job_idle_judge(job, watches.get(job.pk), reading, now)
-            if moved:
-                report["moved"][job.pk] = moved
+        report["read"] += 1
+        moved = job_idle_judge(job, watches.get(job.pk), reading, now)
+        if moved:
+            report["moved"][job.pk] = moved
     return report

@@ -4,12 +4,20 @@ cluster, from its pods (each pod's set activity, `sandbox_usage`)."""
 
 from __future__ import annotations
 
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+
+from portal import kube
 
 from . import activity
 from .metrics import MetricsError, PrometheusSource
 from .sandbox_usage import SandboxSource, pod_activity
+from .sources import source_for
+
+log = logging.getLogger(__name__)
 
 WINDOW = "5m"  # what "now" means: the mean over the last five minutes of samples
 
@@ -81,3 +89,22 @@ def activity_now(source, now: datetime) -> list[PodReading]:
     if isinstance(source, PrometheusSource):
         return prometheus_readings(source, now)
     raise MetricsError("this usage source cannot say what GPUs are doing now")
+
+
+def with_readings(items: Iterable, *, report: dict, now: datetime) -> Iterator[tuple[object, list[PodReading]]]:
+    """Each running item (a job, a workspace: anything with a `cluster`) beside what its cluster's GPU pods are
+    doing now, read once per cluster. A cluster whose activity cannot be read goes into `report["failed"]` and
+    its items are left out: nothing is judged idle on no evidence."""
+    by_cluster: dict[int, list] = defaultdict(list)
+    for item in items:
+        by_cluster[item.cluster_id].append(item)
+    for members in by_cluster.values():
+        cluster = members[0].cluster
+        try:
+            readings = activity_now(source_for(cluster), now)
+        except (MetricsError, kube.KubeError) as exc:
+            report["failed"][cluster.name] = str(exc)
+            log.warning("GPU activity of cluster %s could not be read: %s", cluster.name, exc)
+            continue
+        for item in members:
+            yield item, readings

@@ -23,7 +23,7 @@ from tenants.selectors import active_clusters
 from tenants.services import notify_users
 
 from . import hypernodes, selectors, status, tasks, waits
-from .choices import TERMINAL_STATES, JobKind, JobState
+from .choices import TERMINAL_STATES, JobKind, JobState, WaitReason
 from .manifests import JOB_LABEL
 from .models import Job
 
@@ -73,8 +73,11 @@ def _state_changes(job: Job, observed: Observed, now, pods_started: str | None =
 def _changed(job: Job, changes: dict) -> None:
     """Bring the in-memory row up to date after its changes were written; notify on the ends that matter."""
     previous = job.state
+    was_held = waits.wait_reason(job.state, job.state_message) == WaitReason.BUDGET
     for name, value in changes.items():
         setattr(job, name, value)
+    if not was_held and waits.wait_reason(job.state, job.state_message) == WaitReason.BUDGET:
+        _held(job)
     if job.notify and previous != job.state and job.state in (JobState.SUCCEEDED, JobState.FAILED,
                                                               JobState.PREEMPTED):
         notify_users(users=[job.submitted_by], subject=f"Job {job.name} {job.get_state_display().lower()}",
@@ -86,6 +89,20 @@ def _changed(job: Job, changes: dict) -> None:
                         reason=sentence or job.state_message, next_step=REQUEUED,
                         data={"job": {"id": job.pk, "name": job.name, "object": job.object_name,
                                       "cluster": job.cluster.name, "scheduler_message": job.state_message}})
+
+
+def _held(job: Job) -> None:
+    """A waiting job the team's budget now holds: its submitter (if they asked for mail) and the team's webhook are
+    told at once, with the sentence that names the budget and who can lift it."""
+    if job.notify:
+        notify_users(users=[job.submitted_by], subject=f"Job {job.name} held by the budget",
+                     body=f"{job.team.slug}/{job.object_name}: {job.state_message}\n\nIt starts by itself once "
+                          "the hold lifts (the window rolls, the budget or allowance is raised, or an override is "
+                          "granted).")
+    webhooks.notice(team=job.team, event="job.held", subject=f"Job {job.name} held by the budget",
+                    reason=job.state_message, next_step="waits; starts by itself once the hold lifts",
+                    data={"job": {"id": job.pk, "name": job.name, "object": job.object_name,
+                                  "cluster": job.cluster.name}})
 
 
 def set_state(job: Job, observed: Observed, now) -> bool:

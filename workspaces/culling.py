@@ -7,24 +7,17 @@ the reading that triggered it."""
 
 from __future__ import annotations
 
-import logging
-from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from billing.activity import judge_idle
-from billing.live_activity import PodReading, activity_now, job_reading
-from billing.metrics import MetricsError
-from billing.sources import source_for
-from portal import kube
+from billing.live_activity import PodReading, job_reading, with_readings
 
 from . import selectors, services
 from .choices import Stage
 from .models import Workspace
-
-log = logging.getLogger(__name__)
 
 
 def _reading_for(workspace: Workspace, readings: list[PodReading]) -> PodReading | None:
@@ -83,24 +76,13 @@ def workspace_cull_all(now: datetime | None = None) -> dict:
     read is reported and its workspaces are left as they are (never suspended on no evidence)."""
     now = now or timezone.now()
     report: dict = {"read": 0, "moved": {}, "failed": {}, "volumes": 0}
-    by_cluster: dict[int, list[Workspace]] = defaultdict(list)
-    for workspace in selectors.cullable():
-        by_cluster[workspace.cluster_id].append(workspace)
-    for members in by_cluster.values():
-        cluster = members[0].cluster
-        try:
-            readings = activity_now(source_for(cluster), now)
-        except (MetricsError, kube.KubeError) as exc:
-            report["failed"][cluster.name] = str(exc)
-            log.warning("GPU activity of cluster %s could not be read: %s", cluster.name, exc)
+    for workspace, readings in with_readings(selectors.cullable(), report=report, now=now):
+        reading = _reading_for(workspace, readings)
+        if reading is None:
             continue
-        for workspace in members:
-            reading = _reading_for(workspace, readings)
-            if reading is None:
-                continue
-            report["read"] += 1
-            moved = workspace_judge(workspace, reading, now)
-            if moved:
-                report["moved"][workspace.pk] = moved
+        report["read"] += 1
+        moved = workspace_judge(workspace, reading, now)
+        if moved:
+            report["moved"][workspace.pk] = moved
     report["volumes"] = workspace_volumes_expire(now)
     return report

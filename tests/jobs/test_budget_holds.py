@@ -22,6 +22,7 @@ from jobs.choices import JobState, WaitReason
 from jobs.models import Job, JobWait
 from quotas import services as quota_services
 from tenants.choices import Role
+from tenants.models import TeamWebhook, WebhookDelivery
 from tests.api.world import token_for
 from tests.factories import GpuFlavorFactory, MembershipFactory, PlatformAdminFactory, RateCardFactory
 from tests.jobs.conftest import build_world, reconcile_cluster, step
@@ -97,6 +98,7 @@ def test_kueue_holds_api_and_kubectl_jobs_until_an_override_and_the_window_roll(
     assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "gpu-portal-budget"}]}
     assert enforce.budget_enforce(now=now)["held"] == 1
     assert len(mailoutbox) == 1 and "held by the budget" in mailoutbox[0].subject
+    TeamWebhook.objects.create(team=world["team"], url="https://hooks.example.com/gpu", secret="s3cret")
     check = sb.store.get(sb.store.kind(KUEUE, "AdmissionCheck"), None, "gpu-portal-budget")
     assert check["spec"] == {"controllerName": "gpu-portal.io/budget"}
     assert [c["type"] for c in check["status"]["conditions"] if c["status"] == "True"] == ["Active"]
@@ -113,7 +115,8 @@ def test_kueue_holds_api_and_kubectl_jobs_until_an_override_and_the_window_roll(
     step(sb, 0)  # both get quota, and wait for the check
     enforce.budget_enforce(now=now)
     step(sb, 1)
-    job_sync.job_status_sync(cluster=world["cluster"])
+    with run_on_commit():
+        job_sync.job_status_sync(cluster=world["cluster"])
     api_job.refresh_from_db()
     assert api_job.state == JobState.QUEUED
     assert api_job.state_message.startswith("Held by the budget's GPU-hour allowance: nlp used 10 of its 8 h100 "
@@ -121,6 +124,11 @@ def test_kueue_holds_api_and_kubectl_jobs_until_an_override_and_the_window_roll(
     assert "A platform admin can raise the allowance or grant an override." in api_job.state_message
     assert JobWait.objects.get(job=api_job, ended_at__isnull=True).reason == WaitReason.BUDGET
     assert "Held by the budget" in job_selectors.why_waiting(job=api_job)
+    # Its owner is told at once: by e-mail (the submitter asked for mail) and through the team's webhook.
+    told = [m for m in mailoutbox if m.subject == "Job api-train held by the budget"]
+    assert len(told) == 1 and told[0].to == [world["member"].email] and "2 over" in told[0].body
+    held = WebhookDelivery.objects.get(team=world["team"], event="job.held")
+    assert held.payload["job"]["id"] == api_job.pk and held.payload["reason"].startswith("Held by the budget")
     by_hand = check_of(sb, "by-hand")
     assert by_hand["state"] == "Pending" and "8 a100 GPU-hours" in by_hand["message"]
     assert workload(sb, "by-hand")["status"]["admission"]["clusterQueue"] == "nlp"  # quota reserved, held
@@ -134,7 +142,7 @@ def test_kueue_holds_api_and_kubectl_jobs_until_an_override_and_the_window_roll(
     job_sync.job_status_sync(cluster=world["cluster"])
     assert Job.objects.get(pk=api_job.pk).state == JobState.ADMITTED
     assert check_of(sb, "by-hand")["state"] == "Pending"
-    assert len(mailoutbox) == 1  # the hold goes on: no second e-mail
+    assert sum(1 for m in mailoutbox if m.subject.endswith("new GPU jobs are held by the budget")) == 1  # one hold
 
     later = now + timedelta(days=1, hours=1)  # the hours used have left the one-day window
     counts = enforce.budget_enforce(now=later)
@@ -216,8 +224,10 @@ def test_volcano_closes_the_queue_and_the_portal_keeps_its_jobs_until_the_hold_l
     with run_on_commit():
         second = submit(world, "api-again")
     assert Job.objects.get(pk=second.pk).state == JobState.PENDING
-    assert len(mailoutbox) == 2  # a new hold, a new e-mail
-
+    holds = [m.subject for m in mailoutbox if m.subject.endswith("new GPU jobs are held by the budget")]
+    assert len(holds) == 2  # a new hold, a new e-mail to the team's admins
+    assert [m.subject for m in mailoutbox if m.subject.startswith("Job ")] == [
+        "Job api-train held by the budget", "Job api-again held by the budget"]  # and each owner, once
     next_month = datetime(month.year + month.month // 12, month.month % 12 + 1, 1, 1, tzinfo=UTC)
     with run_on_commit():
         counts = enforce.budget_enforce(now=next_month)  # a new month: no hard budget spent
