@@ -24,8 +24,7 @@ PER_JOB = ("state", "message", "why_waiting", "outcome", "placement", "condition
 KEPT: dict[tuple[str, str], str] = {}
 # What the comparison has led to so far, in the simulator and in the portal (before: the state it replaced).
 FIXED = (
-    "The simulator writes Kueue's `Active` condition on ClusterQueues and LocalQueues (before: none, so a page "
-    "waiting for an active queue never saw one).",
+    "The simulator writes Kueue's `Active` condition on ClusterQueues and LocalQueues (before: none).",
     "The simulator runs Kueue v0.19's waitForPodsReady: `PodsReady` conditions, eviction after the timeout with "
     "`requeueState` and backoff (before: pods that never started were never evicted).",
     "An evicted workload's reservation is released as `QuotaReserved` False `Pending`, as Kueue's job reconciler "
