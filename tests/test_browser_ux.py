@@ -238,7 +238,8 @@ def test_the_job_page_draws_its_gpus_activity_and_memory_at_both_widths(browser,
     for width in (1440, 390):
         page = signed_in(browser, live_server.url, member.username, width)
         page.goto(f"{live_server.url}/jobs/{job.pk}/")
-        page.locator("#activity-slot").scroll_into_view_if_needed()
+        # The slot is swapped for the fragment once revealed: scroll in one step, whichever of the two is there.
+        page.evaluate("document.getElementById('activity-slot').scrollIntoView()")
         page.wait_for_selector("#activity-chart .main-svg")
         legend = page.locator("#activity-chart .legendtext").evaluate_all("els => els.map(e => e.textContent)")
         assert legend == ["utilisation", "SM activity", "tensor pipe", "memory per GPU (GiB)"], legend
