@@ -209,8 +209,8 @@ class Portal:
         return self.get(f"teams/{team or self.default_team()}/budget/", **params)
 
 
-class Job:
-    """A submitted job; attributes mirror the API's fields (job.state, job.gpus, …) as of the last refresh."""
+class _Record:
+    """An object the API returned: its fields are attributes (obj.state, …) as of the last refresh."""
 
     def __init__(self, portal: Portal, data: dict):
         self.portal = portal
@@ -221,6 +221,10 @@ class Job:
             return self.__dict__["data"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+class Job(_Record):
+    """A submitted job; attributes mirror the API's fields (job.state, job.gpus, …) as of the last refresh."""
 
     def __repr__(self) -> str:
         return f"<Job {self.data['id']} {self.data['team']}/{self.data['name']} {self.data['state']}>"
@@ -285,22 +289,10 @@ class Job:
         return f"{state}: {self.data['state_message']}" if self.data.get("state_message") else state
 
 
-__all__ = ["Job", "Portal", "PortalError"]
 
-
-class Workspace:
+class Workspace(_Record):
     """A workspace; attributes mirror the API's fields (ws.stage, ws.url, ws.port_forward, …) as of the last
     refresh. `access_token` is there only on the workspace `Portal.start_workspace` returned."""
-
-    def __init__(self, portal: Portal, data: dict):
-        self.portal = portal
-        self.data = data
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def __repr__(self) -> str:
         return f"<Workspace {self.data['id']} {self.data['team']}/{self.data['name']} {self.data['stage']}>"
@@ -331,3 +323,6 @@ class Workspace:
     def delete(self) -> Workspace:
         self.data = self.portal.request("DELETE", f"workspaces/{self.data['id']}/")
         return self
+
+
+__all__ = ["Job", "Portal", "PortalError", "Workspace"]
