@@ -141,7 +141,7 @@ def _seconds_since(then: str | None, now: str) -> float:
 
 
 def checks_waiting(workload: dict | None, *, said_only: bool = False) -> str:
-    """What the admission checks not Ready yet say of a workload (kueue v0.19.2 pkg/workload/admissionchecks.go:
+    """What the admission checks not Ready yet say of a workload (kueue pkg/workload/admissionchecks.go:
     admitted once it has quota and every check is Ready); `said_only` leaves out checks with no message."""
     checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
     return " ".join(c.get("message") or f"Admission check {c.get('name')} is {c.get('state')}."

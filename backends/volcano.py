@@ -187,7 +187,7 @@ class Volcano:
                       release_after: int = 0) -> list[dict]:
         """The team's Queue Closed while anything holds the team (Volcano knows resources, not flavors, so an
         allowance on one flavor closes the queue), Open after. The queue controller keeps a state it finds in
-        status (volcano v1.15.1 pkg/controllers/queue/state: open.go, closed.go; a closed queue with running pod
+        status (volcano pkg/controllers/queue/state: open.go, closed.go; a closed queue with running pod
         groups reads Closing); the job webhook refuses a job to a queue that is not Open
         (pkg/webhooks/admission/jobs/validate/admit_job.go) and the scheduler enqueues nothing from it
         (pkg/scheduler/plugins/proportion)."""

@@ -73,7 +73,7 @@ CLOSED_QUEUE_REFUSAL = "can only submit job to queue with state `Open`"
 
 
 def closed_queue_refusal(status: int, message: str) -> bool:
-    """The job webhook refusing a job to a queue that is closed (volcano v1.15.1 pkg/webhooks/admission/jobs/
+    """The job webhook refusing a job to a queue that is closed (volcano pkg/webhooks/admission/jobs/
     validate/admit_job.go): retried, since the queue reopens when the budget hold that closed it lifts."""
     return status in (400, 403, 422) and CLOSED_QUEUE_REFUSAL in message
 

@@ -67,7 +67,7 @@ def limit_range_manifest(team: TeamQuotaSpec) -> dict:
     }
 
 
-# Volcano's queue webhook (volcano v1.15.1 pkg/webhooks/admission/queues/validate/validate_queue.go) judges a queue's
+# Volcano's queue webhook (volcano pkg/webhooks/admission/queues/validate/validate_queue.go) judges a queue's
 # hierarchy against its parent and children as they are now: these refusals lift once the other queue has
 # converged (a parent grown, a child shrunk, a department queue created), so they are retried with backoff.
 VOLCANO_QUEUE_WEBHOOK = 'admission webhook "validatequeue.volcano.sh" denied the request'

@@ -1,8 +1,8 @@
 """Field ownership of the writes that are not server-side apply (create, update, merge/JSON/strategic patch): the
 `Update` entry of metadata.managedFields, as kube-apiserver's field manager keeps it.
 
-After sigs.k8s.io/structured-merge-diff v6 (typed/compare.go, merge/update.go Updater.Update) and
-k8s.io/apimachinery v0.34 pkg/util/managedfields/internal (stripmeta.go, managedfields.go): the writer owns every
+After sigs.k8s.io/structured-merge-diff (typed/compare.go, merge/update.go Updater.Update) and
+k8s.io/apimachinery pkg/util/managedfields/internal (stripmeta.go, managedfields.go): the writer owns every
 field the write added or changed, compared with the object before it (on create, the kind's empty object: for a
 built-in kind what its Go type holds when empty, for a custom kind nothing); a map or list the write added is
 itself a member of the set (`.` in FieldsV1) beside its fields. Other managers lose what this write changed or

@@ -1,7 +1,7 @@
 """ObjectMeta as kube-apiserver validates it on every write, before the kind's own rules: the name (or the
 generateName prefix) by the kind's name rule, labels, annotations, owner references and finalizers.
 
-After k8s.io/apimachinery v0.34 pkg/api/validation/objectmeta.go (ValidateObjectMetaAccessor and
+After k8s.io/apimachinery pkg/api/validation/objectmeta.go (ValidateObjectMetaAccessor and
 ValidateObjectMetaAccessorUpdate), pkg/api/validation/generic.go (the name functions; a generateName prefix is
 checked with its trailing dash masked), pkg/api/validation/path/name.go (RBAC's path-segment names) and, for the
 built-in kinds, kubernetes v1.34 pkg/apis/core/validation (validateKubeFinalizerName: a finalizer without a

@@ -1,12 +1,12 @@
 """Objects of built-in kinds as their Go types hold them: kube-apiserver decodes a written object into its Go
 struct and encodes it back, so a struct field that is not a pointer is always there (`"status": {}`), and an
 empty map, list or string whose field is `omitempty` is gone (`"hard": {}`, `"env": []`), and a quantity is written as
-Quantity.String() writes it (`1.5` → `1500m`, `1024Gi` → `1Ti`). Custom resources are kept as written
-(unstructured).
+Quantity.String() writes it (`1.5` → `1500m`, `1024Gi` → `1Ti`; k8s.io/apimachinery pkg/api/resource/quantity.go).
+Custom resources are kept as written (unstructured).
 
 `EMPTY_OBJECTS` is what the Go type of each built-in kind the sandbox serves holds when empty
-(runtime.DefaultUnstructuredConverter: structs that are not pointers, and the fields without `omitempty`, nil
-slices as null); beside the encoding it decides which maps a create adds (`sandbox.managed_update`). Which
+(runtime.DefaultUnstructuredConverter, k8s.io/apimachinery pkg/runtime/converter.go: structs that are not
+pointers, and the fields without `omitempty`, nil slices as null); beside the encoding it decides which maps a create adds (`sandbox.managed_update`). Which
 fields are `omitempty` is read from the kind's OpenAPI schema: openapi-gen lists a field as `required` exactly
 when it has no `omitempty`."""
 

@@ -1,4 +1,4 @@
-"""Kueue's resource-in-use finalizer, as kueue v0.19.2 holds it on the objects other objects depend on.
+"""Kueue's resource-in-use finalizer, as Kueue holds it on the objects other objects depend on.
 
 - ClusterQueue: the mutating webhook adds it on create (pkg/webhooks/clusterqueue_webhook.go Default); once the
   queue is being deleted, the controller removes it only when no workload still reserves quota in it

@@ -15,10 +15,10 @@
   `status.allocation.devices.results` and `status.reservedFor`; when nothing fits the pod stays Pending,
   `PodScheduled=False`, "0/N nodes are available: N cannot allocate all claims."
 - Quota: Kueue counts a pod's claims as the logical resource its Configuration's `resources.deviceClassMappings`
-  give the class, and refuses a class it has no mapping for (kueue v0.19.2 pkg/dra/claims.go,
+  give the class, and refuses a class it has no mapping for (kueue pkg/dra/claims.go,
   GetResourceRequestsForResourceClaimTemplates); the configuration is read from the ConfigMap
   `kueue-system/kueue-manager-config` (`controller_manager_config.yaml`), as Kueue's manifests mount it. Volcano's
-  capacity plugin counts `deviceclass/<class>` (volcano v1.15.1 pkg/scheduler/plugins/capacity/capacity.go).
+  capacity plugin counts `deviceclass/<class>` (volcano pkg/scheduler/plugins/capacity/capacity.go).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Kueue v0.19's scheduler at its defaults, for batch/v1 Jobs and RayJobs labelled with a LocalQueue.
 
-Sources (kubernetes-sigs/kueue v0.19.2): the webhook suspends a queued job and the job reconciler makes a Workload
+Sources (kubernetes-sigs/kueue): the webhook suspends a queued job and the job reconciler makes a Workload
 (pkg/controller/jobframework); the scheduler admits the heads of its ClusterQueues by priority then creation
 (BestEffortFIFO: a workload that does not fit does not block the next, pkg/scheduler/scheduler.go); flavors are
 assigned per pod set and per resource group with the default flavor fungibility (whenCanBorrow MayStopSearch,

@@ -1,7 +1,7 @@
 """Kueue's admission fair sharing: LocalQueues' usage decayed with a half-life, ordering the workloads of a
 ClusterQueue whose `admissionScope.admissionMode` is `UsageBasedAdmissionFairSharing`.
 
-A port of kubernetes-sigs/kueue v0.19.2:
+A port of kubernetes-sigs/kueue:
 - Configuration `admissionFairSharing` (apis/config/v1beta2/configuration_types.go, defaults.go): no block, no
   feature; `usageSamplingInterval` defaults to 5 minutes, `usageHalfLifeTime` to 0, a resource not named in
   `resourceWeights` weighs 1. Read from the ConfigMap Kueue's manifests mount (`dra.KUEUE_CONFIG`).

@@ -1,4 +1,4 @@
-"""Kueue v0.19's admission checks (kubernetes-sigs/kueue v0.19.2): a ClusterQueue lists AdmissionChecks
+"""Kueue v0.19's admission checks (kubernetes-sigs/kueue): a ClusterQueue lists AdmissionChecks
 (`spec.admissionChecksStrategy.admissionChecks`, v1beta2); each check's controller keeps it Active, and a queue that
 lists a check missing or not Active is inactive (pkg/cache/scheduler/clusterqueue.go). The workload controller
 gives each Workload of such a queue one `status.admissionChecks` entry per check, Pending at first

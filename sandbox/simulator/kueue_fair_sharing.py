@@ -1,6 +1,6 @@
 """Kueue's fair sharing, for the order in which the heads of a cohort's ClusterQueues are tried.
 
-A port of kubernetes-sigs/kueue v0.19.2: pkg/cache/scheduler/fair_sharing.go (dominantResourceShare: per resource,
+A port of kubernetes-sigs/kueue: pkg/cache/scheduler/fair_sharing.go (dominantResourceShare: per resource,
 the usage above the node's subtree quota, with the workload's requests added, over what the parent cohort could
 lend of that resource, ×1000 and divided by the node's fairSharing.weight; a zero weight that borrows sorts last)
 and pkg/scheduler/fair_sharing_iterator.go: the tournament down the cohort tree. Each ClusterQueue's head entry

@@ -1,4 +1,4 @@
-"""The Workload status the sandbox's Kueue writes when it admits or evicts a workload (kueue v0.19.2
+"""The Workload status the sandbox's Kueue writes when it admits or evicts a workload (kubernetes-sigs/kueue
 pkg/workload/admission.go and conditions: QuotaReserved, Admitted, Evicted, Preempted, Requeued; the admission's
 podSetAssignments with flavors, resource usage and, with Topology-Aware Scheduling, the topology assignment)."""
 

@@ -1,6 +1,6 @@
 """Kueue's Topology-Aware Scheduling and flavor taints, for the flavor assigner in `kueue`.
 
-Sources (kubernetes-sigs/kueue v0.19.2):
+Sources (kubernetes-sigs/kueue):
 - A ResourceFlavor with `topologyName` is a TAS flavor: its nodes (those carrying the flavor's nodeLabels) are
   grouped into domains by the Topology's level labels (pkg/cache/scheduler/tas_flavor_snapshot.go).
 - A pod set annotated kueue.x-k8s.io/podset-required-topology: <level label> must fit whole in one domain of that

@@ -1,6 +1,6 @@
 """The usage a scheduler reports in its queues' status, written only when it changed.
 
-Kueue (kubernetes-sigs/kueue v0.19.2): the ClusterQueue reconciler copies the cache's usage into the status
+Kueue (kubernetes-sigs/kueue): the ClusterQueue reconciler copies the cache's usage into the status
 (pkg/controller/core/clusterqueue_controller.go updateCqStatusIfChanged): `flavorsReservation` and
 `flavorsUsage` list every flavor of every resource group with every covered resource, sorted by resource name,
 `total` the quota its workloads hold and `borrowed` what exceeds the nominal quota, only for a queue in a cohort
@@ -8,7 +8,7 @@ Kueue (kubernetes-sigs/kueue v0.19.2): the ClusterQueue reconciler copies the ca
 count the workloads (apis/kueue/v1beta2/clusterqueue_types.go ClusterQueueStatus, the version served). Without
 admission checks a reservation is an admission, so both lists are the same here.
 
-Volcano (volcano-sh/volcano v1.15.1): when a session closes the scheduler sums the requests of each queue's
+Volcano (volcano-sh/volcano): when a session closes the scheduler sums the requests of each queue's
 allocated tasks into its `status.allocated`, adding them to every ancestor up to `root` too, and writes a queue
 only when the sum changed (pkg/scheduler/framework/session.go updateQueueStatus); cpu and memory are always listed
 (pkg/scheduler/util/scheduler_helper.go ConvertRes2ResList).

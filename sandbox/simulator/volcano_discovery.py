@@ -1,7 +1,7 @@
 """Volcano's HyperNode label discoverer: the controller builds HyperNodes from node labels itself, so nobody writes
 them by hand. The sandbox plays it whenever Nodes, HyperNodes or its configuration change.
 
-Sources (volcano-sh/volcano v1.15.1):
+Sources (volcano-sh/volcano):
 - The configuration is the `volcano-controller.conf` key of the ConfigMap `volcano-controller-configmap` in
   `volcano-system` (pkg/controllers/hypernode/config/loader.go; the chart's templates/controllers.yaml names it
   `<release>-controller-configmap`): `networkTopologyDiscovery`, a list of sources; the `label` one, when

@@ -1,6 +1,6 @@
 """Volcano's allocate action on Nodes: where each task of a gang goes, and network topology (HyperNodes).
 
-Sources (volcano-sh/volcano v1.15.1):
+Sources (volcano-sh/volcano):
 - HyperNodes group nodes by tier (staging/src/volcano.sh/apis/pkg/apis/topology/v1alpha1/hypernode_types.go): a
   member is a Node (tier 1, chosen by exactMatch name, regexMatch pattern or labelMatch selector) or a HyperNode
   (higher tiers, by exactMatch only: "HyperNode member does not support regex match"); a HyperNode's real nodes

@@ -1,4 +1,4 @@
-"""Volcano's preempt and reclaim actions, for `volcano.Volcano` (volcano v1.15.1 pkg/scheduler/actions/preempt and
+"""Volcano's preempt and reclaim actions, for `volcano.Volcano` (volcano pkg/scheduler/actions/preempt and
 actions/reclaim): which running tasks may give way to a waiting gang, and taking them.
 
 Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable do (framework/session_plugins.go):

@@ -1,4 +1,4 @@
-"""Volcano's proportion plugin deals the cluster out among queues by weight (volcano v1.15.1
+"""Volcano's proportion plugin deals the cluster out among queues by weight (volcano-sh/volcano
 pkg/scheduler/plugins/proportion/proportion.go, OnSessionOpen): each round gives every queue not yet met its
 weight's part of what is left, capped at its capability and at what it asks for (allocated plus pending), raised to
 its guarantee; a queue is met once it has what it asks for (or stops growing); rounds go on while something is
