@@ -5,10 +5,10 @@ Quantity.String() writes it (`1.5` → `1500m`, `1024Gi` → `1Ti`; k8s.io/apima
 Custom resources are kept as written (unstructured).
 
 `EMPTY_OBJECTS` is what the Go type of each built-in kind the sandbox serves holds when empty
-(runtime.DefaultUnstructuredConverter, k8s.io/apimachinery pkg/runtime/converter.go: structs that are not
-pointers, and the fields without `omitempty`, nil slices as null); beside the encoding it decides which maps a
-create adds (`sandbox.managed_update`). Which fields are `omitempty` is read from the kind's OpenAPI schema: openapi-gen lists a field as `required` exactly
-when it has no `omitempty`."""
+(runtime.DefaultUnstructuredConverter, k8s.io/apimachinery pkg/runtime/converter.go: structs that are not pointers,
+and the fields without `omitempty`, nil slices as null); beside the encoding it decides which maps a create adds
+(`sandbox.managed_update`). Which fields are `omitempty` is read from the kind's OpenAPI schema: openapi-gen lists a
+field as `required` exactly when it has no `omitempty`."""
 
 from __future__ import annotations
 
