@@ -80,12 +80,16 @@ def _floor(url: str, hour: datetime) -> float:
     """The collector's queries alone, through a bare keep-alive session; returns seconds."""
     import requests
 
-    from billing import metrics, promql
+    from billing import activity, metrics, promql
 
     step = 60
+    source = metrics.PrometheusSource(url, step=step)
+    start, end = hour + timedelta(seconds=step), hour + metrics.HOUR
     with requests.Session() as session:
         started = time.perf_counter()
-        for expr in metrics.PrometheusSource(url, step=step).queries.values():
+        exported = source._exported(start, end)  # the collector's own first question: which fields to read
+        signal = activity.best_signal(exported) or activity.GR_ENGINE_ACTIVE
+        for expr in promql.queries(source.shape, step, signal, exported).values():
             response = session.get(f"{url}/api/v1/query_range", params={
                 "query": expr, "start": (hour + timedelta(seconds=step)).timestamp(),
                 "end": (hour + metrics.HOUR).timestamp(), "step": step}, timeout=120)

@@ -52,9 +52,9 @@ def _seed(start: datetime, end: datetime) -> int:
     with connection.cursor() as cursor:
         cursor.execute("""
             INSERT INTO billing_usagehour (team_id, flavor_id, cluster_id, namespace, hour, allocated_gpu_hours,
-                                           used_gpu_hours, gpu_memory_used_gib_avg, energy_kwh)
+                                           used_gpu_hours, gpu_memory_used_gib_avg, energy_kwh, utilisation_signal)
             SELECT t.id, f.id, f.cluster_id, t.slug, h, a.alloc, round(a.alloc * ((t.id + extract(hour FROM h)::int)
-                   %% 11) / 10.0, 6), 0, 0
+                   %% 11) / 10.0, 6), 0, 0, ''
             FROM tenants_team t CROSS JOIN tenants_gpuflavor f
             CROSS JOIN generate_series(%s::timestamptz, %s::timestamptz - interval '1 hour', interval '1 hour') h
             CROSS JOIN LATERAL (SELECT ((t.id * 7 + f.id * 3) %% 8 + 1)::numeric(14, 6) AS alloc) a
