@@ -1,11 +1,11 @@
 """Imports run one way, and modules stay small enough to read.
 
 The layers, from the ground up: the sandbox (a Kubernetes API emulator that knows nothing of the portal), the
-portal's infrastructure (gateway, reconcile engine, naming, HTTP/API base, the desired-state registry), then the
-apps in the order they build on each other, the composition layer, which reconciles what every app contributes,
-and on top the project's wiring (`config`: settings, URL conf, Celery and WSGI entry points), which names every app
-by nature. An import from a lower layer to a higher one fails here, wherever it is written (a function-local import
-included), and so does any cycle between apps.
+portal's infrastructure (gateway, reconcile engine and its row contract, naming, HTTP/API base, the desired-state
+registry), then the apps in the order they build on each other, the composition layer, which reconciles what every
+app contributes, and on top the project's wiring (`config`: settings, URL conf, Celery and WSGI entry points), which
+names every app by nature. An import from a lower layer to a higher one fails here, wherever it is written (a
+function-local import included), and so does any cycle between apps.
 """
 
 import ast
@@ -162,6 +162,23 @@ def composition_internals(root: Path, apps: list[str]) -> list[str]:
     return found
 
 
+def shared_model_bases(models, apps: list[str]) -> dict[str, set[str]]:
+    """Abstract model bases our own packages define → the apps whose models derive from each (Django's own aside)."""
+    found: dict[str, set[str]] = {}
+    for model in models:
+        for base in model.__mro__[1:]:
+            meta = getattr(base, "_meta", None)
+            if meta is not None and meta.abstract and base.__module__.split(".")[0] in apps:
+                found.setdefault(f"{base.__module__}.{base.__qualname__}", set()).add(model._meta.app_label)
+    return found
+
+
+def misplaced_row_contracts(models, apps: list[str]) -> list[str]:
+    """A row contract more than one app derives from belongs on the ground floor (portal), beside its engine."""
+    return sorted(base for base, users in shared_model_bases(models, apps).items()
+                  if len(users) > 1 and not base.startswith("portal."))
+
+
 def long_modules(root: Path, apps: list[str], known: dict[str, int]) -> list[str]:
     too_long = []
     for app in apps:
@@ -206,6 +223,14 @@ def test_known_long_modules_still_exist_and_are_long():
     for name in KNOWN_LONG:
         path = ROOT / name
         assert path.is_file() and path.read_text().count("\n") > MAX_LINES, f"remove {name} from KNOWN_LONG"
+
+
+def test_the_reconcile_row_contract_lives_beside_its_engine():
+    from django.apps import apps
+
+    assert {"tenants", "jobs", "workspaces"} <= shared_model_bases(apps.get_models(), LAYERS)[
+        "portal.reconciled.Reconciled"]
+    assert misplaced_row_contracts(apps.get_models(), LAYERS) == []
 
 
 def test_the_layers_appear_in_this_order_in_the_development_docs():
@@ -275,3 +300,14 @@ def test_composition_importing_an_app_internal_is_caught(project):
     assert composition_internals(root, ["portal", "tenants", "backends", "quotas", "composition"]) == [
         "composition/reconcile.py: backends.kueue", "composition/reconcile.py: quotas.usage"]
 
+
+def test_a_row_contract_shared_from_an_app_is_caught():
+    def model(module, name, app, *bases, abstract=False):
+        cls = type(name, bases, {"__module__": module})
+        cls._meta = type("Meta", (), {"abstract": abstract, "app_label": app})
+        return cls
+
+    contract = model("tenants.reconciled", "Reconciled", "tenants", abstract=True)
+    rows = [model("tenants.models", "Cluster", "tenants", contract), model("jobs.models", "Job", "jobs", contract)]
+    assert misplaced_row_contracts(rows, ["tenants", "jobs"]) == ["tenants.reconciled.Reconciled"]
+    assert misplaced_row_contracts(rows[:1], ["tenants", "jobs"]) == []

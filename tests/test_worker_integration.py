@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 
 from config import celery_app
+from portal.reconciled import SyncState
 from tenants import services
-from tenants.choices import SyncState
 from tenants.models import TeamNamespace
 from tests.factories import ClusterFactory, PlatformAdminFactory
 from tests.requires import unavailable

@@ -31,7 +31,7 @@ from django.test import override_settings
 from config import celery_app
 from jobs.models import Job
 from portal import kube
-from tenants.choices import SyncState
+from portal.reconciled import SyncState
 from tenants.models import TeamNamespace
 from tests.requires import unavailable
 
