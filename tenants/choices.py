@@ -56,14 +56,6 @@ class MigStrategy(models.TextChoices):
     SINGLE = "single", "single (nvidia.com/gpu on MIG-labelled nodes)"
 
 
-class ScrapeShape(models.TextChoices):
-    """How Prometheus stored dcgm-exporter's pod labels: the ServiceMonitor's honorLabels."""
-
-    EITHER = "", "Detect from the series"
-    DIRECT = "direct", "honorLabels: true (namespace, pod)"
-    EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"
-
-
 class IdleAction(models.TextChoices):
     """What the idle rule may do to a tier's running batch jobs whose GPUs do no work (workspaces always follow it)."""
 

@@ -3,9 +3,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from billing import metrics, sandbox_usage, sources
+from billing.choices import ScrapeShape
 from billing.metrics import MetricsError, PrometheusSource
 from billing.sandbox_usage import SandboxSource
-from tenants.choices import ScrapeShape
 from tests import prometheus
 from tests.billing.conftest import (
     A100,
@@ -270,7 +270,8 @@ def test_sandbox_source_reports_an_unreachable_cluster():
 def test_source_for_picks_prometheus_when_a_url_is_set():
     from tests.factories import ClusterFactory
 
-    assert isinstance(sources.source_for(ClusterFactory(prometheus_url="http://prom:9090")), PrometheusSource)
+    prometheus_cluster = ClusterFactory(usage_source__prometheus_url="http://prom:9090")
+    assert isinstance(sources.source_for(prometheus_cluster), PrometheusSource)
     assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)
     with pytest.raises(MetricsError, match="no Prometheus URL"):
         sources.source_for(ClusterFactory(connection="in_cluster", server=""))
