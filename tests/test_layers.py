@@ -1,8 +1,10 @@
 """Imports run one way, and modules stay small enough to read.
 
-The layers, from the ground up: the sandbox (a Kubernetes API emulator that knows nothing of the portal), the
-portal's infrastructure (gateway, reconcile engine, naming, HTTP/API base, the desired-state registry), then the
-apps in the order they build on each other, and the composition layer on top, which reconciles what every app
+The sandbox (a Kubernetes API emulator, `sandbox/`) is a distribution of its own below everything: it imports nothing
+of the portal, and the portal imports it only where the demo is wired (its nodes for the demo's placement). The
+layers of the portal, from the ground up: the portal's infrastructure (gateway, reconcile engine, naming, HTTP/API
+base, the desired-state registry), then the apps in the order they build on each other, and the composition layer on
+top, which reconciles what every app
 contributes. An import from a lower layer to a higher one fails here, wherever it is written (a function-local
 import included), and so does any cycle between apps. The project's wiring (settings, URL conf, Celery and WSGI
 entry points) sits in the portal package but belongs to the top: it names every app by nature.
@@ -15,8 +17,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["sandbox", "portal", "tenants", "backends", "quotas", "jobs", "billing", "workspaces", "composition"]
-NOT_APPS = {"tests", "bench", "client", "deploy", "tools"}
+LAYERS = ["portal", "tenants", "backends", "quotas", "jobs", "billing", "workspaces", "composition"]
+NOT_APPS = {"tests", "bench", "client", "deploy", "tools", "sandbox"}
+# The sandbox distribution (its tests included) stands alone: neither the portal's packages nor its suite or Django.
+SANDBOX = "sandbox"
+NOT_FOR_THE_SANDBOX = {"tests", "django", "rest_framework", "celery"}
+# The one place the portal names the sandbox: the demo's wiring, which starts the sandbox's nodes.
+SANDBOX_WIRING = {"composition/demo_placement.py"}
 WIRING = {"portal/settings.py", "portal/urls.py", "portal/api_urls.py", "portal/celery.py", "portal/wsgi.py",
           "portal/asgi.py"}
 MAX_LINES = 450
@@ -121,6 +128,20 @@ def cycles(graph) -> list[list[str]]:
     return found
 
 
+def sandbox_imports_of_the_portal(root: Path, apps: list[str]) -> list[str]:
+    """Imports in the sandbox distribution (its tests included) of the portal's packages, its suite or Django."""
+    banned = set(apps) | NOT_FOR_THE_SANDBOX
+    return [f"{path.relative_to(root).as_posix()}: {module}" for path in modules(root, SANDBOX)
+            for module in sorted(imported_modules(path.read_text())) if module.split(".")[0] in banned]
+
+
+def portal_imports_of_the_sandbox(root: Path, apps: list[str]) -> list[str]:
+    """The portal's modules that import the sandbox, past the demo's wiring (a function-local import included)."""
+    return [name for app in apps for path in modules(root, app)
+            if (name := path.relative_to(root).as_posix()) not in SANDBOX_WIRING
+            and SANDBOX in imported_apps(path.read_text(), {SANDBOX})]
+
+
 def _names_a_scheduler(node: ast.AST) -> bool:
     """`x.scheduler`, `scheduler`, `Scheduler.KUEUE` or a scheduler's name as a string."""
     return (isinstance(node, ast.Attribute) and (node.attr == "scheduler" or isinstance(node.value, ast.Name)
@@ -133,7 +154,7 @@ def scheduler_comparisons(root: Path, apps: list[str]) -> list[str]:
     """Lines outside `backends/` that compare schedulers, or name one where no row is declared."""
     found = []
     for app in apps:
-        if app in ("backends", "sandbox"):
+        if app == "backends":
             continue
         for path in modules(root, app):
             name = path.relative_to(root).as_posix()
@@ -148,7 +169,7 @@ def scheduler_comparisons(root: Path, apps: list[str]) -> list[str]:
 
 
 def kueue_api_spellings(root: Path, apps: list[str]) -> list[str]:
-    return [path.relative_to(root).as_posix() for app in apps if app != "sandbox" for path in modules(root, app)
+    return [path.relative_to(root).as_posix() for app in apps for path in modules(root, app)
             if KUEUE_API_VERSION.search(path.read_text())]
 
 
@@ -190,6 +211,15 @@ def test_no_import_cycle_between_apps():
 
 def test_no_module_outside_backends_compares_schedulers():
     assert scheduler_comparisons(ROOT, LAYERS) == []
+
+
+def test_the_sandbox_imports_nothing_of_the_portal():
+    assert sandbox_imports_of_the_portal(ROOT, LAYERS) == []
+
+
+def test_the_portal_imports_the_sandbox_only_in_the_demo_wiring():
+    assert portal_imports_of_the_sandbox(ROOT, LAYERS) == []
+    assert all((ROOT / name).is_file() for name in SANDBOX_WIRING), "remove a moved module from SANDBOX_WIRING"
 
 
 def test_composition_imports_no_app_internals():
@@ -278,3 +308,18 @@ def test_composition_importing_an_app_internal_is_caught(project):
     assert composition_internals(root, ["portal", "tenants", "backends", "quotas", "composition"]) == [
         "composition/reconcile.py: backends.kueue", "composition/reconcile.py: quotas.usage"]
 
+
+
+def test_the_sandbox_importing_the_portal_is_caught(project):
+    root = project({"sandbox/__init__.py": "", "sandbox/cluster.py": "import json\nfrom jobs.models import Job\n",
+                    "sandbox/tests/test_x.py": "def f():\n    from tests.requires import unavailable\n",
+                    "sandbox/simulator/ok.py": "from ..store import Store\nimport yaml\n"})
+    assert sandbox_imports_of_the_portal(root, ["jobs"]) == [
+        "sandbox/cluster.py: jobs.models", "sandbox/tests/test_x.py: tests.requires"]
+
+
+def test_the_portal_importing_the_sandbox_is_caught(project):
+    root = project({"billing/__init__.py": "", "billing/sources.py": "def f():\n    from sandbox import Sandbox\n",
+                    "composition/__init__.py": "", "composition/demo_placement.py": "from sandbox.nodes import x\n",
+                    "composition/ok.py": "from billing import sources\n"})
+    assert portal_imports_of_the_sandbox(root, ["billing", "composition"]) == ["billing/sources.py"]
