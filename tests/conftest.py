@@ -3,7 +3,8 @@ import os
 import pytest
 from django.db import connections
 
-from portal import celery_app, kube
+from config import celery_app
+from portal import kube
 from sandbox.tests import conftest as sandbox_fixtures
 from tests.requires import unavailable
 
