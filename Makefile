@@ -57,8 +57,8 @@ run: $(STAMP) $(ASSETS)
 	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT) & server=$$!; \
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
-	nice $(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
-	if [ -n "$$REDIS_URL" ]; then nice $(BIN)/celery -A portal worker --loglevel WARNING --concurrency 2 & fi; \
+	nice $(BIN)/celery -A config beat --loglevel WARNING --schedule var/celerybeat-schedule & \
+	if [ -n "$$REDIS_URL" ]; then nice $(BIN)/celery -A config worker --loglevel WARNING --concurrency 2 & fi; \
 	$(BIN)/python manage.py watch_clusters >var/watcher.log 2>&1 & \
 	echo "Portal: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the portal and its sandbox clusters)"; \
 	wait $$server

@@ -3,7 +3,8 @@ import os
 import pytest
 from django.db import connections
 
-from portal import celery_app, kube
+from config import celery_app
+from portal import kube
 from tests.requires import unavailable
 
 
