@@ -29,7 +29,7 @@ def django_setup():
 def tasks_queued():
     """Tasks sent inside are queued (to an in-memory broker nobody reads), as a worker would get them, instead of
     run inline: what a measured call hands to other tasks is not counted in its time."""
-    from portal import celery_app
+    from config import celery_app
 
     before = celery_app.conf.task_always_eager, celery_app.conf.broker_url
     celery_app.conf.update(task_always_eager=False, broker_url="memory://")
