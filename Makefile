@@ -28,7 +28,7 @@ $(STAMP): $(DEV_LOCK) pyproject.toml $(SANDBOX_PROJECT)
 	$(PYTHON) -m venv --without-pip $(VENV)
 	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(DEV_LOCK) > $(VENV)/uv-requirement.txt
 	$(PYTHON) -m pip --python $(BIN)/python install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
-	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes $(DEV_LOCK)
+	$(UV) pip sync --quiet --compile-bytecode --python $(BIN)/python --require-hashes $(DEV_LOCK)
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e . -e ./sandbox
 	touch $(STAMP)
 
