@@ -77,8 +77,8 @@ def test_the_cluster_page_reads_the_usage_source_with_the_cluster(admin_client):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_copies_every_clusters_values_into_its_usage_source():
-    before = [("billing", "0006_job_idle_watch"), ("tenants", "0012_prioritytier_idle_action")]
-    after = [("billing", "0007_cluster_usage_source"), ("tenants", "0013_cluster_usage_source_moved")]
+    before = [("billing", "0006_job_idle_watch"), ("tenants", "0013_prioritytier_budget_hold_action")]
+    after = [("billing", "0007_cluster_usage_source"), ("tenants", "0014_cluster_usage_source_moved")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps.get_model("tenants", "Cluster")

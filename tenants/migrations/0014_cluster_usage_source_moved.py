@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0012_prioritytier_idle_action'),
+        ('tenants', '0013_prioritytier_budget_hold_action'),
         # the values are copied to billing's ClusterUsageSource first
         ('billing', '0007_cluster_usage_source'),
     ]
