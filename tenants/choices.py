@@ -40,15 +40,6 @@ class PreemptionPolicy(models.TextChoices):
     NEVER = "Never", "Never preempts"
 
 
-class SyncState(models.TextChoices):
-    """What the UI says about a reconciled row; derived from its conditions and generations."""
-
-    APPLIED = "applied", "Applied"
-    PENDING = "pending", "Pending"
-    RETRYING = "retrying", "Retrying"
-    REJECTED = "rejected", "Rejected"
-
-
 class MembershipSource(models.TextChoices):
     """Who manages a membership: people in the portal, or the identity provider's groups at each sign-in."""
 

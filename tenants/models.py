@@ -7,6 +7,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from portal.reconciled import Reconciled
+
 from .choices import (
     Connection,
     IdleAction,
@@ -19,7 +21,6 @@ from .choices import (
     Sharing,
     TeamState,
 )
-from .reconciled import Reconciled
 from .records import AccessToken, AuditEvent, IdempotencyKey, TeamWebhook, WebhookDelivery  # noqa: F401 - registered here
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
 from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels

@@ -126,7 +126,7 @@ def test_the_probes_answer_under_the_deployments_own_settings(objects, tmp_path)
     import json
 
     result = subprocess.run([sys.executable, "-c", script, json.dumps(probes)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120, env={**env, "DJANGO_SETTINGS_MODULE": "portal.settings"})
+                            text=True, timeout=120, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [200, 200]
 

@@ -12,6 +12,7 @@ import urllib.request
 from datetime import timedelta
 from decimal import Decimal
 
+from celery import current_app as celery_app  # the project's app (config/), which sits above this layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
@@ -29,7 +30,6 @@ from billing.models import RateCard
 from composition import demo_placement
 from jobs.choices import JobState
 from jobs.models import Job
-from portal import celery_app
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services

@@ -90,8 +90,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "portal.urls"
-WSGI_APPLICATION = "portal.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -384,7 +384,7 @@ SPECTACULAR_SETTINGS = {
 
 # Content-Security-Policy (django-csp): every script, style, font and image is the portal's own static file (htmx,
 # plotly.js, Swagger UI and Redoc included), so nothing inline or from elsewhere runs. The API docs pages relax only
-# style-src: Swagger UI and Redoc style their widgets with inline <style> elements (portal/api_urls.py).
+# style-src: Swagger UI and Redoc style their widgets with inline <style> elements (config/api_urls.py).
 # style-src-attr allows exactly two style attribute values, by hash: plotly.js draws a heatmap as a small bitmap
 # scaled up and keeps it sharp with an `image-rendering: ... pixelated` style attribute, after probing support with
 # an empty one; refused, the heatmap is smoothed into a blur. Any other inline style attribute is still refused.
