@@ -255,6 +255,9 @@ BUDGET_ENFORCE_SECONDS = float(env("BUDGET_ENFORCE_SECONDS", "60"))
 # How long a held Kueue workload may keep its quota reservation before it is sent back (Retry) to queue again that
 # many seconds later, so a held team's pending jobs do not keep quota other teams could use (0: keep it).
 BUDGET_HOLD_RESERVATION_SECONDS = int(env("BUDGET_HOLD_RESERVATION_SECONDS", "600"))
+# On tiers whose budget-hold action is "suspend": how long after a hold starts its running jobs are suspended (their
+# submitters are told when it starts, so work can be checkpointed).
+BUDGET_HOLD_SUSPEND_MINUTES = float(env("BUDGET_HOLD_SUSPEND_MINUTES", "15"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},

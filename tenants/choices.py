@@ -64,6 +64,13 @@ class ScrapeShape(models.TextChoices):
     EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"
 
 
+class BudgetHoldAction(models.TextChoices):
+    """What a team's budget hold does to its running jobs of a tier (new jobs are always held)."""
+
+    CONTINUE = "", "Keep running"
+    SUSPEND = "suspend", "Suspend with notice, resubmitted to start when the hold lifts"
+
+
 class IdleAction(models.TextChoices):
     """What the idle rule may do to a tier's running batch jobs whose GPUs do no work (workspaces always follow it)."""
 

@@ -10,6 +10,7 @@ from django.db import models
 from portal.reconciled import Reconciled
 
 from .choices import (
+    BudgetHoldAction,
     Connection,
     IdleAction,
     MembershipSource,
@@ -273,6 +274,12 @@ class PriorityTier(models.Model):
         max_length=10, choices=IdleAction.choices, default=IdleAction.NONE, blank=True,
         help_text="What the idle rule does to running batch jobs of this tier whose GPUs do no work: nothing, warn "
                   "their submitters, or warn and then stop them (for preemptible tiers).",
+    )
+    budget_hold_action = models.CharField(
+        max_length=10, choices=BudgetHoldAction.choices, default=BudgetHoldAction.CONTINUE, blank=True,
+        help_text="What a team's budget hold does to its running batch jobs of this tier: they keep running, or "
+                  "(for preemptible tiers) their submitters are told, and after BUDGET_HOLD_SUSPEND_MINUTES they "
+                  "are stopped and resubmitted to start when the hold lifts.",
     )
 
     class Meta:
