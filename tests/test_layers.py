@@ -22,7 +22,7 @@ NOT_APPS = {"tests", "bench", "client", "deploy", "tools", "sandbox"}
 SANDBOX = "sandbox"
 NOT_FOR_THE_SANDBOX = {"tests", "django", "rest_framework", "celery"}
 # The one place the portal names the sandbox: the demo's wiring, which starts the sandbox's nodes.
-SANDBOX_WIRING = {"composition/demo_placement.py"}
+SANDBOX_WIRING = {"composition/demo/placement.py"}
 MAX_LINES = 450
 # Modules still over the limit, each with the size it may not grow beyond until it is split.
 KNOWN_LONG: dict[str, int] = {}
@@ -33,7 +33,9 @@ SCHEDULER_NAMES = {"kueue", "volcano"}
 # The composition layer composes: what it reconciles it learns from the registry (portal.desired), so beside the
 # rows it reconciles it imports no app's internals. Demo seeding, which drives every app's services, aside.
 COMPOSITION_MAY_IMPORT = {"tenants.models", "tenants.selectors"}
-DEMO_SEEDING = {"composition/management/commands/seed_demo.py", "composition/demo_placement.py"}
+# The demo's wiring and seeding, in one place (composition/demo/ and its commands), drive every app's services.
+DEMO = "composition/demo/"
+DEMO_SEEDING = {f"composition/management/commands/seed_{name}.py" for name in ("demo", "jobs", "usage")}
 KUEUE_API_VERSION = re.compile(r"kueue\.x-k8s\.io/v\d")  # its one spelling is portal/upstream.py's
 
 
@@ -173,7 +175,7 @@ def composition_internals(root: Path, apps: list[str]) -> list[str]:
     found = []
     for path in modules(root, "composition"):
         name = path.relative_to(root).as_posix()
-        if name in DEMO_SEEDING:
+        if name in DEMO_SEEDING or name.startswith(DEMO):
             continue
         found += [f"{name}: {module}" for module in sorted(imported_modules(path.read_text()))
                   if module.split(".")[0] in set(apps) - {"composition", "portal"}
@@ -351,6 +353,6 @@ def test_the_sandbox_importing_the_portal_is_caught(project):
 
 def test_the_portal_importing_the_sandbox_is_caught(project):
     root = project({"billing/__init__.py": "", "billing/sources.py": "def f():\n    from sandbox import Sandbox\n",
-                    "composition/__init__.py": "", "composition/demo_placement.py": "from sandbox.nodes import x\n",
+                    "composition/__init__.py": "", "composition/demo/placement.py": "from sandbox.nodes import x\n",
                     "composition/ok.py": "from billing import sources\n"})
     assert portal_imports_of_the_sandbox(root, ["billing", "composition"]) == ["billing/sources.py"]

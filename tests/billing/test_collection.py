@@ -365,7 +365,7 @@ def test_only_platform_admins_recollect(world):
 def test_flavors_sharing_a_resource_are_told_apart_by_gpu_model_and_the_rest_is_noted(db):
     from datetime import UTC, datetime
 
-    from billing.sandbox_usage import PodRun, SandboxSource
+    from composition.demo.usage import PodRun, SandboxSource
 
     cluster = ClusterFactory()
     flavors = {name: GpuFlavorFactory(cluster=cluster, name=name, gpu_model=model)

@@ -22,12 +22,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing import budgets as billing_budgets
-from billing import metrics, sandbox_usage
+from billing import metrics
 from billing import selectors as billing_selectors
 from billing import services as billing_services
-from billing.management.commands.seed_usage import history as usage_history
 from billing.models import RateCard
-from composition import demo_placement
+from composition.demo import placement as demo_placement
+from composition.demo import usage as sandbox_usage
+from composition.management.commands.seed_usage import history as usage_history
 from jobs.choices import JobState
 from jobs.models import Job
 from quotas import services as quota_services

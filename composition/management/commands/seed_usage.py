@@ -10,9 +10,10 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from billing import metrics, sandbox_usage, services
+from billing import metrics, services
 from billing.choices import HourState
 from billing.models import CollectedHour
+from composition.demo import usage as sandbox_usage
 from quotas.models import Quota
 from tenants.choices import Connection
 from tenants.models import Cluster
