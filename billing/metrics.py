@@ -9,8 +9,8 @@ during one UTC hour, and what each portal job did. Two sources share that interf
   cluster has (the node tells apart flavors sharing a resource and model: see nodes.py).
   Each step of the hour (`query_range`) reads the mean of every dcgm-exporter sample in it, and the steps are added
   up here; steps an exporter did not answer are counted, and the hour is billed for what was observed.
-- `sandbox_usage.SandboxSource` derives deterministic series from the pods of a sandbox cluster (the portal's
-  gateway lists them), for the embedded default cluster and the demo.
+- a source plugged in from above for clusters without a Prometheus (`sources.register`): the demo's wiring plugs in
+  deterministic series derived from the pods of a sandbox cluster (composition.demo.usage).
 
 `sources.source_for(cluster)` picks a cluster's source.
 
@@ -29,9 +29,8 @@ from typing import Protocol
 import requests
 from django.conf import settings
 
-from tenants.choices import ScrapeShape
-
 from . import activity, promql
+from .choices import ScrapeShape
 from .devices import claim_labels
 
 HOUR = timedelta(hours=1)

@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-k", dest="only", default="", help="replay only the cases mentioning this text")
     parser.add_argument("--cached", action="store_true", help="reuse the API server's kept answers")
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     if args.record:
         print(f"recorded {recorded.record()} cases", flush=True)
     from sandbox import Sandbox

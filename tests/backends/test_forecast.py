@@ -206,6 +206,16 @@ def test_a_held_queue_cannot_start_anything():
 
 
 @pytest.mark.parametrize("backend", POLICIES)
+def test_a_job_running_in_a_queue_the_portal_holds_no_quota_in_still_gets_its_end(backend):
+    # A team whose quota was withdrawn while its job ran, or a job sent by hand to a queue the portal does not
+    # manage: its end is still forecast, and it takes none of the known queues' quota.
+    works = [running(1, "gone", 8, ends_in=300), waiting(2, "a", 8)]
+    result = forecast(two_teams(), works, POLICIES[backend](), NOW)
+    assert result[1].end == (NOW + 300, NOW + 300, NOW + 300)
+    assert starts(result, 2) == [0]
+
+
+@pytest.mark.parametrize("backend", POLICIES)
 def test_a_thousand_waiting_jobs_are_forecast_well_under_a_second(backend):
     import random
 

@@ -90,8 +90,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "portal.urls"
-WSGI_APPLICATION = "portal.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -255,6 +255,9 @@ BUDGET_ENFORCE_SECONDS = float(env("BUDGET_ENFORCE_SECONDS", "60"))
 # How long a held Kueue workload may keep its quota reservation before it is sent back (Retry) to queue again that
 # many seconds later, so a held team's pending jobs do not keep quota other teams could use (0: keep it).
 BUDGET_HOLD_RESERVATION_SECONDS = int(env("BUDGET_HOLD_RESERVATION_SECONDS", "600"))
+# On tiers whose budget-hold action is "suspend": how long after a hold starts its running jobs are suspended (their
+# submitters are told when it starts, so work can be checkpointed).
+BUDGET_HOLD_SUSPEND_MINUTES = float(env("BUDGET_HOLD_SUSPEND_MINUTES", "15"))
 CELERY_BEAT_SCHEDULE = {
     "reconcile-due": {"task": "composition.tasks.reconcile_due_task", "schedule": RECONCILE_DUE_SECONDS},
     "reconcile-sweep": {"task": "composition.tasks.reconcile_sweep_task", "schedule": RECONCILE_SWEEP_SECONDS},
@@ -384,7 +387,7 @@ SPECTACULAR_SETTINGS = {
 
 # Content-Security-Policy (django-csp): every script, style, font and image is the portal's own static file (htmx,
 # plotly.js, Swagger UI and Redoc included), so nothing inline or from elsewhere runs. The API docs pages relax only
-# style-src: Swagger UI and Redoc style their widgets with inline <style> elements (portal/api_urls.py).
+# style-src: Swagger UI and Redoc style their widgets with inline <style> elements (config/api_urls.py).
 # style-src-attr allows exactly two style attribute values, by hash: plotly.js draws a heatmap as a small bitmap
 # scaled up and keeps it sharp with an `image-rendering: ... pixelated` style attribute, after probing support with
 # an empty one; refused, the heatmap is smoothed into a blur. Any other inline style attribute is still refused.

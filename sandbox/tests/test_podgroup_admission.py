@@ -6,7 +6,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.errors import ApiError
-from tests.sandbox.test_simulator import VOLCANO, create, items, pods, step, vc_job, volcano_setup
+from sandbox.tests.test_simulator import VOLCANO, create, items, pods, step, vc_job, volcano_setup
 
 
 @pytest.fixture

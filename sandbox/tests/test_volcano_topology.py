@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.nodes import add_node
-from tests.sandbox.test_simulator import VOLCANO, create, get, items, pod_template, pods, step
+from sandbox.tests.test_simulator import VOLCANO, create, get, items, pod_template, pods, step
 
 RACK, BLOCK = "topology.example.com/rack", "topology.example.com/block"
 # Block b1: rack r1 with 2 nodes, rack r2 with 2 nodes; block b2: rack r3 with 1 node. 8 GPUs a node.

@@ -4,7 +4,7 @@ Rules: Kubernetes 1.33 pkg/apis/core/validation/validation.go (function cited pe
 invalid fixture with the API server's wording and accepts the valid one, as a Pod or as a Job's template.
 """
 
-from tests.sandbox.test_admission_core import _job, _messages
+from sandbox.tests.test_admission_core import _job, _messages
 
 
 def _pod(name="p", mounts=None, **spec):

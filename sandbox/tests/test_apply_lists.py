@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes.client import ApiException
 
-from tests.kubectl import kubectl_for
+from sandbox.tests.kubectl import kubectl_for
 
 PATH = "/apis/apps/v1/namespaces/default/deployments/web"
 

@@ -16,7 +16,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(extra_context={"sso_enabled": settings.OIDC_ENABLED}), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("django-admin/", admin.site.urls),
-    path("api/", include("portal.api_urls")),
+    path("api/", include("config.api_urls")),
     path("", include("quotas.urls")),
     path("", include("jobs.urls")),
     path("", include("workspaces.urls")),

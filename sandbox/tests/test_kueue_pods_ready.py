@@ -7,7 +7,7 @@ The controllers lane runs the same case against the real Kueue (tests/controller
 import pytest
 
 from sandbox import Sandbox
-from tests.sandbox.test_simulator import SOLO, condition, create, get, kueue_job, kueue_setup, workload_of
+from sandbox.tests.test_simulator import SOLO, condition, create, get, kueue_job, kueue_setup, workload_of
 
 T0 = 1_800_000_000.0
 SLOW = {"sandbox.gpu-portal.io/startup-seconds": "4000"}

@@ -1,5 +1,7 @@
 """Usage of a sandbox cluster: deterministic series derived from its pods (the portal's gateway lists them), for
-the embedded default cluster and the demo, answering `hour_usage(hour)` as `metrics.PrometheusSource` does.
+the embedded default cluster and the demo, answering `hour_usage(hour)` and `activity_now(now)` as billing's
+`metrics.PrometheusSource` does. A sandbox has no exporters, so the demo's wiring plugs this source into billing
+(billing.sources.register, from `composition.demo.plug_in`) for sandbox clusters without a Prometheus URL.
 
 It reports the activity fields a dcgm-exporter with SM activity turned on reports (activity.FIELDS) unless told
 fewer, and reads "used" from the best of them, as the collector does. A job sets what its GPUs do with the
@@ -16,11 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from billing import activity, devices, nodes
+from billing.live_activity import PodReading
+from billing.metrics import HOUR, JOB_LABEL, Capacity, HourUsage, MetricsError, Usage, check_hour, ksm_resource
 from portal import kube
 from portal.naming import managed_selector
-
-from . import activity, devices, nodes
-from .metrics import HOUR, JOB_LABEL, Capacity, HourUsage, MetricsError, Usage, check_hour, ksm_resource
+from tenants.choices import Connection
 
 GPU_PREFIX = "nvidia.com/"
 ACTIVITY_ENV = "SANDBOX_GPU_ACTIVITY"
@@ -182,6 +185,19 @@ class SandboxSource:
     def runs(self) -> Iterable[PodRun]:
         return self._runs()
 
+    def activity_now(self, now: datetime) -> list[PodReading]:
+        """The running pods, each doing what it is set to (idle, busy, …) in the hour of `now`."""
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        readings = []
+        for run in self._runs():
+            if run.finished_at is not None:
+                continue
+            doing = pod_activity(run, hour)
+            readings.append(PodReading(namespace=run.namespace, pod=run.name, job=run.job, signal=self.signal,
+                                       utilisation=doing.reading(self.signal),
+                                       memory_gib=doing.memory_gib if doing.memory_gib is not None else 0.0))
+        return readings
+
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
         end = hour + HOUR
@@ -214,6 +230,11 @@ class SandboxSource:
             # Not capped per node: synthetic runs may pile onto one node; the collector caps each flavor's total.
             usage.node_capacity[(resource, model, node)] = Capacity(capacity=float(units), held=held)
         return usage
+
+
+def source_for_sandbox(cluster) -> SandboxSource | None:
+    """The synthetic source of a sandbox cluster (one without a Prometheus URL; billing asks only about those)."""
+    return SandboxSource.for_cluster(cluster) if cluster.connection == Connection.SANDBOX else None
 
 
 def cluster_capacity(cluster) -> dict[tuple[str, str], int]:

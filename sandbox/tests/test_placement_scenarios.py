@@ -6,8 +6,8 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.simulator.model import DURATION_ANNOTATION
-from tests.sandbox.test_scheduling_scenarios import cluster_queue, flavors, gpu_group, gpu_job
-from tests.sandbox.test_simulator import KUEUE, condition, create, kueue_state, step, workload_of
+from sandbox.tests.test_scheduling_scenarios import cluster_queue, flavors, gpu_group, gpu_job
+from sandbox.tests.test_simulator import KUEUE, condition, create, kueue_state, step, workload_of
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ def test_kueue_refuses_two_topology_requests_on_one_pod_set_and_a_bad_label(obje
 
 def test_volcano_refuses_a_network_topology_with_both_highest_tier_fields(objects):
     """volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go validateNetworkTopology."""
-    from tests.sandbox.test_admission_controllers import _vcjob
+    from sandbox.tests.test_admission_controllers import _vcjob
 
     both = _vcjob(networkTopology={"mode": "hard", "highestTierAllowed": 1, "highestTierName": "rack"})
     assert objects.refused(both).message == (
@@ -240,7 +240,7 @@ def test_volcano_proportion_deals_deserved_shares_by_weight(sb, weights, borrowe
     qb asks for 8. At 1:1 qa deserves 8 and is reclaimed from; at 3:1 it deserves the 12 it holds and keeps them."""
     import yaml
 
-    from tests.sandbox.test_simulator import VOLCANO, get, pods, vc_job
+    from sandbox.tests.test_simulator import VOLCANO, get, pods, vc_job
 
     for name, weight in zip(("qa", "qb"), weights, strict=True):
         create(sb, VOLCANO, "Queue", {"metadata": {"name": name}, "spec": {

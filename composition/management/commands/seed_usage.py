@@ -8,11 +8,13 @@ collected are left alone, so running it again changes nothing.
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 from django.utils import timezone
 
-from billing import metrics, sandbox_usage, services
+from billing import metrics, services
 from billing.choices import HourState
 from billing.models import CollectedHour
+from composition.demo import usage as sandbox_usage
 from quotas.models import Quota
 from tenants.choices import Connection
 from tenants.models import Cluster
@@ -70,7 +72,8 @@ class Command(BaseCommand):
         now = timezone.now()
         last = now.replace(minute=0, second=0, microsecond=0) - metrics.HOUR
         first = last - timedelta(days=days) + metrics.HOUR
-        clusters = Cluster.objects.filter(active=True, connection=Connection.SANDBOX, prometheus_url="")
+        clusters = Cluster.objects.filter(Q(usage_source__isnull=True) | Q(usage_source__prometheus_url=""),
+                                          active=True, connection=Connection.SANDBOX)
         for cluster in clusters.order_by("name"):
             try:
                 owned = sandbox_usage.flavor_nodes(cluster)

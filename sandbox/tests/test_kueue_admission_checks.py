@@ -6,8 +6,8 @@ reservation and resets the checks; Rejected deactivates the workload."""
 import pytest
 
 from sandbox import Sandbox
-from tests.sandbox.test_scheduling_scenarios import flavors, gpu_group, gpu_job
-from tests.sandbox.test_simulator import KUEUE, condition, create, get, pods, step, workload_of
+from sandbox.tests.test_scheduling_scenarios import flavors, gpu_group, gpu_job
+from sandbox.tests.test_simulator import KUEUE, condition, create, get, pods, step, workload_of
 
 CHECK = "budget"
 

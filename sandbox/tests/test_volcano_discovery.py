@@ -7,7 +7,7 @@ import yaml
 from sandbox import Sandbox
 from sandbox.nodes import add_node
 from sandbox.simulator.volcano_discovery import label_types
-from tests.sandbox.test_simulator import create, items, step
+from sandbox.tests.test_simulator import create, items, step
 
 RACK, BLOCK, HOST = "topology.example.com/rack", "topology.example.com/block", "kubernetes.io/hostname"
 CONFIG = {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {"networkTopologyTypes": {

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from sandbox import Sandbox
-from tests.requires import unavailable
+from sandbox.tests.requires import unavailable
 
 DEPLOYMENT = """
 apiVersion: apps/v1

@@ -1,4 +1,4 @@
-"""Fixtures for the sandbox's own tests: self-contained (no Django, no database)."""
+"""Fixtures for the sandbox's own tests: self-contained (no Django, no database, nothing of the portal's suite)."""
 
 import os
 import socket
@@ -8,7 +8,7 @@ import pytest
 from sandbox import Sandbox
 from sandbox.errors import ApiError
 from sandbox.testing import api_client
-from tests.requires import unavailable
+from sandbox.tests.requires import unavailable
 
 
 @pytest.fixture
@@ -33,13 +33,20 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def upstream_sandbox():
-    """One sandbox per module serving the upstream CRDs (Kueue, Volcano, KubeRay) with their admission rules."""
+@pytest.fixture(scope="session")
+def crds_dir():
+    """The upstream CRDs (Kueue, Volcano, KubeRay); CI sets CRDS_DIR and REQUIRE_CRDS so these never skip there."""
     path = os.environ.get("CRDS_DIR", "")
     if not path or not os.path.isdir(path):
-        unavailable(f"CRDS_DIR={path!r} is not a folder of CRDs", flag="REQUIRE_CRDS")
-    with Sandbox(crd_dirs=[path]) as sb:
+        unavailable(f"CRDS_DIR={path!r} is not a folder of CRDs: validation against the upstream CRDs was not run",
+                    flag="REQUIRE_CRDS")
+    return path
+
+
+@pytest.fixture(scope="module")
+def upstream_sandbox(crds_dir):
+    """One sandbox per module serving the upstream CRDs (Kueue, Volcano, KubeRay) with their admission rules."""
+    with Sandbox(crd_dirs=[crds_dir]) as sb:
         yield sb
 
 

@@ -3,7 +3,7 @@
 import shutil
 import subprocess
 
-from tests.requires import unavailable
+from sandbox.tests.requires import unavailable
 
 
 def kubectl_for(sandbox, folder):

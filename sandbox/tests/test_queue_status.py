@@ -1,7 +1,7 @@
 """The queues' usage in their status, as Kueue's ClusterQueue reconciler and Volcano's scheduler session write it:
 an admitted job shows in its queue while it runs and leaves it when it ends."""
 
-from tests.sandbox.test_simulator import KUEUE, VOLCANO, get, kueue_job, kueue_setup, sb, step, vc_job, volcano_setup
+from sandbox.tests.test_simulator import KUEUE, VOLCANO, get, kueue_job, kueue_setup, sb, step, vc_job, volcano_setup
 
 __all__ = ["sb"]  # the fixture
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from sandbox import Sandbox
-from tests.sandbox.test_simulator import (
+from sandbox.tests.test_simulator import (
     KUEUE,
     VOLCANO,
     condition,

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from sandbox import Sandbox
-from tests.sandbox.test_scheduling_scenarios import flavors, gpu_group, gpu_job
-from tests.sandbox.test_simulator import KUEUE, create, get, kueue_state, step
+from sandbox.tests.test_scheduling_scenarios import flavors, gpu_group, gpu_job
+from sandbox.tests.test_simulator import KUEUE, create, get, kueue_state, step
 
 SAMPLING = 300
 

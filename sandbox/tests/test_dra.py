@@ -6,7 +6,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.errors import ApiError
-from tests.sandbox.test_simulator import (
+from sandbox.tests.test_simulator import (
     KUEUE,
     VOLCANO,
     condition,

@@ -1,9 +1,17 @@
-"""The reconcile status every row whose objects are applied to a cluster carries (an abstract model)."""
+"""The row contract of the reconcile engine (portal/reconcile.py): the status every row whose objects are applied to a
+cluster carries (an abstract model), and the state the UI derives from it."""
 
 from django.db import models
 from django.utils import timezone
 
-from .choices import SyncState
+
+class SyncState(models.TextChoices):
+    """What the UI says about a reconciled row; derived from its conditions and generations."""
+
+    APPLIED = "applied", "Applied"
+    PENDING = "pending", "Pending"
+    RETRYING = "retrying", "Retrying"
+    REJECTED = "rejected", "Rejected"
 
 
 class Reconciled(models.Model):
