@@ -2,6 +2,7 @@
 gangs and topology, and the run-time evidence it is fed."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -109,6 +110,18 @@ def test_kueue_preempts_the_newest_first_counting_jobs_the_replay_started():
     # Job 3 cannot make room at first (job 1 alone is too little); job 4 takes the free 4 meanwhile. When job 2
     # ends, job 3 needs 2 more: job 4, started by the replay, is newer than job 1 and goes first.
     assert starts(result, 4, 3) == [0, 100] and result[3].preempts == (4,)
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_job_submitted_later_joins_its_queue_then_and_a_higher_priority_goes_ahead(backend):
+    works = [running(1, "a", 8, ends_in=300), running(2, "b", 8, ends_in=9000),
+             waiting(3, "a", 8), replace(waiting(4, "a", 8, priority=10, may_preempt=False), arrives=NOW + 200),
+             replace(waiting(5, "a", 8, priority=10, may_preempt=False), arrives=NOW + 9000)]
+    result = forecast(two_teams(), works, POLICIES[backend](), NOW)
+    assert starts(result, 3) == [900]  # job 4, submitted at 200, takes job 1's room at 300; job 5 comes too late
+    assert set(result) == {1, 2, 3}  # no estimate for what is not submitted
+    alone = forecast(two_teams(), works[:3], POLICIES[backend](), NOW)
+    assert starts(alone, 3) == [300]
 
 
 def test_a_job_due_to_end_now_makes_its_room_before_anyone_is_offered_it():
