@@ -68,7 +68,8 @@ class Work:
 @dataclass(frozen=True)
 class Queue:
     """A team's queue: nominal (guaranteed) units per flavor, the most it may borrow beyond them, the most of its
-    nominal it lends to the cohort (None: no limit), under `parent` (a cohort; "" for none)."""
+    nominal it lends to the cohort (None: no limit), under `parent` (a cohort; "" for none); `weight`: its share
+    when busy queues share what is free (fair sharing)."""
 
     name: str
     parent: str = ""
@@ -76,6 +77,7 @@ class Queue:
     borrowing: dict = field(default_factory=dict)
     lending: dict = field(default_factory=dict)
     held: bool = False
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class Cohort:
     name: str
     parent: str = ""
     nominal: dict = field(default_factory=dict)
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class World:
     resources: dict[str, str] = field(default_factory=dict)
     preempt: bool = True
     reclaim: bool = True
+    fair: bool = False  # fair sharing orders the queues' heads (`Policy.pick`)
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ class Holding:
     guaranteed: int
     burst: int
     held: bool = False
+    weight: float = 1.0  # the team's fair-share weight
+    department_weight: float = 1.0
 
 
 class Ledger(Protocol):
@@ -144,6 +150,8 @@ class Policy(Protocol):
     def impossible(self, world: World, empty, work: Work) -> str: ...  # why it can never start (`empty`: a ledger
     # with nothing running), or ""
     def order(self, work: Work) -> tuple: ...
+    def pick(self, world: World, ledger, heads: list[Work]) -> int: ...  # with `world.fair`: which head goes next
+    # (an order that moves as jobs start: the share each queue would reach)
     def phases(self) -> tuple[bool, ...]: ...  # passes per moment: (False, True) = non-borrowing ones first
     def scope(self, work: Work) -> object: ...  # jobs whose admission one job's end may change share a scope
     def room(self, ledger, work: Work) -> float: ...  # at least the units any job of the work's scope may get now
@@ -255,6 +263,9 @@ class _Replay:
             self.room, self.no_victims = {}, {}
             heads = [(self.buckets[name][0][0], name) for name in names if self.buckets[name] and (
                      borrowing or self.buckets[name][0][1].units <= self._room(self.buckets[name][0][1]))]
+            if self.world.fair:
+                self._offer_fair([name for _, name in heads], t, freed, borrowing, failed)
+                continue
             heapq.heapify(heads)
             while heads:
                 _, name = heapq.heappop(heads)
@@ -271,6 +282,23 @@ class _Replay:
                 bucket.pop(0)
                 if bucket:
                     heapq.heappush(heads, (bucket[0][0], name))
+
+    def _offer_fair(self, names: list[tuple], t: float, freed: int | None, borrowing: bool, failed: dict) -> None:
+        """The same offers in the order fair sharing gives, decided one start at a time."""
+        live = sorted(set(names))
+        while live:
+            i = self.policy.pick(self.world, self.ledger, [self.buckets[name][0][1] for name in live])
+            name = live[i]
+            bucket = self.buckets[name]
+            w = bucket[0][1]
+            group = (w.queue, w.flavor, w.level)
+            if w.units >= failed.get(group, INF) or not self._admit(w, t, freed, borrowing):
+                failed[group] = min(failed.get(group, INF), w.units)
+                live.pop(i)
+                continue
+            bucket.pop(0)
+            if not bucket:
+                live.pop(i)
 
     def _room(self, w: Work) -> float:
         scope = self.policy.scope(w)

@@ -146,6 +146,19 @@ def test_kueue_cohorts_nest_and_a_department_borrows_from_the_cluster():
     assert starts(result, 1) == [0]
 
 
+@pytest.mark.parametrize(("weights", "first"), [((1, 1, 1), 3), ((1, 1, 2), 4), ((4, 1, 2), 3)])
+def test_kueue_fair_sharing_gives_freed_quota_to_the_queue_with_the_lower_weighted_share(weights, first):
+    holdings = [Holding(team, "pool", "", "h100", nominal, 8, weight=weight)
+                for team, nominal, weight in zip("abc", (4, 4, 8), weights, strict=True)]
+    world = KueuePolicy().world(holdings, cohort="pool", capacity={"h100": 16}, resources={})
+    assert world.fair == (weights != (1, 1, 1))
+    works = [running(1, "a", 8, ends_in=9000), running(2, "b", 4, ends_in=9000),
+             waiting(3, "a", 4, submitted=NOW - 100), waiting(4, "b", 4, submitted=NOW - 50)]
+    result = forecast(world, works, KueuePolicy(), NOW)
+    # First come without fair sharing; with it b (borrowing 4 after) before a (8), unless a's weight outweighs it.
+    assert starts(result, first, 7 - first) == [0, 600]  # the other when the first one's run ends
+
+
 @pytest.mark.parametrize("backend", POLICIES)
 def test_a_gang_starts_only_when_all_its_workers_fit(backend):
     works = [running(1, "a", 4, ends_in=100), running(2, "a", 2, ends_in=300), waiting(3, "a", 6),
