@@ -152,8 +152,9 @@ def _permissions(rules: list[dict]) -> set[tuple[str, str, str, str]]:
 
 def needed_permissions() -> set[tuple[str, str, str, str]]:
     """What the code does, from its own tables: the kinds reconcile applies, lists and prunes; the kinds the object
-    pages read live; everything else the gateway knows is read-only; pod logs; `watch` on what the cluster watcher
-    watches; and `bind` on the ClusterRoles the team RoleBindings reference."""
+    pages read live; everything else the gateway knows is read-only (but for what it reads only from sandbox
+    clusters, where no RBAC applies); pod logs; `watch` on what the cluster watcher watches; and `bind` on the
+    ClusterRoles the team RoleBindings reference."""
     applied, viewed = set(), set()
     for scheduler in Scheduler.values:
         cluster = type("C", (), {"scheduler": scheduler})()
@@ -162,6 +163,8 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
     applied |= set(workspace_selectors.WORKSPACE_KINDS)
     needed = set()
     for key, kind in kube.KINDS.items():
+        if kind.sandbox_only:
+            continue
         group, resource = _group(key[0]), kind.plural
         verbs = APPLY_VERBS if key in applied else {"list"}
         verbs = verbs | ({"get"} if key in viewed else set())
