@@ -7,7 +7,17 @@ from backends import kueue_fairshare
 from tenants.models import GpuFlavor
 
 from . import selectors
-from .choices import BudgetMode
+from .choices import BudgetMode, ScrapeShape
+
+
+def usage_source_fields() -> dict[str, forms.Field]:
+    """A cluster's usage source settings, on the cluster's registration form and admin page (tenants.cluster_parts)."""
+    return {
+        "prometheus_url": forms.URLField(required=False, assume_scheme="https", label="Prometheus URL"),
+        "scrape_shape": forms.ChoiceField(
+            choices=ScrapeShape.choices, required=False, label="Scrape shape",
+            help_text="The dcgm-exporter ServiceMonitor's honorLabels; left to detection, either is read."),
+    }
 
 
 class MonthField(forms.CharField):

@@ -29,9 +29,8 @@ from typing import Protocol
 import requests
 from django.conf import settings
 
-from tenants.choices import ScrapeShape
-
 from . import activity, promql
+from .choices import ScrapeShape
 from .devices import claim_labels
 
 HOUR = timedelta(hours=1)

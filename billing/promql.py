@@ -24,9 +24,8 @@ kube-state-metrics says that pod runs and requests GPUs (`HOLDERS`); every other
 
 from __future__ import annotations
 
-from tenants.choices import ScrapeShape
-
 from . import activity
+from .choices import ScrapeShape
 from .devices import DRA_ALLOCATED
 
 JOB_LABEL = "gpu-portal.io/job"

@@ -8,7 +8,10 @@ sandbox cluster (composition.demo.usage). A plugged-in source answers what Prome
 
 from collections.abc import Callable
 
+from django.core.exceptions import ObjectDoesNotExist
+
 from .metrics import MetricsError, MetricsSource, PrometheusSource
+from .models import ClusterUsageSource
 
 # cluster → its source, or None when the plug-in does not serve that cluster.
 SourceFactory = Callable[[object], MetricsSource | None]
@@ -21,10 +24,20 @@ def register(factory: SourceFactory) -> None:
         _plugged.append(factory)
 
 
+def usage_source_of(cluster) -> ClusterUsageSource:
+    """The cluster's usage source row (select_related("usage_source") saves its query); a cluster written without
+    one, straight to the table, reads as the defaults: no Prometheus, the scrape shape detected."""
+    try:
+        return cluster.usage_source
+    except ObjectDoesNotExist:
+        return ClusterUsageSource(cluster=cluster)
+
+
 def source_for(cluster) -> MetricsSource:
     """A cluster with a Prometheus URL is read from it; else the first plugged-in source that serves it."""
-    if cluster.prometheus_url:
-        return PrometheusSource(cluster.prometheus_url, shape=cluster.scrape_shape)
+    usage_source = usage_source_of(cluster)
+    if usage_source.prometheus_url:
+        return PrometheusSource(usage_source.prometheus_url, shape=usage_source.scrape_shape)
     for factory in _plugged:
         if (source := factory(cluster)) is not None:
             return source

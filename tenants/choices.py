@@ -56,14 +56,6 @@ class MigStrategy(models.TextChoices):
     SINGLE = "single", "single (nvidia.com/gpu on MIG-labelled nodes)"
 
 
-class ScrapeShape(models.TextChoices):
-    """How Prometheus stored dcgm-exporter's pod labels: the ServiceMonitor's honorLabels."""
-
-    EITHER = "", "Detect from the series"
-    DIRECT = "direct", "honorLabels: true (namespace, pod)"
-    EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"
-
-
 class BudgetHoldAction(models.TextChoices):
     """What a team's budget hold does to its running jobs of a tier (new jobs are always held)."""
 

@@ -3,10 +3,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from billing import metrics, sources
+from billing.choices import ScrapeShape
 from billing.metrics import MetricsError, PrometheusSource
 from composition.demo import usage as sandbox_usage
 from composition.demo.usage import SandboxSource
-from tenants.choices import ScrapeShape
 from tests import prometheus
 from tests.billing.conftest import (
     A100,
@@ -271,7 +271,8 @@ def test_sandbox_source_reports_an_unreachable_cluster():
 def test_source_for_picks_prometheus_when_a_url_is_set():
     from tests.factories import ClusterFactory
 
-    assert isinstance(sources.source_for(ClusterFactory(prometheus_url="http://prom:9090")), PrometheusSource)
+    prometheus_cluster = ClusterFactory(usage_source__prometheus_url="http://prom:9090")
+    assert isinstance(sources.source_for(prometheus_cluster), PrometheusSource)
     assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)  # plugged in by the demo's wiring
     with pytest.raises(MetricsError, match="no Prometheus URL"):
         sources.source_for(ClusterFactory(connection="in_cluster", server=""))

@@ -8,6 +8,7 @@ collected are left alone, so running it again changes nothing.
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 from django.utils import timezone
 
 from billing import metrics, services
@@ -71,7 +72,8 @@ class Command(BaseCommand):
         now = timezone.now()
         last = now.replace(minute=0, second=0, microsecond=0) - metrics.HOUR
         first = last - timedelta(days=days) + metrics.HOUR
-        clusters = Cluster.objects.filter(active=True, connection=Connection.SANDBOX, prometheus_url="")
+        clusters = Cluster.objects.filter(Q(usage_source__isnull=True) | Q(usage_source__prometheus_url=""),
+                                          active=True, connection=Connection.SANDBOX)
         for cluster in clusters.order_by("name"):
             try:
                 owned = sandbox_usage.flavor_nodes(cluster)
