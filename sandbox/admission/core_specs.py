@@ -53,6 +53,41 @@ def labels_causes(labels, field: str) -> list[dict]:
     return causes
 
 
+POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+JOB_RESTART_POLICIES = ("OnFailure", "Never")
+
+
+def restart_policy_causes(policy, field: str, allowed: tuple[str, ...]) -> list[dict]:
+    """A pod's restart policy one of `allowed`; for a Job's pods (validateJobSpec) any other, "Always" (what an unset
+    one decodes to) included, is a required one."""
+    if policy in allowed:
+        return []
+    if allowed == JOB_RESTART_POLICIES:
+        return [f.required(field, "valid values: " + ", ".join(f'"{p}"' for p in allowed))]
+    return [f.required(field, "") if not policy else f.not_supported(field, policy, allowed)]
+
+
+def device_request_causes(obj: dict) -> list[dict]:
+    """A ResourceClaimTemplate's device requests (resource.k8s.io/v1 validateDeviceRequest, the part the portal's
+    claims use): each name a DNS label, an exact request naming its device class, a known allocation mode."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    devices = (spec.get("spec") or {}).get("devices") if isinstance(spec.get("spec"), dict) else None
+    causes = []
+    for i, request in _dicts((devices or {}).get("requests") if isinstance(devices, dict) else None):
+        path = f"spec.spec.devices.requests[{i}]"
+        name = request.get("name")
+        if isinstance(name, str):
+            causes += [f.invalid(f"{path}.name", name, m) for m in f.is_dns1123_label(name)]
+        exactly = request.get("exactly")
+        if isinstance(exactly, dict):
+            if not exactly.get("deviceClassName"):
+                causes.append(f.required(f"{path}.exactly.deviceClassName"))
+            mode = exactly.get("allocationMode")
+            if mode not in (None, "", "All", "ExactCount"):
+                causes.append(f.not_supported(f"{path}.exactly.allocationMode", mode, ("All", "ExactCount")))
+    return causes
+
+
 # Service ---------------------------------------------------------------------------------------------------------
 
 def service_causes(obj: dict) -> list[dict]:

@@ -48,7 +48,7 @@ def test_toleration_operator_and_effect(objects):
     assert _messages(error) == [
         'spec.template.spec.tolerations[0].operator: Invalid value: "Equal": operator must be Exists when `key` is '
         'empty, which means "match all values and all keys"',
-        'spec.template.spec.tolerations[1].operator: Invalid value: "object": value must be empty when `operator` '
+        'spec.template.spec.tolerations[1].operator: Invalid value: "true": value must be empty when `operator` '
         "is 'Exists'",
         'spec.template.spec.tolerations[2].operator: Unsupported value: "Matches": supported values: "Equal", '
         '"Exists"',
