@@ -32,12 +32,14 @@ CLASSES = [
     ("Kueue's webhooks and finalizer", _kueue,
      "the sandbox plays Kueue v0.19.2's webhooks (the resource-in-use finalizer its ClusterQueue and ResourceFlavor "
      "webhooks add, their validators and the Cohort's); the reference here is kube-apiserver with Kueue's CRDs and "
-     "no Kueue, so it accepts what Kueue would refuse and adds no finalizer. The controllers lane "
-     "(`make test-controllers`) runs the portal against the real Kueue."),
+     "no Kueue, so it accepts what Kueue would refuse and adds no finalizer. Against Kueue itself these cases "
+     "agree: bench/FIDELITY_CONTROLLERS.md (`--controllers`)."),
     ("Volcano's webhooks", _volcano,
      "the sandbox plays Volcano v1.15.1's admission webhooks (a job's or a PodGroup's queue must exist, a queue's "
      "parent must exist, a capability may not be negative); the reference runs no Volcano, and each corpus request "
-     "is replayed alone, without the Queue the portal creates first."),
+     "is replayed alone, without the Queue the portal creates first. Against Volcano itself all but two agree "
+     "(bench/FIDELITY_CONTROLLERS.md, `--controllers`: a message worded by another release, one built from Go "
+     "maps)."),
     ("Pod admission plugins", _pod_admission,
      "admission the portal never meets, as it creates no Pod (the Job, Volcano and KubeRay controllers do): the "
      "ServiceAccount token volume (with a random name), DefaultTolerationSeconds, Priority, LimitRanger's annotation "

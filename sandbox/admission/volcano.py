@@ -199,5 +199,6 @@ def _validate_job_update(new: dict, old: dict) -> None:
 # Queues --------------------------------------------------------------------------------------------------------
 
 
-MUTATORS = {("batch.volcano.sh", "Job"): mutate_job}
-VALIDATORS = {("batch.volcano.sh", "Job"): validate_job}
+JOB_KEY = ("batch.volcano.sh", "Job")
+MUTATORS = {JOB_KEY: mutate_job}
+VALIDATORS = {JOB_KEY: validate_job}
