@@ -1,6 +1,6 @@
 """What the API server sets on built-in kinds when they are written, in its two steps.
 
-`apply`: the defaults of decoding (kubernetes v1.34 pkg/apis/*/v1/defaults.go): the namespace's name label,
+`apply`: the defaults of decoding (kubernetes pkg/apis/*/v1/defaults.go): the namespace's name label,
 a Secret's stringData merged into data (conversion), a Service's type, session affinity, internal traffic policy
 and ports' protocol/targetPort, a PriorityClass's preemption policy, a binding's role and subject API groups, a
 device request's allocation mode and count. They are what a write's field manager owns (`sandbox.managed_update`).

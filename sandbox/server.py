@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors, openapi, tables
+from . import errors, openapi, tables, upstream
 from .errors import ApiError
 from .faults import FIELDS, Faults
 from .managed_update import manager_name
@@ -23,9 +23,9 @@ from .selectors import combine, field_selector, label_selector
 from .store import Store
 from .watch_stream import BOOKMARK_INTERVAL, WatchStream
 
-GIT_VERSION = "v1.33.0"
-VERSION_INFO = {"major": "1", "minor": "33", "gitVersion": GIT_VERSION, "gitCommit": "sandbox",
-                "gitTreeState": "clean", "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2",
+GIT_VERSION = upstream.KUBERNETES
+VERSION_INFO = {"major": "1", "minor": GIT_VERSION.split(".")[1], "gitVersion": GIT_VERSION, "gitCommit": "sandbox",
+                "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z", "goVersion": "go1.24.6",
                 "compiler": "gc", "platform": "linux/amd64"}
 PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-merge-patch+json": "strategic",
                "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}

@@ -1,6 +1,6 @@
 """The hand-written validation and defaulting of kube-apiserver for the core kinds the portal writes.
 
-Sources (Kubernetes 1.33, the version the sandbox reports):
+Sources (Kubernetes, at the release the sandbox reports: sandbox/upstream.py):
 - pkg/apis/core/validation/validation.go: validateContainers (names, ports, env, volumeMounts), validateEnv,
   ValidateResourceRequirements, validateRestartPolicy, ValidateResourceQuota, ValidateLimitRange, ValidateService
   (names are DNS-1035 labels: ValidateServiceName = NameIsDNS1035Label).

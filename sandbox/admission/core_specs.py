@@ -1,4 +1,4 @@
-"""The API server's own validation of more built-in kinds' specs (kubernetes v1.34, paraphrased):
+"""The API server's own validation of more built-in kinds' specs (kubernetes, paraphrased):
 
 - pkg/apis/core/validation/validation.go: ValidateService (port names, numbers, protocols, target ports, type,
   selector; the cluster IP must lie in the service range, as the allocator says), ValidateConfigMap (keys),

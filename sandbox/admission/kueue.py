@@ -1,4 +1,4 @@
-"""Kueue v0.19.2's admission webhooks (the CRDs' CEL rules are evaluated with the schema, `sandbox.structural`).
+"""Kueue's admission webhooks (the CRDs' CEL rules are evaluated with the schema, `sandbox.structural`).
 
 - pkg/webhooks/clusterqueue_webhook.go (vclusterqueue.kb.io) and pkg/webhooks/common.go: resource groups
   (covered resources unique and label-key names, flavors unique, each flavor's resources in coveredResources order,

@@ -1,6 +1,6 @@
 """Pod-spec rules of kube-apiserver beyond containers: scheduling constraints and volumes.
 
-Transcribed from Kubernetes 1.33 pkg/apis/core/validation/validation.go (function named per rule) and
+Transcribed from Kubernetes pkg/apis/core/validation/validation.go (function named per rule) and
 k8s.io/apimachinery pkg/apis/meta/v1/validation (ValidateLabels, ValidateLabelName).
 """
 

@@ -1,4 +1,4 @@
-"""Volcano v1.15.1's admission webhooks for jobs.
+"""Volcano's admission webhooks for jobs.
 
 - pkg/webhooks/admission/jobs/mutate/mutate_job.go (on create): queue "default", schedulerName "volcano",
   maxRetry 3 when 0, tasks named "default<i>", each task's minAvailable = replicas and maxRetry 3, the job's

@@ -1,4 +1,4 @@
-"""Volcano v1.15.1's admission webhooks for queues, and the queues its controllers create and open.
+"""Volcano's admission webhooks for queues, and the queues its controllers create and open.
 
 - pkg/webhooks/admission/queues/mutate/mutate_queue.go: reclaimable true and weight 1 when unset.
 - pkg/webhooks/admission/queues/validate/validate_queue.go (validatequeue.volcano.sh): quantities, guarantee <=

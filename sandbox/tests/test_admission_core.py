@@ -1,6 +1,6 @@
 """The API server's own validation and defaulting of core kinds, one test per rule.
 
-Rules: Kubernetes 1.33 pkg/apis/core/validation/validation.go, pkg/apis/core/v1/defaults.go,
+Rules: Kubernetes pkg/apis/core/validation/validation.go, pkg/apis/core/v1/defaults.go,
 pkg/apis/batch/validation/validation.go and pkg/apis/batch/v1/defaults.go (cited per test).
 """
 

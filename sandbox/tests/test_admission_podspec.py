@@ -1,6 +1,6 @@
 """The API server's pod-spec rules beyond containers (scheduling constraints, volumes), one test per rule.
 
-Rules: Kubernetes 1.33 pkg/apis/core/validation/validation.go (function cited per test); each test refuses an
+Rules: Kubernetes pkg/apis/core/validation/validation.go (function cited per test); each test refuses an
 invalid fixture with the API server's wording and accepts the valid one, as a Pod or as a Job's template.
 """
 

@@ -1,5 +1,5 @@
 """What the schedulers' mutating webhooks change by decoding an object and answering with it encoded again, as
-the fidelity corpus found them doing with Kueue v0.19.2 and Volcano running (bench/FIDELITY_CONTROLLERS.md)."""
+the fidelity corpus found them doing with Kueue and Volcano running (bench/FIDELITY_CONTROLLERS.md)."""
 
 import pytest
 
