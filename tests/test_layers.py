@@ -168,6 +168,15 @@ def scheduler_comparisons(root: Path, apps: list[str]) -> list[str]:
     return sorted(set(found))
 
 
+TEMPLATE_SCHEDULER_TEST = re.compile(r"\{%[^%]*(?:scheduler\s*[!=]=|[!=]=\s*[\"'](?:kueue|volcano)[\"'])[^%]*%\}")
+
+
+def template_scheduler_tests(root: Path) -> list[str]:
+    """Template lines that branch on a scheduler's name: a page asks the cluster's backend what it has instead."""
+    return [f"{path.relative_to(root).as_posix()}:{n}" for path in sorted((root / "templates").rglob("*.html"))
+            for n, line in enumerate(path.read_text().splitlines(), 1) if TEMPLATE_SCHEDULER_TEST.search(line)]
+
+
 def kueue_api_spellings(root: Path, apps: list[str]) -> list[str]:
     return [path.relative_to(root).as_posix() for app in apps for path in modules(root, app)
             if KUEUE_API_VERSION.search(path.read_text())]
@@ -228,6 +237,10 @@ def test_no_import_cycle_between_apps():
 
 def test_no_module_outside_backends_compares_schedulers():
     assert scheduler_comparisons(ROOT, LAYERS) == []
+
+
+def test_no_template_branches_on_a_schedulers_name():
+    assert template_scheduler_tests(ROOT) == []
 
 
 def test_the_sandbox_imports_nothing_of_the_portal():
@@ -333,6 +346,13 @@ def test_a_scheduler_comparison_outside_backends_is_caught(project):
                     "jobs/ok.py": "def f(job):\n    return job.kind == 'ray' and backend_for(job.cluster).name\n",
                     "backends/kueue.py": "def f(cluster):\n    return cluster.scheduler == 'kueue'\n"})
     assert scheduler_comparisons(root, ["backends", "jobs"]) == ["jobs/sync.py:2", "jobs/sync.py:3", "jobs/sync.py:4"]
+
+
+def test_a_template_branching_on_a_scheduler_is_caught(project):
+    root = project({"templates/a.html": '{% if cluster.scheduler == "kueue" %}x{% endif %}\n'
+                                        "{% if backend.cohort_tree %}y{% endif %}\n"
+                                        "{% if c.kind != 'volcano' %}z{% endif %}\n"})
+    assert template_scheduler_tests(root) == ["templates/a.html:1", "templates/a.html:3"]
 
 
 def test_a_second_spelling_of_the_kueue_api_version_is_caught(project):

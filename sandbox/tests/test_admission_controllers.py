@@ -1,5 +1,5 @@
 """The installed controllers' admission webhooks, one test per rule, with fixtures written after upstream's samples
-(Volcano v1.15.1 example/ and example/invalid_jobs/*-webhook-deny.yaml, Kueue v0.19.2 site/static/examples, KubeRay
+(Volcano example/ and example/invalid_jobs/*-webhook-deny.yaml, Kueue site/static/examples, KubeRay
 v1.7.0 ray-operator/config/samples). Each test names the upstream file its rule comes from."""
 
 import json
@@ -399,7 +399,7 @@ def test_webhooks_run_on_dry_run_and_apply(upstream_sandbox):
 
 
 def test_a_custom_kind_is_selected_by_its_crds_selectable_fields(upstream_sandbox):
-    """Kueue v0.19.2's Workload CRD exports .status.admission.clusterQueue (selectableFields); other fields are
+    """Kueue's Workload CRD exports .status.admission.clusterQueue (selectableFields); other fields are
     refused as the API server refuses any field a kind does not export."""
     api = client.CustomObjectsApi(api_client(upstream_sandbox))
     found = api.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "workloads",

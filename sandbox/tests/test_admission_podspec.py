@@ -1,6 +1,6 @@
 """The API server's pod-spec rules beyond containers (scheduling constraints, volumes), one test per rule.
 
-Rules: Kubernetes 1.33 pkg/apis/core/validation/validation.go (function cited per test); each test refuses an
+Rules: Kubernetes pkg/apis/core/validation/validation.go (function cited per test); each test refuses an
 invalid fixture with the API server's wording and accepts the valid one, as a Pod or as a Job's template.
 """
 
@@ -48,7 +48,7 @@ def test_toleration_operator_and_effect(objects):
     assert _messages(error) == [
         'spec.template.spec.tolerations[0].operator: Invalid value: "Equal": operator must be Exists when `key` is '
         'empty, which means "match all values and all keys"',
-        'spec.template.spec.tolerations[1].operator: Invalid value: "object": value must be empty when `operator` '
+        'spec.template.spec.tolerations[1].operator: Invalid value: "true": value must be empty when `operator` '
         "is 'Exists'",
         'spec.template.spec.tolerations[2].operator: Unsupported value: "Matches": supported values: "Equal", '
         '"Exists"',

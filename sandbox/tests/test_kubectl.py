@@ -1,4 +1,4 @@
-"""kubectl (v1.33, Debian's kubernetes-client) against the sandbox as against a real API server: create, apply
+"""kubectl against the sandbox as against a real API server: create, apply
 (client- and server-side, validated by the server), get (tables, printer columns, -o wide), diff, patch (strategic
 with merge keys; 415 for custom resources), replace, delete (namespace Terminating then gone), watch with a label
 selector, explain, and the installed controllers' admission answers."""
@@ -189,7 +189,7 @@ def test_imperative_create_sends_protobuf(kubectl):
     assert rows[1][:2] == ["web", "ClusterIP"] and rows[1][2].startswith("10.96.") and rows[1][4] == "80/TCP"
 
 
-# Every other `kubectl create <kind>` of kubectl 1.33; what kubectl sends (protobuf) must read back as what it builds
+# Every other `kubectl create <kind>`; what kubectl sends (protobuf) must read back as what it builds
 # (its own --dry-run=client JSON of the same command).
 IMPERATIVE = [
     ("job", "once", "--image=busybox:1.36", "--", "echo", "hi"),

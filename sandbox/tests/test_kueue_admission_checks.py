@@ -1,4 +1,4 @@
-"""The sandbox's Kueue admission checks, as kueue v0.19.2 runs them (sandbox/simulator/kueue_checks.py names the
+"""The sandbox's Kueue admission checks, as kueue runs them (sandbox/simulator/kueue_checks.py names the
 files): a queue listing an inactive check admits nothing; a workload gets one Pending entry per check, keeps its
 quota reservation while a check is not Ready (and runs no pod), is admitted once all are Ready; Retry releases the
 reservation and resets the checks; Rejected deactivates the workload."""

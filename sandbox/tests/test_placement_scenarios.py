@@ -37,7 +37,7 @@ def admitted_gpus(sb, namespace, names):
     ((3, 1), (10, 6)),  # weight 3 to 1: team-a borrows 6 of the 8, team-b 2
 ])
 def test_fair_sharing_orders_two_busy_teams_by_weighted_share(sb, weights, expected):
-    """kueue v0.19.2 pkg/scheduler/fair_sharing_iterator.go and pkg/cache/scheduler/fair_sharing.go: each next
+    """kueue pkg/scheduler/fair_sharing_iterator.go and pkg/cache/scheduler/fair_sharing.go: each next
     workload is the one whose ClusterQueue's dominant resource share (usage above nominal over what the cohort can
     lend, ×1000, divided by the weight) stays lowest once admitted, entries that need no borrowing first
     (FairSharingPrioritizeNonBorrowing). team-c lends 8 GPUs it does not use; both teams queue 6 jobs of 2 GPUs,
@@ -117,7 +117,7 @@ def assignment(sb, name):
     ((2, 1), (8, 4)),  # weight 2 to 1 on the Cohorts: dept-a gets two thirds
 ])
 def test_fair_sharing_splits_between_cohorts_first_then_within_them(sb, dept_weights, expected):
-    """kueue v0.19.2 pkg/scheduler/fair_sharing_iterator.go (runTournament, computeDRS): at the root cohort the
+    """kueue pkg/scheduler/fair_sharing_iterator.go (runTournament, computeDRS): at the root cohort the
     heads are compared by the share of the department Cohort they come through (its usage above its quota over
     what the root can lend, divided by the Cohort's fairSharing.weight), and only within a department by their
     ClusterQueues' shares. The root lends 12 GPUs; teams a1 and a2 (department dept-a) and b1 (dept-b) each queue
@@ -223,7 +223,7 @@ def test_kueue_refuses_two_topology_requests_on_one_pod_set_and_a_bad_label(obje
 
 
 def test_volcano_refuses_a_network_topology_with_both_highest_tier_fields(objects):
-    """volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go validateNetworkTopology."""
+    """volcano pkg/webhooks/admission/jobs/validate/admit_job.go validateNetworkTopology."""
     from sandbox.tests.test_admission_controllers import _vcjob
 
     both = _vcjob(networkTopology={"mode": "hard", "highestTierAllowed": 1, "highestTierName": "rack"})
@@ -235,7 +235,7 @@ def test_volcano_refuses_a_network_topology_with_both_highest_tier_fields(object
 
 @pytest.mark.parametrize(("weights", "borrower_keeps_its_gpus"), [((1, 1), False), ((3, 1), True)])
 def test_volcano_proportion_deals_deserved_shares_by_weight(sb, weights, borrower_keeps_its_gpus):
-    """volcano v1.15.1 plugins/proportion/proportion.go: deserved is the cluster dealt out by weight up to each
+    """volcano plugins/proportion/proportion.go: deserved is the cluster dealt out by weight up to each
     queue's request; actions/reclaim takes back only from a queue above its deserved share. 16 GPUs: qa runs 12,
     qb asks for 8. At 1:1 qa deserves 8 and is reclaimed from; at 3:1 it deserves the 12 it holds and keeps them."""
     import yaml

@@ -1,4 +1,4 @@
-"""Volcano v1.15.1's PodGroup webhooks (pkg/webhooks/admission/podgroups/mutate and validate, both on create), and
+"""Volcano's PodGroup webhooks (pkg/webhooks/admission/podgroups/mutate and validate, both on create), and
 the simulated job controller meeting their refusal (pkg/controllers/job/job_controller_actions.go: a Warning
 `PodGroupError` Event on the job, retried until the PodGroup is accepted)."""
 

@@ -74,7 +74,7 @@ def gpu_job(sb, namespace, name, gpus, priority="", workers=1):
                                                    "template": template}})
 
 
-# --- Kueue v0.19.2 -------------------------------------------------------------------------------------------
+# --- Kueue -------------------------------------------------------------------------------------------
 
 
 def test_preemption_takes_the_minimal_victim_set(sb):
@@ -220,7 +220,7 @@ def test_without_kueue_installed_a_queued_job_is_left_alone(crds_dir, tmp_path):
         assert sandbox.simulator.jobs() == []
 
 
-# --- Volcano v1.15.1 -----------------------------------------------------------------------------------------
+# --- Volcano -----------------------------------------------------------------------------------------
 
 
 def test_gang_with_min_available_below_replicas(sb):

@@ -231,7 +231,7 @@ def test_kueue_admission(sb, queues, preemption, jobs, expected):
             workload = next(workload_of(sb, ns, name) for ns in ("team-a", "team-b") if workload_of(sb, ns, name))
             evicted = condition(workload, "Evicted")
             assert evicted["message"].startswith("Preempted to accommodate a workload (UID: ")
-            # preemptionMessage (pkg/scheduler/preemption/preemption.go, Kueue v0.19.2) names both queues' paths.
+            # preemptionMessage (pkg/scheduler/preemption/preemption.go, Kueue) names both queues' paths.
             assert re.search(r"\) due to (prioritization in the ClusterQueue|reclamation within the cohort); "
                              r"preemptor path: /[\w/-]+; preemptee path: /[\w/-]+$", evicted["message"])
     for ns in ("team-a", "team-b"):
@@ -357,7 +357,7 @@ def test_volcano_admission(sb, queues, jobs, expected):
 
 def test_volcano_podgroup_and_why_it_is_not_enqueued(sb):
     """A PodGroup the enqueue action refuses stays Pending with no condition; proportion says why in a Normal Event
-    (plugins/proportion/proportion.go AddJobEnqueueableFn, Volcano v1.15.1), and the scheduler's cache adds a
+    (plugins/proportion/proportion.go AddJobEnqueueableFn, Volcano), and the scheduler's cache adds a
     Warning one, same reason, for a PodGroup still Pending (pkg/scheduler/cache/cache.go RecordJobStatusEvent)."""
     volcano_setup(sb, {"qa": (8, 8), "qb": (8, 8)})
     job = vc_job(sb, "team-a", "big", queue="qa", workers=2, gpus=8)

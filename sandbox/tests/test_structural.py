@@ -1,6 +1,6 @@
 """What the API server does with a CRD's structural schema: RE2 patterns, defaults before validation, CEL rules.
 
-Fixtures are written for these tests after upstream's sample manifests (Kueue v0.19.2 site/static/examples,
+Fixtures are written for these tests after upstream's sample manifests (Kueue site/static/examples,
 KubeRay v1.7.0 ray-operator/config/samples); the rules are the upstream CRDs' own.
 """
 

@@ -1,4 +1,4 @@
-"""The sandbox plays Volcano's HyperNode label discoverer (volcano v1.15.1 pkg/controllers/hypernode/discovery/label/
+"""The sandbox plays Volcano's HyperNode label discoverer (volcano pkg/controllers/hypernode/discovery/label/
 label.go, hypernode_controller.go reconcileTopology, config/loader.go), and the HyperNodes it writes pass the
 upstream CRD's schema (the sandbox validates them against it)."""
 

@@ -1,5 +1,5 @@
 """Volcano's allocate action on Nodes with network topology, through the sandbox's simulator with an explicit clock.
-Each scenario follows volcano v1.15.1 (pkg/scheduler/actions/allocate/allocate.go allocateForJob and
+Each scenario follows volcano (pkg/scheduler/actions/allocate/allocate.go allocateForJob and
 plugins/network-topology-aware/network_topology_aware.go; HyperNode members as pkg/scheduler/api/hyper_node_info.go
 resolves them; the session's virtual top HyperNode and its adjustment of soft mode and highestTierName in
 pkg/scheduler/framework/session.go): a gang kept to a tier goes into one HyperNode of an allowed tier, the lowest
@@ -18,7 +18,7 @@ NODES = [("n1", "b1", "r1"), ("n2", "b1", "r1"), ("n3", "b1", "r2"), ("n4", "b1"
 
 
 TOPOLOGY = "topology.volcano.sh/v1alpha1"
-ALLOCATED_ANNOTATION = "volcano.sh/job-allocated-hypernode"  # Volcano v1.13 wrote it; v1.15.1 writes nothing
+ALLOCATED_ANNOTATION = "volcano.sh/job-allocated-hypernode"  # Volcano v1.13 wrote it; writes nothing
 
 
 def hypernode(name, tier, members, tier_name=""):

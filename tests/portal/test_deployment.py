@@ -19,7 +19,7 @@ from jobs import selectors as job_selectors
 from jobs import services as job_services
 from jobs import sync as job_sync
 from jobs import watch_cache as job_watch_cache
-from portal import kube
+from portal import kube, upstream
 from portal.desired import team_namespace_desired
 from tenants import manifests as tenant_manifests
 from tenants import selectors as tenant_selectors
@@ -32,7 +32,7 @@ from workspaces import selectors as workspace_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "kustomize"
-KUBERNETES_VERSION = "1.33.0"
+KUBERNETES_VERSION = f"{upstream.KUBERNETES.removeprefix('v')}.0"  # the release the portal targets
 APPLY_VERBS = {"list", "create", "patch", "delete"}  # server-side apply is a PATCH that creates when missing
 
 
