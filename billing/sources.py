@@ -3,7 +3,8 @@
 Billing knows one source of its own, a cluster's Prometheus (metrics.PrometheusSource). A layer above may plug in
 another for clusters that have no Prometheus (`register`): the demo's wiring plugs in the synthetic usage of a
 sandbox cluster (composition.demo.usage). A plugged-in source answers what PrometheusSource answers:
-`hour_usage(hour)` for the collector and `activity_now(now)` (live_activity.PodReading's) for the idle rules.
+`hour_usage(hour)` for the collector, `activity_now(now)` (live_activity.PodReading's) for the idle rules and
+`job_gpus(...)` (gpus.JobGpus) for the usage explorer's GPU level.
 """
 
 from collections.abc import Callable
@@ -33,11 +34,12 @@ def usage_source_of(cluster) -> ClusterUsageSource:
         return ClusterUsageSource(cluster=cluster)
 
 
-def source_for(cluster) -> MetricsSource:
-    """A cluster with a Prometheus URL is read from it; else the first plugged-in source that serves it."""
+def source_for(cluster, *, timeout: float | None = None) -> MetricsSource:
+    """A cluster with a Prometheus URL is read from it (each query given `timeout` seconds, else the collector's);
+    else the first plugged-in source that serves it."""
     usage_source = usage_source_of(cluster)
     if usage_source.prometheus_url:
-        return PrometheusSource(usage_source.prometheus_url, shape=usage_source.scrape_shape)
+        return PrometheusSource(usage_source.prometheus_url, shape=usage_source.scrape_shape, timeout=timeout)
     for factory in _plugged:
         if (source := factory(cluster)) is not None:
             return source

@@ -320,6 +320,8 @@ WEBHOOK_TIMEOUT_SECONDS = float(env("WEBHOOK_TIMEOUT_SECONDS", "5"))
 BILLING_BACKFILL_DAYS = int(env("BILLING_BACKFILL_DAYS", "7"))
 BILLING_PROMETHEUS_TIMEOUT = float(env("BILLING_PROMETHEUS_TIMEOUT", "30"))
 BILLING_STEP_SECONDS = int(env("BILLING_STEP_SECONDS", "60"))
+# How long one Prometheus query of a page (the usage explorer's GPU level) may take before the page says so.
+BILLING_PAGE_TIMEOUT = float(env("BILLING_PAGE_TIMEOUT", "10"))
 
 # Kubernetes: the field manager every server-side apply uses, and how long one call may take.
 KUBE_FIELD_MANAGER = "gpu-portal"

@@ -1,7 +1,8 @@
 """Usage of a sandbox cluster: deterministic series derived from its pods (the portal's gateway lists them), for
-the embedded default cluster and the demo, answering `hour_usage(hour)` and `activity_now(now)` as billing's
-`metrics.PrometheusSource` does. A sandbox has no exporters, so the demo's wiring plugs this source into billing
-(billing.sources.register, from `composition.demo.plug_in`) for sandbox clusters without a Prometheus URL.
+the embedded default cluster and the demo, answering `hour_usage(hour)`, `activity_now(now)` and `job_gpus(...)`
+as billing's `metrics.PrometheusSource` does. A sandbox has no exporters, so the demo's wiring plugs this source
+into billing (billing.sources.register, from `composition.demo.plug_in`) for sandbox clusters without a Prometheus
+URL.
 
 It reports the activity fields a dcgm-exporter with SM activity turned on reports (activity.FIELDS) unless told
 fewer, and reads "used" from the best of them, as the collector does. A job sets what its GPUs do with the
@@ -16,9 +17,10 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from billing import activity, devices, nodes
+from billing import activity, devices, gpus, nodes
+from billing.gpus import JobGpus
 from billing.live_activity import PodReading
 from billing.metrics import HOUR, JOB_LABEL, Capacity, HourUsage, MetricsError, Usage, check_hour, ksm_resource
 from portal import kube
@@ -85,6 +87,19 @@ def pod_activity(run: PodRun, hour: datetime) -> Activity:
         return ACTIVITIES[run.activity]
     used = pod_utilisation(run.name, hour)
     return Activity(used, used, used, round(used * unit(run.name, "tensor"), 4))
+
+
+def held_memory(run: PodRun, doing: Activity) -> float:
+    """GiB one of the pod's units holds: what its activity holds, else a share of the unit's that grows with work."""
+    if doing.memory_gib is not None:
+        return min(run.memory_gib, doing.memory_gib)
+    return run.memory_gib * min(1.0, 0.2 + doing.sm_active)
+
+
+def device_uuid(run: PodRun, index: int) -> str:
+    """A stable UUID in NVML's spelling for the pod's `index`-th unit (a sandbox has no devices to name)."""
+    digest = hashlib.sha256(f"{run.node}/{run.namespace}/{run.name}/{run.resource}/{index}".encode()).hexdigest()
+    return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
 @dataclass(frozen=True)
@@ -198,6 +213,35 @@ class SandboxSource:
                                        memory_gib=doing.memory_gib if doing.memory_gib is not None else 0.0))
         return readings
 
+    def job_gpus(self, *, namespace: str, job: str, pod_prefix: str, start: datetime, end: datetime) -> JobGpus:
+        """Each GPU of the job's pods (by the job label, else the name prefix), step by step while its pod ran,
+        doing what the pod is set to (the collector's hours are these steps' sums); the devices are named from
+        the pod and node, as no exporter names them here."""
+        step = gpus.step_for(start, end)
+        first, last = gpus.evaluation_times(start, end, step)
+        found = []
+        for run in self._runs():
+            if run.namespace != namespace or not (run.job == job or (not run.job and
+                                                                     run.name.startswith(f"{pod_prefix}-"))):
+                continue
+            steps = []
+            at = first
+            while at <= last:
+                if run.started_at < at and (run.finished_at is None or run.finished_at > at - timedelta(seconds=step)):
+                    steps.append(at)
+                at += timedelta(seconds=step)
+            for index in range(run.gpus):
+                series = gpus.GpuSeries(gpus.Gpu(uuid=device_uuid(run, index), index=str(index), node=run.node,
+                                                 model=run.gpu_model, pod=run.name))
+                for at in steps:
+                    doing = pod_activity(run, (at - timedelta(seconds=step / 2)).replace(minute=0, second=0,
+                                                                                        microsecond=0))
+                    series.utilisation[at] = doing.reading(self.signal)
+                    series.memory_gib[at] = held_memory(run, doing)
+                found.append(series)
+        found.sort(key=lambda s: (s.gpu.node, s.gpu.pod, int(s.gpu.index)))
+        return gpus.JobGpus(signal=self.signal, step=step, start=start, end=end, gpus=found)
+
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)
         end = hour + HOUR
@@ -208,8 +252,7 @@ class SandboxSource:
                 continue
             held = run.gpus * overlap / 3600
             doing = pod_activity(run, hour)
-            memory = (min(run.memory_gib, doing.memory_gib) if doing.memory_gib is not None
-                      else run.memory_gib * min(1.0, 0.2 + doing.sm_active))
+            memory = held_memory(run, doing)
             row = Usage(allocated_gpu_hours=held, used_gpu_hours=held * doing.reading(self.signal),
                         memory_gib_hours=held * memory,
                         energy_kwh=held * run.max_power_watts * (0.1 + 0.9 * doing.sm_active) / 1000)
