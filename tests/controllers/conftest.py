@@ -45,16 +45,18 @@ class Target:
     """Where a scenario runs: `controllers` (a control plane with the real scheduler and kwok's nodes) or
     `simulator` (the sandbox with its Kueue and Volcano, ticking in real time; pods run until told otherwise)."""
 
-    def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None):
+    def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None,
+                 ray: bool = False):
         """`pods_ready_timeout`: Kueue's waitForPodsReady timeout in seconds (its default is 30 minutes); on the
-        simulator, pods then take a day to start, so only the timeout ends their wait."""
+        simulator, pods then take a day to start, so only the timeout ends their wait. `ray`: the KubeRay operator
+        runs beside the scheduler (the simulator writes KubeRay's part itself)."""
         self.kind, self.scheduler = kind, scheduler
         self.plane = self.sandbox = None
         if kind == "controllers":
             options = {}
             if pods_ready_timeout is not None:
                 options["kueue_config"] = {"waitForPodsReady": {"timeout": f"{pods_ready_timeout}s"}}
-            self.plane = _start((scheduler,), crds_dir, settings, **options)
+            self.plane = _start((scheduler, "kuberay") if ray else (scheduler,), crds_dir, settings, **options)
         else:
             from sandbox import Sandbox
 
@@ -114,6 +116,16 @@ def kueue_target_pods_ready_timeout(request, crds_dir, settings):
     return target
 
 
+@pytest.fixture(params=[(scheduler, kind) for scheduler in ("kueue", "volcano") for kind in TARGETS],
+                ids=lambda param: "-".join(param))
+def ray_target(request, crds_dir, settings):
+    """Kueue or Volcano with the KubeRay operator (`--batch-scheduler=volcano` beside Volcano), or the simulator."""
+    scheduler, kind = request.param
+    target = Target(kind, scheduler, crds_dir, settings, ray=True)
+    request.addfinalizer(target.stop)
+    return target
+
+
 @pytest.fixture(scope="session")
 def observations():
     """Scenario -> target -> what `scenarios.observe` saw; merged into the file at the end of the session, so a
@@ -142,7 +154,8 @@ def flavor_nodes(target: Target, flavor, count: int | None = None, *, cpu: int =
     return names
 
 
-def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None) -> dict:
+def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None,
+                   cpu_cores: int = 256) -> dict:
     """tests.jobs.conftest.build_world on the target: the same rows (one h100 flavor of 64 GPUs, team nlp with a
     member and an approved quota, three tiers), the cluster registered as an operator would, and the flavor's
     nodes (`nodes` of them, by default all eight)."""
@@ -168,18 +181,18 @@ def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes
     team = TeamFactory(slug="nlp")
     TeamNamespaceFactory(team=team, cluster=cluster)
     member = MembershipFactory(team=team, role=Role.MEMBER, user__email="erin@example.com").user
-    approve_quota(team, member, flavor, guaranteed=guaranteed, burst=burst)
+    approve_quota(team, member, flavor, guaranteed=guaranteed, burst=burst, cpu_cores=cpu_cores)
     return {"cluster": cluster, "flavor": flavor, "team": team, "tiers": tiers, "member": member, "target": target}
 
 
-def approve_quota(team, member, flavor, *, guaranteed: int, burst: int) -> None:
+def approve_quota(team, member, flavor, *, guaranteed: int, burst: int, cpu_cores: int = 256) -> None:
     """The team asks and the platform team approves, as in the portal; the cluster's reconcile then applies the
     team's queues."""
     from quotas import services as quota_services
     from tests.factories import PlatformAdminFactory
 
     request = quota_services.quota_request_create(actor=member, team=team, flavor=flavor, guaranteed=guaranteed,
-                                                  burst=burst, cpu_cores=256, memory_gib=4096,
+                                                  burst=burst, cpu_cores=cpu_cores, memory_gib=4096,
                                                   justification="the real controllers' scenarios")
     quota_services.quota_request_approve(actor=PlatformAdminFactory(), request=request)
     reconcile_cluster(flavor.cluster)

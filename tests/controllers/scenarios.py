@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from jobs import outcome, selectors
+from jobs import outcome, pods, selectors
 from jobs.choices import JobState
 from jobs.placement import placement_sentence
 from portal import kube
@@ -90,6 +90,41 @@ def gang_does_not_fit(world, run_on_commit) -> dict:
     sync_until(world, lambda r: r[gang.pk].state == JobState.QUEUED and "gang" in r[gang.pk].state_message,
                what="gang waiting for room on the nodes")
     return {"small": small, "gang": gang}
+
+
+# --- KubeRay, under either scheduler --------------------------------------------------------------------------
+
+
+def ray_job_waits_for_its_submitter(world, run_on_commit) -> dict:
+    """Quota 16 GPUs and 16 CPUs: a batch job holds 8 GPUs and 8 CPUs; a RayJob whose head (4 CPUs) and one 8-GPU
+    worker (4 CPUs) would fill the rest exactly still waits, because KubeRay's submitter Job (500m CPU) is counted
+    too: by Kueue as a pod set of its own, by KubeRay's Volcano plugin in the PodGroup's minResources. When the
+    batch job is cancelled, the RayJob is admitted, KubeRay makes its RayCluster and its pods run."""
+
+    first = submit(world, run_on_commit, name="first", workers=1, gpus_per_worker=8, cpu_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[first.pk].state == JobState.RUNNING, what="first running")
+    tune = submit(world, run_on_commit, name="tune", kind="ray", workers=1, gpus_per_worker=8, cpu_per_worker=4,
+                  command=["python", "tune.py"])
+    sync_until(world, lambda r: r[tune.pk].state == JobState.QUEUED and pods.short_of(r[tune.pk].state_message),
+               what="tune waiting for CPU, in the scheduler's words")
+    return {"first": first, "tune": tune}
+
+
+def ray_job_starts_when_the_cpus_are_free(world, run_on_commit, jobs) -> dict:
+    from jobs import services
+
+    with run_on_commit():
+        services.job_cancel(actor=world["member"], job=jobs["first"])
+    tune = jobs["tune"]
+    sync_until(world, lambda r: r[tune.pk].state in STARTED and _ray_pods_running(world, r[tune.pk]),
+               what="tune admitted, its Ray pods running")
+    return {"tune": tune}
+
+
+def _ray_pods_running(world, job) -> bool:
+    client = kube.client_for_cluster(world["cluster"])
+    pods = client.list("v1", "Pod", namespace=job.team.slug, label_selector=f"gpu-portal.io/job={job.pk}")
+    return len(pods) >= 2 and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
 # --- what is compared ----------------------------------------------------------------------------------------
