@@ -84,6 +84,22 @@ class Target:
             node = {"kubernetes.io/hostname": name, **labels}
             add_node(self.sandbox.store, name, node, allocatable)
 
+    def discover_hypernodes(self, levels: list) -> None:
+        """Volcano's label discoverer configured for `levels`, as the admin console tells an operator to
+        (`tenants.topology.volcano_discovery_config`): the controller manager's ConfigMap, which it watches."""
+        from tenants.topology import volcano_discovery_config
+
+        namespace, name = "volcano-system", "volcano-controller-configmap"
+        config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                  "data": {"volcano-controller.conf": volcano_discovery_config(levels)}}
+        if self.plane is not None:
+            self.plane.apply(config, f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+            return
+        store = self.sandbox.store
+        store.create(store.kind("v1", "Namespace"), {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": namespace}})
+        store.create(store.kind("v1", "ConfigMap"), config)
+
     def stop(self) -> None:
         kube.forget_clients()
         if self.plane is not None:
@@ -155,10 +171,11 @@ def flavor_nodes(target: Target, flavor, count: int | None = None, *, cpu: int =
 
 
 def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None,
-                   cpu_cores: int = 256) -> dict:
+                   cpu_cores: int = 256, levels: list | None = None, node_labels: dict | None = None) -> dict:
     """tests.jobs.conftest.build_world on the target: the same rows (one h100 flavor of 64 GPUs, team nlp with a
     member and an approved quota, three tiers), the cluster registered as an operator would, and the flavor's
-    nodes (`nodes` of them, by default all eight)."""
+    nodes (`nodes` of them, by default all eight). `levels`: the cluster's topology levels; `node_labels`: node
+    index -> the topology labels of that node."""
     from tenants.choices import Role
     from tests.factories import (
         ClusterFactory,
@@ -171,9 +188,9 @@ def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes
 
     scheduler = target.scheduler
     cluster = ClusterFactory(scheduler=scheduler, cohort="gpu" if scheduler == "kueue" else "",
-                             **target.cluster_fields())
+                             topology_levels=levels or [], **target.cluster_fields())
     flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
-    flavor_nodes(target, flavor, nodes)
+    flavor_nodes(target, flavor, nodes, extra_labels=node_labels)
     tiers = {name: PriorityTierFactory(name=name, value=value, preemption_policy=policy, is_default=default)
              for name, value, policy, default in (("urgent", 100000, "PreemptLowerPriority", False),
                                                   ("standard", 10000, "PreemptLowerPriority", True),

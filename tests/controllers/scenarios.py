@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 
 from jobs import outcome, pods, selectors
-from jobs.choices import JobState
+from jobs.choices import JobState, WaitReason
 from jobs.placement import placement_sentence
+from jobs.waits import wait_reason
 from portal import kube
 from portal.upstream import KUEUE_API, VOLCANO_SCHEDULING_API
 from tests.controllers.conftest import add_team, sync, sync_until
@@ -90,6 +91,31 @@ def gang_does_not_fit(world, run_on_commit) -> dict:
     sync_until(world, lambda r: r[gang.pk].state == JobState.QUEUED and "gang" in r[gang.pk].state_message,
                what="gang waiting for room on the nodes")
     return {"small": small, "gang": gang}
+
+
+# --- topology-required placement: Kueue TAS, Volcano HyperNodes ----------------------------------------------
+
+LEVELS = [{"name": "block", "node_label": "example.com/block"}, {"name": "rack", "node_label": "example.com/rack"},
+          {"name": "host", "node_label": "kubernetes.io/hostname"}]
+# Three 8-GPU nodes: two in rack r1, one in rack r2, all in block b1.
+RACKS = {0: {"example.com/block": "b1", "example.com/rack": "r1"},
+         1: {"example.com/block": "b1", "example.com/rack": "r1"},
+         2: {"example.com/block": "b1", "example.com/rack": "r2"}}
+
+
+def rack_bound(world, run_on_commit) -> dict:
+    """Quota 32 on three nodes (racks r1: 2, r2: 1): a 2 x 8-GPU job required to keep within one rack lands in r1;
+    the next one, the same, has quota but no rack with room for both workers, so it waits for placement."""
+    ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
+                  topology_level="rack")
+    sync_until(world, lambda r: r[ring.pk].state in STARTED and r[ring.pk].placement.get("domains"),
+               what="ring placed in a rack")
+    second = submit(world, run_on_commit, name="ring-2", workers=2, gpus_per_worker=8, kind="batch",
+                    topology_level="rack")
+    sync_until(world, lambda r: r[second.pk].state == JobState.QUEUED
+               and wait_reason(r[second.pk].state, r[second.pk].state_message) == WaitReason.PLACEMENT,
+               what="ring-2 waiting for a rack with room")
+    return {"ring": ring, "ring-2": second}
 
 
 # --- KubeRay, under either scheduler --------------------------------------------------------------------------

@@ -127,3 +127,21 @@ def test_a_job_whose_pods_never_become_ready_is_evicted_and_queued_again(kueue_t
         "Scheduler: Exceeded the PodsReady timeout nlp/<record:stuck>")
     [last] = jobs["stuck"].waits.order_by("-started_at")[:1]
     assert (last.reason, last.ended_at) == ("placement", None)
+
+
+def test_a_rack_bound_job_is_placed_by_kueues_topology_aware_scheduling(kueue_target, run_on_commit, observations):
+    """Kueue TAS: the cluster's levels become a Topology that the flavor's ResourceFlavor names; Kueue places the
+    pod set inside one rack of the labelled nodes, and the next job, with quota to spare, waits for a rack."""
+    world = build_world_on(kueue_target, guaranteed=32, burst=0, nodes=3, levels=scenarios.LEVELS,
+                           node_labels=scenarios.RACKS)
+    jobs = scenarios.rack_bound(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: a rack-bound job placed by topology", {})[kueue_target.kind] = seen
+    assert seen["admitted"] == ["ring"]
+    assert seen["jobs"]["ring"]["placement"] == "Placed on flavor h100; all workers in rack r1 (as required)."
+    waiting = seen["jobs"]["ring-2"]
+    assert waiting["state"] == JobState.QUEUED
+    assert 'topology "' in waiting["message"], waiting["message"]
+    assert waiting["why_waiting"].startswith(
+        "Placement, not quota, is what blocks: no rack has room for all 2 workers together (32 guaranteed + 0 burst, "
+        "16 in use). Scheduler: "), waiting["why_waiting"]
