@@ -17,4 +17,4 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation . && useradd --sys
        python manage.py collectstatic --noinput
 USER 10001
 EXPOSE 8000
-CMD ["gunicorn", "-c", "gunicorn.conf.py", "portal.wsgi:application"]
+CMD ["gunicorn", "-c", "gunicorn.conf.py", "config.wsgi:application"]

@@ -8,25 +8,28 @@ SANDBOX_WEST_PORT ?= 8002
 STAMP := $(VENV)/.installed
 ASSETS := static/vendor/plotly-cartesian.min.js
 # Every package, direct and transitive, pinned with its hashes: the app's (the image installs these) and the app's
-# plus the dev extras' (`make install`). `make lock` regenerates both from pyproject.toml.
+# plus the dev extras' and the sandbox's (`make install`). `make lock` regenerates both from pyproject.toml and
+# sandbox/pyproject.toml (the sandbox cluster is a distribution of its own: the demo and the tests run it, the
+# app does not import it).
 LOCK := requirements.lock
 DEV_LOCK := requirements-dev.lock
 LOCK_DIR ?= .
 UV := $(abspath $(BIN))/uv
+SANDBOX_PROJECT := sandbox/pyproject.toml
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
-	--custom-compile-command 'make lock' pyproject.toml --group build
+	--custom-compile-command 'make lock' --group pyproject.toml:build pyproject.toml
 
 .PHONY: install lock lock-check run test faults bench lint check-migrations docs screenshots services clean \
 	controlplane-bin controlplane test-controlplane fidelity controllers-bin controllers test-controllers
 
 # uv installs the lock (in parallel, from its cache); it is bootstrapped by the system's pip from the lock's own
 # hashed uv pin, so the environment needs no pip of its own.
-$(STAMP): $(DEV_LOCK) pyproject.toml
+$(STAMP): $(DEV_LOCK) pyproject.toml $(SANDBOX_PROJECT)
 	$(PYTHON) -m venv --without-pip $(VENV)
 	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(DEV_LOCK) > $(VENV)/uv-requirement.txt
 	$(PYTHON) -m pip --python $(BIN)/python install --quiet --require-hashes --no-deps -r $(VENV)/uv-requirement.txt
-	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes $(DEV_LOCK)
-	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
+	$(UV) pip sync --quiet --compile-bytecode --python $(BIN)/python --require-hashes $(DEV_LOCK)
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e . -e ./sandbox
 	touch $(STAMP)
 
 # plotly.js's cartesian bundle (bar, scatter, heatmap: what billing/charts.py draws; 1.5 MB, not the full 4.8 MB)
@@ -57,8 +60,8 @@ run: $(STAMP) $(ASSETS)
 	$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT) & server=$$!; \
 	$(BIN)/python manage.py seed_demo --wait 30 --kueue-url http://127.0.0.1:$(SANDBOX_EAST_PORT) \
 		--volcano-url http://127.0.0.1:$(SANDBOX_WEST_PORT) || exit 1; \
-	nice $(BIN)/celery -A portal beat --loglevel WARNING --schedule var/celerybeat-schedule & \
-	if [ -n "$$REDIS_URL" ]; then nice $(BIN)/celery -A portal worker --loglevel WARNING --concurrency 2 & fi; \
+	nice $(BIN)/celery -A config beat --loglevel WARNING --schedule var/celerybeat-schedule & \
+	if [ -n "$$REDIS_URL" ]; then nice $(BIN)/celery -A config worker --loglevel WARNING --concurrency 2 & fi; \
 	$(BIN)/python manage.py watch_clusters >var/watcher.log 2>&1 & \
 	echo "Portal: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the portal and its sandbox clusters)"; \
 	wait $$server
@@ -170,12 +173,14 @@ check-migrations: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 lock: $(STAMP)
-	cd $(LOCK_DIR) && $(UV_COMPILE) --extra dev -o $(DEV_LOCK) && $(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
+	cd $(LOCK_DIR) && $(UV_COMPILE) $(SANDBOX_PROJECT) --extra dev -o $(DEV_LOCK) && \
+		$(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
 
 # Fails when pyproject.toml changed without `make lock`: resolving again, with the lock's pins as preferences,
 # must give the committed files byte for byte.
 lock-check: $(STAMP)
-	@dir=$$(mktemp -d) && cp pyproject.toml $(LOCK) $(DEV_LOCK) $$dir/ && \
+	@dir=$$(mktemp -d) && cp pyproject.toml $(LOCK) $(DEV_LOCK) $$dir/ && mkdir $$dir/sandbox && \
+	cp $(SANDBOX_PROJECT) $$dir/sandbox/ && \
 	$(MAKE) --no-print-directory lock LOCK_DIR=$$dir && \
 	diff -u $(DEV_LOCK) $$dir/$(DEV_LOCK) && diff -u $(LOCK) $$dir/$(LOCK); status=$$?; rm -rf $$dir; \
 	if [ $$status -ne 0 ]; then echo "the lock files do not match pyproject.toml: run 'make lock'" >&2; exit 1; fi; \

@@ -212,7 +212,7 @@ class _Replay:
                 self._enqueue(w)
 
     def run(self) -> _Replay:
-        t, last_freed = self.now, None
+        t, last_freed = self.now, self._stop_due(self.now)  # a job due to end now makes its room before anyone
         guard = 50 * (len(self.running) + self.waiting) + 100
         while self.waiting and guard > 0:
             guard -= 1
@@ -285,7 +285,7 @@ class _Replay:
         self.starts.setdefault(w.key, t)
         if freed is not None:
             self.freed_by[w.key] = freed
-        self._start(w, t + w.span.at(self.which), domain=domain)
+        self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
     def _victims(self, w: Work) -> list[Work] | None:
@@ -320,12 +320,22 @@ class _Replay:
 
     def _next_end(self) -> tuple[float, int] | None:
         """Stop the job(s) that end next; the moment and (one of) them."""
+        while self.events and (self.events[0][1] not in self.running
+                               or self.running[self.events[0][1]][1] != self.events[0][0]):
+            heapq.heappop(self.events)  # a stale end: the job was preempted
+        if not self.events:
+            return None
+        t = self.events[0][0]
+        return t, self._stop_due(t)
+
+    def _stop_due(self, t: float) -> int | None:
+        """Stop the jobs that end by `t`; (one of) them, or None."""
         found = None
-        while self.events and (found is None or self.events[0][0] <= found[0]):
+        while self.events and self.events[0][0] <= t:
             end, key = heapq.heappop(self.events)
             if key in self.running and self.running[key][1] == end:
                 self._stop(key)
-                found = (end, key)
+                found = key
         return found
 
     def _domain_for(self, w: Work) -> str | None:

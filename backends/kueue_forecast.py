@@ -104,7 +104,9 @@ class Tree:
         self.running: dict[str, dict[int, Work]] = defaultdict(dict)
 
     def charge(self, work: Work, sign: int) -> None:
-        node = self.queues[work.queue]
+        node = self.queues.get(work.queue)
+        if node is None:  # a job running in a queue the portal holds no quota in takes none of the quota here
+            return
         (node.add if sign > 0 else node.remove)(work.flavor, work.units)
         if sign > 0:
             self.running[work.queue][work.key] = work

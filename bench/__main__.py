@@ -30,7 +30,7 @@ def previous_sections() -> dict[str, str]:
 
 
 def main(names: list[str]) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
     selected = [m for m in modules if not names or m.removeprefix("bench_") in names or m in names]
     sections = {m: body for m, body in previous_sections().items() if m in modules}

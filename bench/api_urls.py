@@ -40,5 +40,5 @@ def floor_jobs(request, team_id):
 
 urlpatterns = [
     path("floor/jobs/<int:team_id>/", floor_jobs),
-    path("", include("portal.urls")),
+    path("", include("config.urls")),
 ]

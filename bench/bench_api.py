@@ -111,7 +111,7 @@ class Gunicorn:
         env = {**os.environ, "DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "bench.api_settings",
                "DJANGO_DEBUG": "0", "API_THROTTLE_RATE": UNTHROTTLED, "LOG_LEVEL": "WARNING", "CACHE_URL": cache_url}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+            [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
              "--workers", "2", "--threads", "8", "--worker-class", "gthread", "--log-level", "warning"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

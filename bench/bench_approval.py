@@ -28,7 +28,7 @@ def run() -> str:
     from django.contrib.auth import get_user_model
 
     from composition import reconcile
-    from portal import celery_app
+    from config import celery_app
     from quotas import services as quota_services
     from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 
@@ -37,7 +37,7 @@ def run() -> str:
         db_url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
         queue = f"bench-{os.getpid()}"
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "threads", "--concurrency", "4",
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads", "--concurrency", "4",
              "-Q", queue, "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
             cwd=ROOT, env={**os.environ, "DATABASE_URL": db_url, "CELERY_DEFAULT_QUEUE": queue},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -113,7 +113,7 @@ def run() -> str:
     from django.conf import settings
 
     from billing import services
-    from billing.models import CapacityHour, UsageHour
+    from billing.models import CapacityHour, ClusterUsageSource, UsageHour
     from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 
     settings.BILLING_PROMETHEUS_TIMEOUT = 600  # shared benchmark machines are slow; the ratio is what counts
@@ -124,7 +124,8 @@ def run() -> str:
         samples = prometheus.write_openmetrics(path, _series(hour))
         written = time.perf_counter() - started
         with prometheus.prometheus_server(path, start_timeout=600) as url, test_database():
-            cluster = Cluster.objects.create(name="bench", server="http://127.0.0.1:9", prometheus_url=url)
+            cluster = Cluster.objects.create(name="bench", server="http://127.0.0.1:9")
+            ClusterUsageSource.objects.create(cluster=cluster, prometheus_url=url)
             GpuFlavor.objects.create(cluster=cluster, name="h100", gpu_model=MODEL, capacity=GPUS)
             teams = Team.objects.bulk_create([Team(slug=f"team-{i:03d}", name=f"Team {i}") for i in range(TEAMS)])
             TeamNamespace.objects.bulk_create([TeamNamespace(team=team, cluster=cluster) for team in teams])

@@ -13,6 +13,7 @@ from bench.support import (
     sandbox_stats,
     standalone_sandbox,
     table,
+    tasks_queued,
     test_database,
 )
 
@@ -114,8 +115,10 @@ def _list_queries(user) -> int:
 
 def run() -> str:
     django_setup()
+    from jobs import estimates
     from jobs import sync as job_sync
     from jobs.models import Job
+    from portal import kube
 
     with test_database(), standalone_sandbox() as url:
         cluster, flavor, tier, teams, user = _world(url, NAMESPACES)
@@ -124,18 +127,23 @@ def run() -> str:
             "team", "cluster", "flavor", "priority_tier"))
         _seed_cluster(url, jobs)
         namespaces = sorted({t.namespace for t in teams})
+        kube.client_for_cluster(cluster)  # a worker's first contact with a cluster loads the client, once
 
-        sandbox_reset_stats(url)
-        started = time.perf_counter()
-        first_counts = job_sync.job_status_sync(cluster=cluster)
-        first = time.perf_counter() - started
-        first_stats = sandbox_stats(url)
+        with tasks_queued():  # the estimates refresh a changed cluster sends is a task of its own, timed below
+            sandbox_reset_stats(url)
+            started = time.perf_counter()
+            first_counts = job_sync.job_status_sync(cluster=cluster)
+            first = time.perf_counter() - started
+            first_stats = sandbox_stats(url)
 
-        sandbox_reset_stats(url)
+            sandbox_reset_stats(url)
+            started = time.perf_counter()
+            steady_counts = job_sync.job_status_sync(cluster=cluster)
+            steady = time.perf_counter() - started
+            steady_stats = sandbox_stats(url)
         started = time.perf_counter()
-        steady_counts = job_sync.job_status_sync(cluster=cluster)
-        steady = time.perf_counter() - started
-        steady_stats = sandbox_stats(url)
+        estimated = estimates.job_estimates_refresh(cluster=cluster)
+        refresh = time.perf_counter() - started
         floor = _floor(url, _sync_paths(cluster, namespaces))
         running = Job.objects.filter(state="running").count()
 
@@ -158,13 +166,17 @@ def run() -> str:
         ["steady sync (nothing changed)", f"{steady:.2f} s", f"**{steady / floor:.2f}× the floor**, "
                                                               f"{steady_counts['changed']} rows changed, "
                                                               f"{steady_stats['writes']} cluster writes"],
+        ["estimates refresh (its own task, sent by the first sync)", f"{refresh:.2f} s",
+         f"{estimated:,} estimates written"],
     ]
     queries = [["job list (/jobs/)", small, big]]
     return (
         f"## Job status sync of {JOBS:,} active jobs (standalone sandbox)\n\n"
         "Kueue batch Jobs spread over the namespaces, half of them found running (30 distinct start times) by the "
         "first sync, which writes one UPDATE per distinct change. The floor makes the same list calls with a bare "
-        "keep-alive HTTP client that only decodes the answers, in the same run.\n\n"
+        "keep-alive HTTP client that only decodes the answers, in the same run. The syncs run in a process that has "
+        "talked to the cluster before (the client loaded), and the estimates refresh a changed cluster sends is "
+        "queued as in production and timed on its own.\n\n"
         + table(["measure", "value", "ratio / note"], rows)
         + f"\n\n### SQL queries of the job list (target: the same at 10 and {LIST_JOBS:,} jobs)\n\n"
         + table(["page", "10 jobs", f"{LIST_JOBS:,} jobs"], queries)

@@ -142,7 +142,7 @@ class Gunicorn:
                "CELERY_DEFAULT_QUEUE": "bench-load", "WEB_BIND": f"127.0.0.1:{self.port}"}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         self.process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", *extra,
-                                         "--log-level", "warning", "portal.wsgi:application"], cwd=ROOT, env=env,
+                                         "--log-level", "warning", "config.wsgi:application"], cwd=ROOT, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def __enter__(self):

@@ -60,7 +60,7 @@ def run() -> str:
 
     from composition import reconcile as services
     from portal.desired import team_namespace_desired
-    from tenants.choices import SyncState
+    from portal.reconciled import SyncState
     from tenants.models import TeamNamespace
 
     with test_database(), standalone_sandbox() as url:

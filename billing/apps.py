@@ -6,6 +6,16 @@ class BillingConfig(AppConfig):
     name = 'billing'
 
     def ready(self):
+        # A cluster is registered and changed with its usage source (tenancy, below, keeps the cluster).
+        from tenants import cluster_parts
+
+        from .forms import usage_source_fields
+        from .services import cluster_usage_source_save, cluster_usage_source_values
+
+        cluster_parts.register(cluster_parts.ClusterPart(
+            related_name="usage_source", form_fields=usage_source_fields, registration_fields=("prometheus_url",),
+            values=cluster_usage_source_values, save=cluster_usage_source_save))
+
         # The job form (jobs, a layer below) prices a job at today's rates from here.
         from jobs import cost
 

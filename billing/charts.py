@@ -7,7 +7,7 @@ from static files, so charts work offline.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -180,4 +180,33 @@ def job_activity_figure(rows: list[dict]) -> go.Figure:
                          yaxis={"title": "%", "range": [0, 105]},
                          yaxis2={"title": "GiB", "overlaying": "y", "side": "right", "rangemode": "tozero",
                                  "showgrid": False})
+    return figure
+
+
+MAX_LEGEND = 16  # GPUs; a bigger job's lines are named on hover (and in the table) rather than in a legend
+LEGEND_MIN_WIDTH = 600  # px of the chart's card: narrower (a phone), the table names the lines, not a legend
+FEW_POINTS = 30  # a line of fewer points shows them as markers too (a job that ran minutes: one or two points)
+
+
+def job_gpus_figure(found) -> go.Figure:
+    """A job's GPUs one by one (gpus.JobGpus): activity in % above, framebuffer memory in GiB below, a line per GPU
+    in both over the whole range read, one legend entry per GPU (its pod too where two pods held it) that shows or
+    hides both of its lines."""
+    names = Counter(series.gpu.name for series in found.gpus)
+    last = [max(series.utilisation) for series in found.gpus if series.utilisation]  # a step ends after `end`
+    figure = go.Figure()
+    for series in found.gpus:
+        name = series.gpu.name if names[series.gpu.name] == 1 else f"{series.gpu.name} ({series.gpu.pod})"
+        for values, axis, unit, show in ((series.utilisation, "y", "%", True), (series.memory_gib, "y2", "GiB", False)):
+            times = sorted(values)
+            figure.add_scatter(name=name, legendgroup=name, showlegend=show, x=times, xaxis="x",
+                               y=[round(values[t] * (100 if axis == "y" else 1), 1) for t in times], yaxis=axis,
+                               mode="lines" if len(times) > FEW_POINTS else "lines+markers",
+                               hovertemplate=f"%{{y}} {unit}<extra>%{{fullData.name}}</extra>")
+    figure.update_layout(**{**LAYOUT, "height": 420}, title="Each GPU's activity and memory",
+                         xaxis={"anchor": "y2", "range": [found.start, max([found.end, *last])]},
+                         yaxis={"title": "activity %", "range": [0, 105], "domain": [0.55, 1]},
+                         yaxis2={"title": "memory GiB", "rangemode": "tozero", "domain": [0, 0.42]},
+                         hovermode="x unified", showlegend=len(found.gpus) <= MAX_LEGEND,
+                         meta={"legendMinWidth": LEGEND_MIN_WIDTH})
     return figure

@@ -1,6 +1,14 @@
 from django.db import models
 
 
+class ScrapeShape(models.TextChoices):
+    """How Prometheus stored dcgm-exporter's pod labels: the ServiceMonitor's honorLabels."""
+
+    EITHER = "", "Detect from the series"
+    DIRECT = "direct", "honorLabels: true (namespace, pod)"
+    EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"
+
+
 class HourState(models.TextChoices):
     COLLECTED = "collected", "Collected"
     # Prometheus answered with gaps or NaN for part of the hour: what was observed is billed, and the hour is

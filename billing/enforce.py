@@ -7,7 +7,9 @@ One pass (`budget_enforce`, run by beat and after every change to a budget, allo
    under Kueue the state of the portal's AdmissionCheck on each of the team's Workloads (the portal is that
    check's controller and keeps it Active), under Volcano the team's Queue closed or open;
 4. jobs the portal kept back (a scheduler that would refuse them: `Backend.budget_holds_in_portal`) are made due
-   again once their team is no longer held.
+   again once their team is no longer held;
+5. on priority tiers that say so, running jobs are suspended with notice and resubmitted behind the hold
+   (`suspend`).
 The database is the truth: a lost pass is made good by the next one, and a pass that finds nothing changed
 writes nothing.
 """
@@ -33,7 +35,7 @@ from tenants.choices import Role
 from tenants.models import Cluster, Membership, Team, TeamNamespace
 from tenants.services import audit_record, notify_users
 
-from . import holds
+from . import holds, suspend
 from .models import BudgetHold
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ def _record_hold(state: holds.TeamBudgetState, now: datetime) -> str:
         notify_users(users=admins, subject=f"{team.name}: new GPU jobs are held by the budget",
                      body=(f"{sentence}\n\nJobs already running continue. New jobs of {team.name} wait before "
                            "admission, whether sent from the portal or with kubectl, until the hold lifts."))
+        suspend.hold_notice(hold=hold)
         return "opened"
     if state.held and hold.message != sentence:
         hold.message = sentence
@@ -130,7 +133,7 @@ def budget_enforce(*, now: datetime | None = None) -> dict:
                                 | Q(budget_holds__ended_at__gte=now - RECENTLY)).distinct()
     states = holds.team_holds(teams=teams.order_by("pk"), now=now)
     counts = {"teams": len(states), "held": 0, "opened": 0, "closed": 0, "writes": 0, "released_jobs": 0,
-              "errors": 0}
+              "suspended": 0, "errors": 0}
     for state in states.values():
         counts["held"] += state.held
         change = _record_hold(state, now)
@@ -149,6 +152,7 @@ def budget_enforce(*, now: datetime | None = None) -> dict:
             counts["errors"] += 1
             log.warning("budget enforcement in cluster %s failed: %s", members[0].cluster.name, exc)
     counts["released_jobs"] = _release_jobs([pk for pk, s in states.items() if not s.held])
+    counts["suspended"] = suspend.suspend_due(now=now)
     return counts
 
 

@@ -1,12 +1,14 @@
 """Reads for the usage explorer: a team's GPU-hours over any range of days, drilled down from the team to one
-flavor, to one job, to the job's hours. Each level is one aggregate query whatever the size of the range."""
+flavor, to one job, to the job's hours. Each level is one aggregate query whatever the size of the range. The last
+level, the job's GPUs one by one, is read live from the cluster's usage source (the portal stores no device)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Avg, Sum
 from django.db.models.functions import TruncDate
 from django.http import Http404
@@ -14,8 +16,10 @@ from django.http import Http404
 from jobs.models import Job
 from tenants.models import GpuFlavor, Team
 
+from .gpus import JobGpus
 from .models import JobUsageHour, UsageHour
 from .pricing import ZERO
+from .sources import source_for
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,8 @@ def team_flavor(*, team: Team, name: str) -> GpuFlavor:
 
 
 def team_job(*, team: Team, pk: str) -> Job:
-    job = Job.objects.filter(team=team, pk=int(pk)).select_related("flavor").first() if pk.isdigit() else None
+    job = (Job.objects.filter(team=team, pk=int(pk)).select_related("flavor", "team", "cluster__usage_source").first()
+           if pk.isdigit() else None)
     if job is None:
         raise Http404("No such job in this team")
     return job
@@ -90,3 +95,24 @@ def job_hours(*, job: Job, start: datetime, end: datetime) -> list[dict]:
     return [{"hour": r["hour"], "utilisation": r["utilisation"], "sm_active": r["sm_active"],
              "tensor_active": r["tensor_active"], "memory_gib": r["memory"] / (float(r["allocated"]) or 1e-9)}
             for r in rows]
+
+
+def job_window(*, job: Job, start: datetime, end: datetime, now: datetime) -> tuple[datetime, datetime] | None:
+    """The part of [start, end) in which the job's pods could hold GPUs: from its start (its submission while the
+    start is not known yet) to its end, or now; None when the range misses it."""
+    first, last = max(start, job.started_at or job.submitted_at), min(end, job.finished_at or now)
+    return (first, last) if first < last else None
+
+
+def job_gpus(*, job: Job, start: datetime, end: datetime) -> JobGpus:
+    """Each GPU the job's pods held in [start, end), from the cluster's usage source (metrics.MetricsError when it
+    cannot answer: unreachable, too slow, no source)."""
+    return source_for(job.cluster, timeout=settings.BILLING_PAGE_TIMEOUT).job_gpus(
+        namespace=job.team.namespace, job=str(job.pk), pod_prefix=job.object_name, start=start, end=end)
+
+
+def job_days(*, job: Job, today: date, max_days: int) -> tuple[date, date]:
+    """The UTC days a job ran (from its submission while it has not started), at most the last `max_days` of them."""
+    last = (job.finished_at.date() if job.finished_at else today)
+    first = (job.started_at or job.submitted_at).date()
+    return max(first, last - timedelta(days=max_days - 1)), last

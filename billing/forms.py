@@ -7,7 +7,17 @@ from backends import kueue_fairshare
 from tenants.models import GpuFlavor
 
 from . import selectors
-from .choices import BudgetMode
+from .choices import BudgetMode, ScrapeShape
+
+
+def usage_source_fields() -> dict[str, forms.Field]:
+    """A cluster's usage source settings, on the cluster's registration form and admin page (tenants.cluster_parts)."""
+    return {
+        "prometheus_url": forms.URLField(required=False, assume_scheme="https", label="Prometheus URL"),
+        "scrape_shape": forms.ChoiceField(
+            choices=ScrapeShape.choices, required=False, label="Scrape shape",
+            help_text="The dcgm-exporter ServiceMonitor's honorLabels; left to detection, either is read."),
+    }
 
 
 class MonthField(forms.CharField):
@@ -151,13 +161,15 @@ class FairSharingWhatIfForm(forms.Form):
 
 class UsageRangeForm(forms.Form):
     """The usage explorer's range: whole UTC days, both ends included, at most MAX_DAYS, none in the future. Empty,
-    it is the last 7 days; flavor and job say how far the explorer has drilled down."""
+    it is the last 7 days; flavor and job say how far the explorer has drilled down, and `by=gpu` that it shows the
+    job's GPUs one by one rather than its hours."""
 
     MAX_DAYS = 92
     start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
     flavor = forms.CharField(required=False, max_length=63, widget=forms.HiddenInput)
     job = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
+    by = forms.ChoiceField(required=False, choices=[("", "hour"), ("gpu", "GPU")], widget=forms.HiddenInput)
 
     def __init__(self, data, *, today):
         super().__init__(data)

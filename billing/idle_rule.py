@@ -31,7 +31,7 @@ WARNED, STOPPED = "warned", "stopped"
 def watched_jobs():
     return (Job.objects.filter(state=JobState.RUNNING, cancel_requested_at__isnull=True)
             .exclude(kind=JobKind.WORKSPACE).exclude(priority_tier__idle_action=IdleAction.NONE)
-            .select_related("team", "cluster", "priority_tier", "submitted_by"))
+            .select_related("team", "cluster__usage_source", "priority_tier", "submitted_by"))
 
 
 def _tell(job: Job, event: str, subject: str, reason: str, next_step: str, reading: dict) -> None:

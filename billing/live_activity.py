@@ -1,6 +1,6 @@
 """What each GPU pod of a cluster is doing now (the last few minutes), for rules that act on idle GPUs while they
-run (the workspaces' idle rule): from the cluster's Prometheus (dcgm-exporter's series by pod), or for a sandbox
-cluster, from its pods (each pod's set activity, `sandbox_usage`)."""
+run (the workspaces' idle rule): from the cluster's Prometheus (dcgm-exporter's series by pod), or from the source
+plugged in for a cluster without one (sources.register), which answers `activity_now(now)` itself."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from portal import kube
 
 from . import activity
 from .metrics import MetricsError, PrometheusSource
-from .sandbox_usage import SandboxSource, pod_activity
 from .sources import source_for
 
 log = logging.getLogger(__name__)
@@ -30,20 +29,6 @@ class PodReading:
     signal: str  # the dcgm-exporter field read
     utilisation: float  # 0..1
     memory_gib: float = 0.0  # per GPU
-
-
-def sandbox_readings(source: SandboxSource, now: datetime) -> list[PodReading]:
-    """The running pods of a sandbox source, each doing what it is set to (idle, busy, …)."""
-    hour = now.replace(minute=0, second=0, microsecond=0)
-    readings = []
-    for run in source.runs():
-        if run.finished_at is not None:
-            continue
-        doing = pod_activity(run, hour)
-        readings.append(PodReading(namespace=run.namespace, pod=run.name, job=run.job, signal=source.signal,
-                                   utilisation=doing.reading(source.signal),
-                                   memory_gib=doing.memory_gib if doing.memory_gib is not None else 0.0))
-    return readings
 
 
 def _by_pod(series: list[dict]) -> dict[tuple[str, str], float]:
@@ -84,10 +69,10 @@ def job_reading(readings: list[PodReading], *, namespace: str, job_id: int, obje
 
 
 def activity_now(source, now: datetime) -> list[PodReading]:
-    if isinstance(source, SandboxSource):
-        return sandbox_readings(source, now)
     if isinstance(source, PrometheusSource):
         return prometheus_readings(source, now)
+    if callable(reading := getattr(source, "activity_now", None)):
+        return reading(now)
     raise MetricsError("this usage source cannot say what GPUs are doing now")
 
 

@@ -9,8 +9,8 @@ during one UTC hour, and what each portal job did. Two sources share that interf
   cluster has (the node tells apart flavors sharing a resource and model: see nodes.py).
   Each step of the hour (`query_range`) reads the mean of every dcgm-exporter sample in it, and the steps are added
   up here; steps an exporter did not answer are counted, and the hour is billed for what was observed.
-- `sandbox_usage.SandboxSource` derives deterministic series from the pods of a sandbox cluster (the portal's
-  gateway lists them), for the embedded default cluster and the demo.
+- a source plugged in from above for clusters without a Prometheus (`sources.register`): the demo's wiring plugs in
+  deterministic series derived from the pods of a sandbox cluster (composition.demo.usage).
 
 `sources.source_for(cluster)` picks a cluster's source.
 
@@ -29,10 +29,10 @@ from typing import Protocol
 import requests
 from django.conf import settings
 
-from tenants.choices import ScrapeShape
-
-from . import activity, promql
+from . import activity, gpus, promql
+from .choices import ScrapeShape
 from .devices import claim_labels
+from .gpus import JobGpus
 
 HOUR = timedelta(hours=1)
 JOB_LABEL, KSM_JOB_LABEL = promql.JOB_LABEL, promql.KSM_JOB_LABEL
@@ -128,6 +128,9 @@ class HourUsage:
 class MetricsSource(Protocol):
     def hour_usage(self, hour: datetime) -> HourUsage: ...
 
+    def job_gpus(self, *, namespace: str, job: str, pod_prefix: str, start: datetime, end: datetime) -> JobGpus:
+        """Each device the job's pods (label `job`, or named `<pod_prefix>-…`) held in [start, end), step by step."""
+
 
 def check_hour(hour: datetime) -> datetime:
     if hour.tzinfo is None or hour.utcoffset() is None:
@@ -198,13 +201,26 @@ class PrometheusSource:
                 kinds.setdefault(node, set()).add((labels.get("modelName", ""), labels.get("GPU_I_PROFILE", "")))
         return {node: next(iter(found)) for node, found in kinds.items() if len(found) == 1}
 
-    def _exported(self, start: datetime, end: datetime) -> frozenset[str]:
+    def _exported(self, start: datetime, end: datetime, step: int | None = None) -> frozenset[str]:
         """The activity fields dcgm-exporter reported in every step it answered: one added or dropped mid-hour
         counts from the first hour it covers whole, so an hour is read on one signal throughout."""
+        step = step or self.step
         steps = {series["metric"].get("field", ""): len(series["values"])
-                 for series in self.query_range(promql.activity_fields(self.step), start, end, self.step)}
+                 for series in self.query_range(promql.activity_fields(step), start, end, step)}
         answered = steps.pop("", 0)
         return frozenset(field for field, count in steps.items() if answered and count >= answered)
+
+    def job_gpus(self, *, namespace: str, job: str, pod_prefix: str, start: datetime, end: datetime) -> JobGpus:
+        """Three range queries however many GPUs: the activity fields reported, then activity on the best of them
+        and memory, per device of the pods named `<pod_prefix>-…` (the job label needs kube-state-metrics to
+        expose it; the name needs nothing)."""
+        step = gpus.step_for(start, end)
+        first, last = gpus.evaluation_times(start, end, step)
+        signal = activity.best_signal(self._exported(first, last, step))
+        queries = promql.job_gpus(self.shape, step, signal or activity.GR_ENGINE_ACTIVE, namespace=namespace,
+                                  pod_prefix=pod_prefix)
+        answers = {name: self.query_range(expr, first, last, step) for name, expr in queries.items()}
+        return gpus.from_prometheus(**answers, signal=signal, step=step, start=start, end=end)
 
     def hour_usage(self, hour: datetime) -> HourUsage:
         hour = check_hour(hour)

@@ -14,12 +14,29 @@ from django.db.models.functions import Round
 
 from tenants.models import Cluster, GpuFlavor, Team
 
-from .choices import BudgetMode, HourState, UtilisationSignal
+from .choices import BudgetMode, HourState, ScrapeShape, UtilisationSignal
 
 GPU_HOURS = {"max_digits": 14, "decimal_places": 6}
 # The activity field "used" was read from; '' on rows collected before the collector recorded it.
 SIGNAL = {"max_length": 40, "choices": UtilisationSignal.choices, "blank": True}
 MONEY = {"max_digits": 14, "decimal_places": 4}
+
+
+class ClusterUsageSource(models.Model):
+    """Where a cluster's GPU usage is read from, and how its series carry the pods' labels (one per cluster)."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="usage_source")
+    prometheus_url = models.URLField(blank=True)
+    scrape_shape = models.CharField(
+        max_length=10, choices=ScrapeShape.choices, default=ScrapeShape.EITHER, blank=True,
+        help_text="The dcgm-exporter ServiceMonitor's honorLabels; left to detection, either is read.",
+    )
+    # What the last collection found in the series (the cluster page shows it beside the setting).
+    scrape_shape_seen = models.CharField(max_length=10, choices=ScrapeShape.choices, blank=True, editable=False)
+    scrape_shape_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    def __str__(self):
+        return f"usage source of {self.cluster_id}"
 
 
 class UsageHour(models.Model):

@@ -173,9 +173,11 @@ USAGE_SUMS = {"allocated": "allocated_gpu_hours", "used": "used_gpu_hours"}
 
 
 def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
-               periods: list[PricePeriod], fields: dict[str, str] = USAGE_SUMS) -> list[dict]:
+               periods: list[PricePeriod], fields: dict[str, str] = USAGE_SUMS,
+               also: dict | None = None) -> list[dict]:
     """One aggregate query over hourly `rows`: the `fields` (allocated and used GPU-hours unless told) summed per
-    `by` group and rate period.
+    `by` group and rate period. `also` names more aggregates (e.g. `Min("hour")`) taken per `by` group in the same
+    query; each of the group's period rows carries them.
 
     The month is cut into segments at every price change; rows are grouped by `by` alone and each field is summed
     once per segment (`SUM(…) FILTER (WHERE hour in the segment)`), so the database hashes the same groups as a plain
@@ -195,10 +197,15 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
         window = Q(hour__gte=s_start) if k else Q()
         window &= Q(hour__lt=s_end) if k < len(segs) - 1 else Q()
         sums.update({f"{name}_{k}": Sum(column, filter=window or None) for name, column in fields.items()})
-    query = rows.filter(hour__gte=start, hour__lt=end).values(*by).annotate(**sums).order_by()
+    also = also or {}
+    query = rows.filter(hour__gte=start, hour__lt=end).values(*by).annotate(**sums, **also).order_by()
     width, keys, flavor_at = len(fields), len(by), by.index("flavor_id")
     merged: dict[tuple, list] = {}  # (*group, period) → the fields' sums
-    for row in query.values_list(*by, *sums):
+    extras: dict[tuple, tuple] = {}  # group → its `also` aggregates
+    for row in query.values_list(*by, *also, *sums):
+        if also:
+            extras[row[:keys]] = row[keys:keys + len(also)]
+            row = row[:keys] + row[keys + len(also):]
         for k in range(len(segs)):
             values = row[keys + k * width:keys + (k + 1) * width]
             if values.count(None) == width:  # no rows of this group in the segment
@@ -209,7 +216,8 @@ def usage_sums(rows, *, by: tuple[str, ...], start: datetime, end: datetime,
                 merged[key] = [value or ZERO for value in values]
             else:
                 merged[key] = [total + (value or ZERO) for total, value in zip(entry, values, strict=True)]
-    return [{**dict(zip(by, key, strict=False)), "period": key[-1], **dict(zip(fields, totals, strict=True))}
+    return [{**dict(zip(by, key, strict=False)), "period": key[-1], **dict(zip(fields, totals, strict=True)),
+             **dict(zip(also, extras.get(key[:-1], ()), strict=False))}
             for key, totals in merged.items()]
 
 

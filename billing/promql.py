@@ -24,9 +24,10 @@ kube-state-metrics says that pod runs and requests GPUs (`HOLDERS`); every other
 
 from __future__ import annotations
 
-from tenants.choices import ScrapeShape
+import re
 
 from . import activity
+from .choices import ScrapeShape
 from .devices import DRA_ALLOCATED
 
 JOB_LABEL = "gpu-portal.io/job"
@@ -59,9 +60,12 @@ UNITS = "GPU_I_PROFILE, modelName"
 NODE = "Hostname, hostname"
 
 
-def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str = "", per_pod: str = "sum") -> str:
+def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str = "", per_pod: str = "sum",
+              keep: str = "", pods: tuple[str, str] | None = None) -> str:
     """`metric` of the devices each running GPU pod holds, one series per pod and kind of unit, labelled with the
-    pod's own `namespace` and `pod` whichever way the series stored them.
+    pod's own `namespace` and `pod` whichever way the series stored them. `keep` names more labels kept through
+    every fold (DEVICE: a series per device); `pods` (a namespace, a regular expression of pod names) reads only
+    the devices of those pods.
 
     Devices are folded per pod first (1,250 pods rather than 10,000 devices), so the joins and relabelling run over
     pods; the node labels (`Hostname`, or `hostname` in newer exporters) are kept, and every sum over them adds, so
@@ -76,24 +80,29 @@ def pod_usage(metric: str, shape: str, *, step: int | None = None, matchers: str
         selector = _selector(metric, matchers, *picks)
         return f"avg_over_time({selector}[{step}s])" if step else selector
 
-    exported = (f"{per_pod} by (exported_namespace, exported_pod, {UNITS}, {NODE}) ({read(EXPORTED_POD)}) "
+    def only(prefix: str) -> tuple[str, ...]:
+        return (f'{prefix}namespace="{pods[0]}"', f'{prefix}pod=~"{pods[1]}"') if pods else ()
+
+    labels = f"{UNITS}, {NODE}, {keep}" if keep else f"{UNITS}, {NODE}"
+    exported = (f"{per_pod} by (exported_namespace, exported_pod, {labels}) ({read(EXPORTED_POD, *only('exported_'))}) "
                 f"* on (exported_namespace, exported_pod) group_left () {HOLDERS_EXPORTED}")
-    exported = (f'sum by (namespace, pod, {UNITS}, {NODE}) (label_replace(label_replace({exported}, "namespace", "$1", '
+    exported = (f'sum by (namespace, pod, {labels}) (label_replace(label_replace({exported}, "namespace", "$1", '
                 f'"exported_namespace", "(.*)"), "pod", "$1", "exported_pod", "(.*)"))')
     if shape == ScrapeShape.EXPORTED:
         return exported
-    direct = (f"{per_pod} by (namespace, pod, {UNITS}, {NODE}) ({read(HAS_POD, '' if shape else SAME_POD)}) "
+    direct = (f"{per_pod} by (namespace, pod, {labels}) ({read(HAS_POD, '' if shape else SAME_POD, *only(''))}) "
               f"* on (namespace, pod) group_left () {HOLDERS}")
     return direct if shape == ScrapeShape.DIRECT else f"{exported} or {direct}"
 
 
-def utilisation(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE) -> str:
+def utilisation(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE, **narrow) -> str:
     """0..1 per pod on `signal`, one field for whole GPUs and MIG instances alike, except GPU_UTIL (percent), which
-    MIG instances do not report: with it, they read the graphics engine activity."""
+    MIG instances do not report: with it, they read the graphics engine activity. `narrow`: pod_usage's `keep` and
+    `pods`."""
     if signal not in activity.PERCENT:
-        return pod_usage(signal, shape, step=step)
-    whole = pod_usage(signal, shape, step=step, matchers=WHOLE_GPU)
-    mig = pod_usage(activity.GR_ENGINE_ACTIVE, shape, step=step, matchers=MIG_SLICE)
+        return pod_usage(signal, shape, step=step, **narrow)
+    whole = pod_usage(signal, shape, step=step, matchers=WHOLE_GPU, **narrow)
+    mig = pod_usage(activity.GR_ENGINE_ACTIVE, shape, step=step, matchers=MIG_SLICE, **narrow)
     return f"({whole}) / 100 or {mig}"
 
 
@@ -132,6 +141,21 @@ def queries(shape: str, step: int, signal: str = activity.GR_ENGINE_ACTIVE,
         if field in exported:
             found[name] = _per_job(pod_usage(field, shape, step=step))
     return found
+
+
+# What tells one device from another: its UUID (a MIG instance keeps its parent GPU's, so GPU_I_ID too) and index.
+DEVICE = "UUID, gpu, GPU_I_ID"
+_POD_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def job_gpus(shape: str, step: int, signal: str, *, namespace: str, pod_prefix: str) -> dict[str, str]:
+    """Range queries for each device the pods named `<pod_prefix>-…` in `namespace` held: the mean of each step of
+    activity on `signal` (0..1) and of framebuffer memory used (MiB), one series per device and pod."""
+    if not (_POD_PREFIX.fullmatch(pod_prefix) and _POD_PREFIX.fullmatch(namespace)):
+        raise ValueError(f"not a Kubernetes name: {namespace!r}/{pod_prefix!r}")
+    narrow = {"keep": DEVICE, "pods": (namespace, f"{pod_prefix}-.+")}
+    return {"utilisation": utilisation(shape, step, signal, **narrow),
+            "memory": pod_usage("DCGM_FI_DEV_FB_USED", shape, step=step, **narrow)}
 
 
 def activity_fields(step: int) -> str:

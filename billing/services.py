@@ -16,15 +16,15 @@ from django.utils import timezone
 
 from jobs.models import Job
 from portal.enqueue import enqueue_on_commit
-from tenants.choices import ScrapeShape, Sharing
+from tenants.choices import Sharing
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin
 from tenants.services import audit_record
 
 from . import activity, metrics, nodes, selectors, sources, tasks
-from .choices import HourState
+from .choices import HourState, ScrapeShape
 from .devices import flavor_unit, is_dra
-from .models import CapacityHour, CollectedHour, JobUsageHour, UsageHour
+from .models import CapacityHour, ClusterUsageSource, CollectedHour, JobUsageHour, UsageHour
 
 logger = logging.getLogger(__name__)
 
@@ -202,18 +202,37 @@ def usage_collect_hours(*, cluster: Cluster, hours: list[datetime], source: metr
     return _usage_record(cluster=cluster, outcomes=outcomes, now=now, node_labels=labels)
 
 
+def cluster_usage_source_save(*, cluster: Cluster, **values) -> ClusterUsageSource:
+    """A cluster's usage source, written inside the cluster's own write, which audits both (tenants.cluster_parts)."""
+    source = sources.usage_source_of(cluster)
+    for name, value in values.items():
+        setattr(source, name, value)
+    source.full_clean()
+    source.save()
+    return source
+
+
+def cluster_usage_source_values(cluster: Cluster) -> dict:
+    source = sources.usage_source_of(cluster)
+    return {"prometheus_url": source.prometheus_url, "scrape_shape": source.scrape_shape}
+
+
 def _scrape_shape_record(cluster: Cluster, collected: list[metrics.HourUsage], now: datetime) -> None:
     """Keep the scrape setup the newest collected hour showed, for the cluster page."""
     seen = [usage for usage in sorted(collected, key=lambda u: u.hour) if usage.scrape_shape]
-    if seen and (cluster.scrape_shape_seen, cluster.scrape_shape_seen_at) != (seen[-1].scrape_shape, now):
-        Cluster.objects.filter(pk=cluster.pk).update(scrape_shape_seen=seen[-1].scrape_shape, scrape_shape_seen_at=now)
-        cluster.scrape_shape_seen, cluster.scrape_shape_seen_at = seen[-1].scrape_shape, now
+    source = sources.usage_source_of(cluster)
+    if seen and (source.scrape_shape_seen, source.scrape_shape_seen_at) != (seen[-1].scrape_shape, now):
+        source.scrape_shape_seen, source.scrape_shape_seen_at = seen[-1].scrape_shape, now
+        seen_fields = {"scrape_shape_seen": source.scrape_shape_seen, "scrape_shape_seen_at": now}
+        if not ClusterUsageSource.objects.filter(cluster_id=cluster.pk).update(**seen_fields):
+            ClusterUsageSource.objects.create(cluster_id=cluster.pk, **seen_fields)
 
 
 def _shape_note(cluster: Cluster, usage: metrics.HourUsage) -> str:
-    if cluster.scrape_shape and usage.scrape_shape and usage.scrape_shape != cluster.scrape_shape:
+    setting = sources.usage_source_of(cluster).scrape_shape
+    if setting and usage.scrape_shape and usage.scrape_shape != setting:
         return (f"the series look like {ScrapeShape(usage.scrape_shape).label} but the cluster is set to "
-                f"{ScrapeShape(cluster.scrape_shape).label}: pods' GPUs may be counted as unallocated")
+                f"{ScrapeShape(setting).label}: pods' GPUs may be counted as unallocated")
     return ""
 
 
@@ -312,7 +331,7 @@ def usage_collect_due(*, now: datetime | None = None) -> dict[str, int]:
     """
     now = now or timezone.now()
     collected = {}
-    for cluster in Cluster.objects.filter(active=True).order_by("pk"):
+    for cluster in Cluster.objects.filter(active=True).select_related("usage_source").order_by("pk"):
         try:
             hours = usage_hours_due(cluster=cluster, now=now)
             ledgers = (usage_collect_hours(cluster=cluster, hours=hours, now=now, stop_on_failure=True)

@@ -231,8 +231,7 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
     rows = UsageHour.objects.filter(team__in=list(statements)) if few else UsageHour.objects.all()
     # Lines come out in statement order (cluster, flavor, rate period) when the sums are taken in that order.
     rank = {pk: i for i, pk in enumerate(sorted(flavors, key=lambda pk: (flavors[pk].cluster.name, flavors[pk].name)))}
-    sums = usage_sums(rows, by=("team_id", "flavor_id"), start=start, end=end, periods=periods)
-    spans = _signal_spans(rows, start=start, end=end)
+    sums, spans, firsts = _usage(rows, start=start, end=end, periods=periods)
     sums.sort(key=lambda s: (rank[s["flavor_id"]], periods[s["period"]].start if s["period"] != UNPRICED else start))
     for row in sums:
         statement = statements.get(row["team_id"])
@@ -244,8 +243,7 @@ def statements_for(*, teams, month: date, now: datetime | None = None) -> dict[i
                             if span.start < line.charge_end and span.end > line.charge_start]
             statement.lines.append(line)
     _workspace_parts(statements, start=start, end=end)
-    for team_id, first in (rows.filter(hour__gte=start, hour__lt=end).values("team_id")
-                           .annotate(first=Min("hour")).order_by().values_list("team_id", "first")):
+    for team_id, first in firsts.items():
         if team_id in statements:
             statements[team_id].first_usage = first
     # Each team sees the gaps of the clusters it has a namespace in.
@@ -282,15 +280,24 @@ def _workspace_parts(statements: dict[int, Statement], *, start: datetime, end: 
                 line.workspace_used_gpu_hours += _gpu_hours(row["used"])
 
 
-def _signal_spans(rows, *, start: datetime, end: datetime) -> dict[tuple[int, int], list[SignalSpan]]:
-    """(team, flavor) → the hours each signal covered in [start, end), in time order (one aggregate query)."""
-    spans = defaultdict(list)
-    found = (rows.filter(hour__gte=start, hour__lt=end).values("team_id", "flavor_id", "utilisation_signal")
-             .annotate(first=Min("hour"), last=Max("hour")).order_by("first"))
-    for row in found:
-        spans[(row["team_id"], row["flavor_id"])].append(SignalSpan(row["utilisation_signal"], row["first"],
-                                                                    row["last"] + HOUR))
-    return spans
+def _usage(rows, *, start: datetime, end: datetime, periods: list[PricePeriod]):
+    """From one aggregate query over the month's rows: the sums per (team, flavor, rate period), the hours each
+    utilisation signal covered per (team, flavor) in time order, and each team's first hour with usage."""
+    sums: dict[tuple, dict] = {}
+    spans: dict[tuple, dict[str, SignalSpan]] = defaultdict(dict)
+    firsts: dict[int, datetime] = {}
+    for row in usage_sums(rows, by=("team_id", "flavor_id", "utilisation_signal"), start=start, end=end,
+                          periods=periods, also={"first": Min("hour"), "last": Max("hour")}):
+        key = (row["team_id"], row["flavor_id"], row["period"])
+        line = sums.setdefault(key, {"team_id": key[0], "flavor_id": key[1], "period": key[2], "allocated": ZERO,
+                                     "used": ZERO})
+        line["allocated"] += row["allocated"]
+        line["used"] += row["used"]
+        spans[key[:2]][row["utilisation_signal"]] = SignalSpan(row["utilisation_signal"], row["first"],
+                                                               row["last"] + HOUR)
+        firsts[key[0]] = min(firsts.get(key[0], row["first"]), row["first"])
+    ordered = {group: sorted(found.values(), key=lambda span: span.start) for group, found in spans.items()}
+    return list(sums.values()), ordered, firsts
 
 
 def first_month(*, team: Team | None = None) -> date:

@@ -35,7 +35,7 @@ def usage_collect_task(self) -> dict[str, int]:
 @shared_task(ignore_result=True)
 def usage_collect_hour_task(cluster_id: int, hour: str) -> str:
     """Re-collect one hour on request (the admin's action); the ledger row records the outcome."""
-    cluster = Cluster.objects.get(pk=cluster_id)
+    cluster = Cluster.objects.select_related("usage_source").get(pk=cluster_id)
     return services.usage_collect_hour(cluster=cluster, hour=datetime.fromisoformat(hour)).state
 
 

@@ -28,6 +28,7 @@ from tenants import selectors as tenant_selectors
 from . import activity, budgets, capacity, charts, evidence, explore, fair_sharing, holds, selectors
 from .choices import BudgetMode
 from .forms import AllowanceForm, BudgetForm, FairSharingWhatIfForm, OverrideForm, RateCardForm, UsageRangeForm
+from .metrics import MetricsError
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
@@ -106,7 +107,9 @@ def team_usage_explore(request, slug):
     job = explore.team_job(team=team, pk=data["job"]) if data["job"] and flavor else None
     if job is not None and job.flavor_id != flavor.pk:
         raise Http404("The job did not run on this flavor")
-    if job is not None:
+    if job is not None and data["by"] == "gpu":
+        context.update(_job_gpus(job, start, end))
+    elif job is not None:
         hours = explore.job_hours(job=job, start=start, end=end)
         context.update(level="job", job=job, hours=hours, chart=charts.figure_html(
             charts.job_activity_figure(hours), div_id="explore-chart") if hours else "")
@@ -122,13 +125,37 @@ def team_usage_explore(request, slug):
     today = timezone.now().date()
     context.update(flavor=flavor, range_query=urlencode(range_query),
                    flavor_query=urlencode({**range_query, "flavor": flavor.name}) if flavor else "",
+                   job_query=urlencode({**range_query, "flavor": flavor.name, "job": job.pk}) if job else "",
                    presets=[(label, urlencode({"start": (today - timedelta(days=days - 1)).isoformat(),
                                                "end": today.isoformat(),
                                                **({"flavor": flavor.name} if flavor else {}),
-                                               **({"job": job.pk} if job else {})}))
+                                               **({"job": job.pk} if job else {}),
+                                               **({"by": "gpu"} if job and data["by"] else {})}))
                             for label, days in (("Last 24 hours", 1), ("Last 7 days", 7), ("Last 30 days", 30),
                                                 ("Last 90 days", 90))])
     return render(request, "billing/usage_explore.html", context)
+
+
+def _job_gpus(job, start, end) -> dict:
+    """The explorer's GPU level: the job's GPUs one by one, read live; what the source could not answer is said on
+    the page (the rest of it still works), and so is a range in which the job held no GPU."""
+    context = {"level": "gpu", "job": job, "gpus": None, "gpu_error": "", "gpu_chart": ""}
+    window = explore.job_window(job=job, start=start, end=end, now=timezone.now())
+    if window is None:
+        return context
+    try:
+        found = explore.job_gpus(job=job, start=window[0], end=window[1])
+    except MetricsError as exc:
+        context["gpu_error"] = str(exc)
+        return context
+    threshold = settings.IDLE_GPU_THRESHOLD
+    context.update(gpus=found, signal_label=activity.signal_label(found.signal),
+                   time_based=activity.time_based(found.signal),
+                   gpu_rows=[(series, series.verdict(signal=found.signal, threshold=threshold))
+                             for series in found.gpus])
+    if found.gpus:
+        context["gpu_chart"] = charts.figure_html(charts.job_gpus_figure(found), div_id="explore-chart")
+    return context
 
 
 @login_required
@@ -309,8 +336,11 @@ def job_activity(request, pk):
     job = job_selectors.job_get(user=request.user, pk=pk)
     rows = selectors.job_activity(job=job)
     chart = charts.figure_html(charts.job_activity_figure(rows), div_id="activity-chart") if rows else ""
+    first, last = explore.job_days(job=job, today=timezone.now().date(), max_days=UsageRangeForm.MAX_DAYS)
+    per_gpu = urlencode({"start": first.isoformat(), "end": last.isoformat(), "flavor": job.flavor.name,
+                         "job": job.pk, "by": "gpu"})
     return render(request, "billing/_job_activity.html", {
-        "job": job, "rows": rows, "chart": chart,
+        "job": job, "rows": rows, "chart": chart, "per_gpu": per_gpu,
         "time_based": any(activity.time_based(r["signal"]) for r in rows)})
 
 

@@ -3,7 +3,8 @@ from django.apps import AppConfig
 
 class CompositionConfig(AppConfig):
     """The layer above every app: reconciles team namespaces and clusters against the state every app
-    contributes (portal.desired), and serves the health checks and demo seeding that span the apps."""
+    contributes (portal.desired), and serves the health checks and the demo's wiring and seeding that span the apps
+    (composition.demo)."""
 
     default_auto_field = 'django.db.models.BigAutoField'
     name = 'composition'
@@ -11,9 +12,11 @@ class CompositionConfig(AppConfig):
     def ready(self):
         from portal import desired
 
+        from .demo import plug_in
         from .tasks import TaskReconciler
 
         desired.set_reconciler(TaskReconciler())
+        plug_in()
         _count_task_outcomes()
 
 

@@ -11,7 +11,9 @@ nothing); a HyperNode member only by `exactMatch` name, and a HyperNode being de
 made by the label discoverer carries its level's node label and value beside its source label
 (pkg/controllers/hypernode/discovery/label/label.go).
 
-Pure functions over the dicts read from the API server; no database, no clock.
+Pure functions over the dicts read from the API server; no database, no clock. The sandbox's Volcano emulates the
+same member rule on its own (sandbox/simulator/volcano_nodes.py, which may not import the portal);
+tests/jobs/test_hypernodes_agree.py holds the two to the same answers.
 """
 
 from __future__ import annotations
@@ -66,22 +68,30 @@ def held_nodes(hypernodes: list[dict], nodes: dict[str, dict | None]) -> dict[st
     by_name = {h["metadata"]["name"]: h for h in hypernodes if not h["metadata"].get("deletionTimestamp")}
     held: dict[str, frozenset[str]] = {}
 
-    def resolve(name: str, chain: frozenset) -> frozenset[str]:
+    def resolve(name: str, chain: frozenset) -> tuple[frozenset[str], bool]:
+        """The nodes under `name`, and whether a cycle was cut on the way (such an answer depends on where the
+        walk started, so it is not kept for the next one)."""
         if name in held:
-            return held[name]
-        if name not in by_name or name in chain:  # not (yet) in the cluster, or a cycle
-            return frozenset()
+            return held[name], False
+        if name not in by_name:  # not (yet) in the cluster
+            return frozenset(), False
+        if name in chain:  # a cycle: each HyperNode on it holds what the others hold, counted once
+            return frozenset(), True
         found: set[str] = set()
+        cut = False
         for member in (by_name[name].get("spec") or {}).get("members") or []:
             selector = member.get("selector") or {}
             if member.get("type") == "Node":
                 found |= _node_members(selector, nodes)
             elif member.get("type") == "HyperNode":
-                found |= resolve((selector.get("exactMatch") or {}).get("name") or "", chain | {name})
-        held[name] = frozenset(found)
-        return held[name]
+                below, cycle = resolve((selector.get("exactMatch") or {}).get("name") or "", chain | {name})
+                found |= below
+                cut |= cycle
+        if not cut:
+            held[name] = frozenset(found)
+        return frozenset(found), cut
 
-    return {name: (int((h.get("spec") or {}).get("tier") or 0), resolve(name, frozenset()))
+    return {name: (int((h.get("spec") or {}).get("tier") or 0), resolve(name, frozenset())[0])
             for name, h in by_name.items()}
 
 

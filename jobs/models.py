@@ -6,8 +6,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from portal.reconciled import Reconciled
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, dns_label
-from tenants.reconciled import Reconciled
 
 from .choices import TERMINAL_STATES, JobKind, JobState, Placement, WaitReason
 from .manifests import job_object_name

@@ -173,6 +173,10 @@ def job_stop(*, job: Job, reason: str = "") -> None:
 def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
     if not job.terminal and job.state != JobState.PREEMPTED:
         raise Conflict("Only a finished, failed, cancelled or preempted job can be resubmitted.")
+    return _submit_again(actor=actor, job=job, source_ip=source_ip)
+
+
+def _submit_again(*, actor, job: Job, source_ip: str | None = None) -> Job:
     return job_submit(actor=actor, team=job.team, flavor=job.flavor, kind=job.kind, name=job.name, image=job.image,
                       command=job.command, args=job.args, env=job.env, workers=job.workers,
                       gpus_per_worker=job.gpus_per_worker, cpu_per_worker=job.cpu_per_worker,
@@ -180,6 +184,35 @@ def job_resubmit(*, actor, job: Job, source_ip: str | None = None) -> Job:
                       max_runtime_minutes=job.max_runtime_minutes, notify=job.notify, resubmit_of=job,
                       spot_allowed=job.spot_allowed, topology_level=job.topology_level,
                       topology_mode=job.topology_mode, source_ip=source_ip)
+
+
+@transaction.atomic
+def job_suspend(*, job: Job, cause: str, reason: str) -> Job | None:
+    """Stop a running job for a reason that will pass (`cause`: "the team's budget hold", said in full by `reason`)
+    and submit it again at once, as its submitter, to wait behind it like any new job. Returns the new job; None
+    when the job had ended already, or when it cannot be submitted again (its submitter left the team, its quota
+    went): then it is only stopped, and its final message says so."""
+    job = Job.objects.select_for_update().select_related("team", "cluster", "flavor", "priority_tier",
+                                                        "submitted_by").get(pk=job.pk)
+    if job.terminal or job.cancel_requested_at:
+        return None
+    try:
+        with transaction.atomic():
+            again = _submit_again(actor=job.submitted_by, job=job)
+    except (PermissionDenied, Conflict, ValidationError) as exc:
+        problem = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+        job_stop(job=job, reason=_said(f"Suspended by {cause}; it could not be resubmitted ({problem}): resubmit it "
+                                       f"when the hold lifts.", reason))
+        return None
+    job_stop(job=job, reason=_said(f"Suspended by {cause} and resubmitted as job {again.pk}, which starts when the "
+                                   "hold lifts.", reason))
+    return again
+
+
+def _said(what: str, why: str, limit: int = 300) -> str:
+    """What happened, then why, within the final message's length."""
+    text = f"{what} {why}"
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def _job_actual(client: kube.ClusterClient, job: Job) -> list[dict]:

@@ -9,6 +9,8 @@ from .upstream import KUEUE_API, RAY_API, VOLCANO_BATCH_API, VOLCANO_SCHEDULING_
 class Kind:
     plural: str
     namespaced: bool
+    # Read only from sandbox clusters (their synthetic usage source), where no RBAC applies: not in the ClusterRole.
+    sandbox_only: bool = False
 
 
 # Every kind the portal reads or writes. A static table keeps the gateway free of discovery round-trips and
@@ -41,5 +43,5 @@ KINDS: dict[tuple[str, str], Kind] = {
     (VOLCANO_BATCH_API, "Job"): Kind("jobs", True),
     (RAY_API, "RayJob"): Kind("rayjobs", True),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): Kind("resourceclaimtemplates", True),
-    ("resource.k8s.io/v1", "ResourceClaim"): Kind("resourceclaims", True),
+    ("resource.k8s.io/v1", "ResourceClaim"): Kind("resourceclaims", True, sandbox_only=True),  # billing.sandbox_usage
 }

@@ -274,7 +274,7 @@ def _ordered(statuses: list[dict]) -> list[dict]:
     return sorted(statuses, key=lambda s: (s["kind"] != "Namespace", s["kind"], s["namespace"], s["name"]))
 
 
-# --- recording the outcome on a row (any model deriving from tenants.reconciled.Reconciled) -------------------
+# --- recording the outcome on a row (any model deriving from portal.reconciled.Reconciled) --------------------
 
 
 def backoff_seconds(attempt: int) -> float:

@@ -132,9 +132,11 @@ class GpuFlavorForm(forms.ModelForm):
 class PriorityTierForm(forms.ModelForm):
     class Meta:
         model = PriorityTier
-        fields = ["name", "value", "preemption_policy", "description", "is_default", "idle_action"]
+        fields = ["name", "value", "preemption_policy", "description", "is_default", "idle_action",
+                  "budget_hold_action"]
         labels = {"value": "Priority value", "preemption_policy": "Preemption policy",
-                  "is_default": "Default tier for new jobs", "idle_action": "Idle batch jobs"}
+                  "is_default": "Default tier for new jobs", "idle_action": "Idle batch jobs",
+                  "budget_hold_action": "Running jobs when the team's budget holds"}
 
 
 class FairShareWeightForm(forms.Form):

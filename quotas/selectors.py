@@ -13,7 +13,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from backends import backend_for
-from tenants.choices import SyncState, TeamState
+from portal.reconciled import SyncState
+from tenants.choices import TeamState
 from tenants.models import Cluster, GpuFlavor, Team, TeamNamespace
 from tenants.selectors import is_platform_admin, team_list
 from tenants.sharing import quota_resource, volcano_resource

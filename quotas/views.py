@@ -203,7 +203,9 @@ def capacity(request):
     sharing = []
     for cluster in tenant_selectors.active_clusters():
         rows = fair_share.fair_shares(cluster=cluster)
-        sharing.append((cluster, rows, fair_share.decayed_usage_state(rows)))
+        # The backend says which kind of fair sharing its scheduler has (a tree of cohorts with weighted shares and
+        # decayed usage, or proportion among sibling queues), so the page never names a scheduler.
+        sharing.append((cluster, backend_for(cluster), rows, fair_share.decayed_usage_state(rows)))
     return render(request, "quotas/capacity.html", {"overview": overview, "sharing": sharing})
 
 

@@ -152,7 +152,7 @@ def _keeps(other: Path, path: Path) -> bool:
 
 
 def _conflict_message(causes: list[dict]) -> str:
-    """k8s.io/apiserver pkg/endpoints/handlers/fieldmanager (internal/conflict.go getConflictMessage) at 1.33: one
+    """k8s.io/apiserver pkg/endpoints/handlers/fieldmanager (internal/conflict.go getConflictMessage): one
     conflict on one line, several grouped under their managers, managers sorted. Takes the causes' `manager`."""
     managers = [cause.pop("manager") for cause in causes]
     if len(causes) == 1:

@@ -1,6 +1,6 @@
 """What the API server sets on built-in kinds when they are written, in its two steps.
 
-`apply`: the defaults of decoding (kubernetes v1.34 pkg/apis/*/v1/defaults.go): the namespace's name label,
+`apply`: the defaults of decoding (kubernetes pkg/apis/*/v1/defaults.go): the namespace's name label,
 a Secret's stringData merged into data (conversion), a Service's type, session affinity, internal traffic policy
 and ports' protocol/targetPort, a PriorityClass's preemption policy, a binding's role and subject API groups, a
 device request's allocation mode and count. They are what a write's field manager owns (`sandbox.managed_update`).
@@ -55,6 +55,8 @@ class BuiltinDefaults:
             self._service(obj.setdefault("spec", {}), creating)
         elif kind_key == ("scheduling.k8s.io", "PriorityClass"):
             obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        elif kind_key == _JOB_KEY:
+            self._job_labels(obj)
         elif kind_key[0] == _RBAC and kind_key[1] in ("RoleBinding", "ClusterRoleBinding"):
             self._binding(obj)
         elif kind_key[0] == "resource.k8s.io" and kind_key[1] in ("ResourceClaim", "ResourceClaimTemplate"):
@@ -62,8 +64,8 @@ class BuiltinDefaults:
                 exactly = request.get("exactly")
                 if isinstance(exactly, dict):
                     exactly.setdefault("allocationMode", "ExactCount")
-                    if exactly["allocationMode"] == "ExactCount":
-                        exactly.setdefault("count", 1)
+                    if exactly["allocationMode"] == "ExactCount" and not exactly.get("count"):
+                        exactly["count"] = 1  # 0 is the Go zero value: unset
 
     @staticmethod
     def _binding(obj: dict) -> None:
@@ -133,5 +135,17 @@ class BuiltinDefaults:
             labels.setdefault(label, meta["uid"])
         selector = spec.setdefault("selector", {})
         selector.setdefault("matchLabels", {}).setdefault(_CONTROLLER_UID_LABELS[1], meta["uid"])
-        if not meta.get("labels"):
+
+    @staticmethod
+    def _job_labels(obj: dict) -> None:
+        """SetDefaults_Job: a Job without labels takes its pod template's."""
+        meta = obj["metadata"]
+        labels = ((obj.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels")
+        if not meta.get("labels") and labels:
             meta["labels"] = dict(labels)
+
+    def read_back(self, kind_key: tuple[str, str], obj: dict) -> None:
+        """The decoding defaults again, as the object a create answers is read back from storage after validation:
+        a Job created without labels gets its template's, by then with the labels `generateSelector` added."""
+        if kind_key == _JOB_KEY:
+            self._job_labels(obj)

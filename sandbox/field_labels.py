@@ -1,4 +1,4 @@
-"""Which fields a list, watch or collection delete may select on, per kind, as kube-apiserver v1.33 allows them.
+"""Which fields a list, watch or collection delete may select on, per kind, as kube-apiserver allows them.
 
 Every kind takes metadata.name and metadata.namespace. A built-in kind takes the fields its registry strategy
 exports beside them (pkg/registry/core/pod/strategy.go PodToSelectableFields, core/event, core/node,

@@ -1,5 +1,5 @@
 """The field bookkeeping of server-side apply, after sigs.k8s.io/structured-merge-diff v4.6.0 (the version
-Kubernetes 1.33 vendors): which fields an apply configuration sets, merging it into the live object, removing what
+Kubernetes vendors): which fields an apply configuration sets, merging it into the live object, removing what
 a manager stopped applying, and `managedFields`' FieldsV1 encoding.
 
 Maps are granular unless their schema says `x-kubernetes-map-type: atomic`. Lists are atomic unless their schema

@@ -4,7 +4,7 @@ generateName prefix) by the kind's name rule, labels, annotations, owner referen
 After k8s.io/apimachinery pkg/api/validation/objectmeta.go (ValidateObjectMetaAccessor and
 ValidateObjectMetaAccessorUpdate), pkg/api/validation/generic.go (the name functions; a generateName prefix is
 checked with its trailing dash masked), pkg/api/validation/path/name.go (RBAC's path-segment names) and, for the
-built-in kinds, kubernetes v1.34 pkg/apis/core/validation (validateKubeFinalizerName: a finalizer without a
+built-in kinds, kubernetes pkg/apis/core/validation (validateKubeFinalizerName: a finalizer without a
 domain must be a standard one). Custom resources only warn about such a finalizer (apiextensions-apiserver)."""
 
 from __future__ import annotations

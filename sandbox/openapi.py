@@ -14,6 +14,7 @@ import hashlib
 import json
 import threading
 
+from . import upstream
 from .kinds import Registry, ResourceType
 from .validation import _core_definitions
 
@@ -135,7 +136,7 @@ def v3_document(registry: Registry, group: str, version: str) -> dict | None:
     if not types:
         return None
     prefix = "#/components/schemas/"
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0"},
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": upstream.KUBERNETES},
             "paths": _paths(types, group, version, prefix),
             "components": {"schemas": _schemas(types, version, prefix)}}
 
@@ -153,5 +154,5 @@ def v2_document(registry: Registry) -> dict:
                                                      for p in op["parameters"]],
                                       "responses": {"200": {"description": "OK"}}}
                                for verb, op in ops.items()}
-    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": paths,
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": upstream.KUBERNETES}, "paths": paths,
             "definitions": definitions}

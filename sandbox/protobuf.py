@@ -2,7 +2,7 @@
 
 kube-apiserver decodes `application/vnd.kubernetes.protobuf` for every built-in kind from the generated Go types
 (k8s.io/api v0.33 */generated.proto). The sandbox keeps, by their field numbers in those .proto files, the fields
-that every `kubectl create <kind>` subcommand of kubectl 1.33 sets (namespace, configmap, secret, serviceaccount,
+that every `kubectl create <kind>` subcommand of kubectl sets (namespace, configmap, secret, serviceaccount,
 quota, priorityclass, deployment, service, job, cronjob, role, rolebinding, clusterrole, clusterrolebinding,
 poddisruptionbudget, ingress): the envelope (runtime.Unknown: 1 typeMeta {1 apiVersion, 2 kind}, 2 raw),
 ObjectMeta (1 name, 2 generateName, 3 namespace, 11 labels, 12 annotations, 13 ownerReferences, 14 finalizers),

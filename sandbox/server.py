@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors, openapi, tables
+from . import errors, openapi, tables, upstream
 from .errors import ApiError
 from .faults import FIELDS, Faults
 from .managed_update import manager_name
@@ -23,9 +23,9 @@ from .selectors import combine, field_selector, label_selector
 from .store import Store
 from .watch_stream import BOOKMARK_INTERVAL, WatchStream
 
-GIT_VERSION = "v1.33.0"
-VERSION_INFO = {"major": "1", "minor": "33", "gitVersion": GIT_VERSION, "gitCommit": "sandbox",
-                "gitTreeState": "clean", "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2",
+GIT_VERSION = upstream.KUBERNETES
+VERSION_INFO = {"major": "1", "minor": GIT_VERSION.split(".")[1], "gitVersion": GIT_VERSION, "gitCommit": "sandbox",
+                "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z", "goVersion": "go1.24.6",
                 "compiler": "gc", "platform": "linux/amd64"}
 PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-merge-patch+json": "strategic",
                "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}
@@ -199,8 +199,13 @@ class Api:
         if req.verb == "create":
             if rt.namespaced and not req.namespace:
                 raise errors.method_not_allowed(rt.plural, req.group)
-            obj = self._object_body(req)
-            result = store.create(rt, obj, req.namespace, **writing, manager=self._manager(req))
+            obj = self._object_body(req, kind_set=store.admission.sets_kind(rt))
+            manager = self._manager(req)
+            if obj.get("kind") and obj["kind"] != rt.kind:
+                # A kind a webhook sets back: the field manager could not type the object as sent, so the create
+                # records no managed fields (kube-apiserver logs that and writes the object without them).
+                obj["kind"], manager = rt.kind, None
+            result = store.create(rt, obj, req.namespace, **writing, manager=manager)
             return send(h, 201, result, warnings=self._warnings(req, warnings))
         if req.verb == "update":
             result = store.update(rt, self._object_body(req), req.namespace, req.name,
@@ -242,12 +247,14 @@ class Api:
         return tables.table(req.rt, req.version, items, meta, req.param("includeObject") or "Metadata", headers)
 
     @staticmethod
-    def _object_body(req: Request) -> dict:
+    def _object_body(req: Request, *, kind_set: bool = False) -> dict:
+        """`kind_set`: a mutating webhook encodes the object again with its own kind (`Admission.sets_kind`), so a
+        custom resource's other kind is left for the caller to set back."""
         obj = req.json_body()
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         kind, rt = obj.get("kind"), req.rt
-        if kind and kind != rt.kind:
+        if kind and kind != rt.kind and not (kind_set and not rt.builtin):
             # A built-in kind's decoder knows no such kind; a custom resource is decoded as it is and refused by
             # its validation (apiextensions-apiserver customResourceValidator: "must be <Kind>").
             if rt.builtin:

@@ -217,6 +217,7 @@ class Store(ServerSideApply, Deletion, Watches):
         self._defaults.prepare_for_create(rt.key, obj)
         warnings.extend(self.validator.check(rt, version, obj, strict=strict))
         self.admission.validate("CREATE", rt, obj, None, None)
+        self._defaults.read_back(rt.key, obj)
         self._go_shape(rt, version, obj)
         namespace = meta.get("namespace")
         if rt.namespaced:
@@ -226,7 +227,9 @@ class Store(ServerSideApply, Deletion, Watches):
             if ns["metadata"].get("deletionTimestamp"):
                 raise ApiError(403, "Forbidden", f'{rt.plural} "{meta["name"]}" is forbidden: unable to create new '
                                                  f"content in namespace {namespace} because it is being terminated",
-                               name=meta["name"], group=rt.group, kind=rt.plural)
+                               name=meta["name"], group=rt.group, kind=rt.plural, causes=[
+                                   {"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                    "message": f"namespace {namespace} is being terminated"}])
         if self._stored(rt, namespace, meta["name"]) is not None:
             raise errors.already_exists(rt.plural, rt.group, meta["name"])
         meta["creationTimestamp"] = now()

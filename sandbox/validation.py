@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jsonschema
 
+from . import upstream
 from .admission.core_specs import binary_data_error
 from .errors import ApiError, invalid
 from .kinds import Registry, ResourceType
@@ -54,7 +55,7 @@ _SchemaValidator = jsonschema.validators.extend(
 
 
 # The Kubernetes minor release whose built-in kinds the sandbox serves (the control plane it is measured against).
-KUBERNETES_SCHEMAS = "1.34.0"
+KUBERNETES_SCHEMAS = upstream.KUBERNETES.removeprefix("v")
 
 
 def _schema_dir() -> Path:

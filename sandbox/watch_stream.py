@@ -1,6 +1,6 @@
 """Serving one watch request: initial events, the changes after them, bookmarks, 410 Gone and the timeout.
 
-What a kube-apiserver with its watch cache does (k8s.io/apiserver v1.33, staging/src/k8s.io/apiserver/pkg/storage/
+What a kube-apiserver with its watch cache does (k8s.io/apiserver, staging/src/k8s.io/apiserver/pkg/storage/
 cacher/cacher.go, cache_watcher.go, watch_cache.go):
 - `resourceVersion` unset or "0": synthetic ADDED for every current object, then the changes after it; any other
   value: the changes after it, 410 `Expired` ("too old resource version") when the history no longer holds them,

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from portal.http import source_ip
 
-from . import checks, services
+from . import checks, cluster_parts, services
 from .choices import TeamState
 from .models import AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 
@@ -64,6 +64,11 @@ class SyncStateMixin:
 
 
 class ClusterAdminForm(forms.ModelForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # what other apps keep for the cluster (cluster_parts), as it is now
+            self.initial = {**cluster_parts.snapshot(self.instance), **self.initial}
+
     def clean(self):
         data = super().clean()
         if self.instance.pk and data.get("overcommit") is not None:
@@ -89,8 +94,17 @@ class ClusterAdmin(AuditedDeleteMixin, SyncStateMixin, admin.ModelAdmin):
     readonly_fields = RECONCILE_STATUS_FIELDS + ("created_at",)
     actions = [retry_reconcile]
 
+    def get_form(self, request, obj=None, **kwargs):
+        # The settings other apps keep for a cluster (registered once apps are ready) are fields of the same page.
+        kwargs["form"] = type("ClusterAdminForm", (ClusterAdminForm,), cluster_parts.form_fields())
+        return super().get_form(request, obj, **kwargs)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related(*cluster_parts.related_names())
+
     def save_model(self, request, obj, form, change):
         fields = {name: getattr(obj, name) for name in services.CLUSTER_FIELDS}
+        fields |= {name: form.cleaned_data[name] for name in cluster_parts.field_names() if name in form.cleaned_data}
         if change:
             services.cluster_update(actor=request.user, cluster=obj, source_ip=source_ip(request), **fields)
         else:

@@ -40,15 +40,6 @@ class PreemptionPolicy(models.TextChoices):
     NEVER = "Never", "Never preempts"
 
 
-class SyncState(models.TextChoices):
-    """What the UI says about a reconciled row; derived from its conditions and generations."""
-
-    APPLIED = "applied", "Applied"
-    PENDING = "pending", "Pending"
-    RETRYING = "retrying", "Retrying"
-    REJECTED = "rejected", "Rejected"
-
-
 class MembershipSource(models.TextChoices):
     """Who manages a membership: people in the portal, or the identity provider's groups at each sign-in."""
 
@@ -65,12 +56,11 @@ class MigStrategy(models.TextChoices):
     SINGLE = "single", "single (nvidia.com/gpu on MIG-labelled nodes)"
 
 
-class ScrapeShape(models.TextChoices):
-    """How Prometheus stored dcgm-exporter's pod labels: the ServiceMonitor's honorLabels."""
+class BudgetHoldAction(models.TextChoices):
+    """What a team's budget hold does to its running jobs of a tier (new jobs are always held)."""
 
-    EITHER = "", "Detect from the series"
-    DIRECT = "direct", "honorLabels: true (namespace, pod)"
-    EXPORTED = "exported", "honorLabels: false (exported_namespace, exported_pod)"
+    CONTINUE = "", "Keep running"
+    SUSPEND = "suspend", "Suspend with notice, resubmitted to start when the hold lifts"
 
 
 class IdleAction(models.TextChoices):

@@ -3,25 +3,33 @@ Each one nudges the reconcile of what its change affects."""
 
 from django.db import transaction
 
+from . import cluster_parts
 from .audit import audit_record, snapshot
 from .checks import capacity_checks_run
 from .choices import TeamState
 from .models import Cluster, GpuFlavor, PriorityTier, Team, TeamNamespace
 from .nudges import clusters_touch, lease, team_namespaces_touch
 
-CLUSTER_FIELDS = ["name", "display_name", "connection", "server", "context", "scheduler", "prometheus_url",
-                  "cohort", "overcommit", "mig_strategy", "scrape_shape", "topology_levels", "active"]
+CLUSTER_FIELDS = ["name", "display_name", "connection", "server", "context", "scheduler", "cohort", "overcommit",
+                  "mig_strategy", "topology_levels", "active"]
+
+
+def _cluster_snapshot(cluster: Cluster) -> dict:
+    return {**snapshot(cluster, CLUSTER_FIELDS), **cluster_parts.snapshot(cluster)}
 
 
 @transaction.atomic
 def cluster_create(*, actor, source_ip: str | None = None, **fields) -> Cluster:
+    """Fields other apps keep for a cluster (cluster_parts) may be given with its own; every part gets its row."""
+    fields, by_part = cluster_parts.split(fields)
     cluster = Cluster(**fields)
     cluster.full_clean()
     cluster.save()
+    cluster_parts.save(cluster=cluster, by_part=by_part, created=True)
     teams = Team.objects.exclude(state=TeamState.ARCHIVED)
     TeamNamespace.objects.bulk_create([TeamNamespace(team=t, cluster=cluster, next_attempt_at=lease())
                                        for t in teams])
-    audit_record(actor=actor, action="cluster.create", obj=cluster, after=snapshot(cluster, CLUSTER_FIELDS),
+    audit_record(actor=actor, action="cluster.create", obj=cluster, after=_cluster_snapshot(cluster),
                  source_ip=source_ip)
     clusters_touch(clusters=Cluster.objects.filter(pk=cluster.pk))
     team_namespaces_touch(team_namespaces=cluster.team_namespaces.all())
@@ -31,14 +39,16 @@ def cluster_create(*, actor, source_ip: str | None = None, **fields) -> Cluster:
 @transaction.atomic
 def cluster_update(*, actor, cluster: Cluster, source_ip: str | None = None, **fields) -> Cluster:
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
-    before = snapshot(cluster, CLUSTER_FIELDS)
+    before = _cluster_snapshot(cluster)
+    fields, by_part = cluster_parts.split(fields)
     for name, value in fields.items():
         setattr(cluster, name, value)
     cluster.full_clean()
     capacity_checks_run("cluster", cluster=cluster, overcommit=cluster.overcommit)
     cluster.save()
+    cluster_parts.save(cluster=cluster, by_part=by_part, created=False)
     audit_record(actor=actor, action="cluster.update", obj=cluster, before=before,
-                 after=snapshot(cluster, CLUSTER_FIELDS), source_ip=source_ip)
+                 after=_cluster_snapshot(cluster), source_ip=source_ip)
     clusters_touch(clusters=Cluster.objects.filter(pk=cluster.pk))
     team_namespaces_touch(team_namespaces=cluster.team_namespaces.all())
     return cluster

@@ -42,7 +42,7 @@ def console_cluster_create(request):
         else:
             try:
                 cluster = services.cluster_create(actor=request.user, source_ip=source_ip(request),
-                                                  **form.connection_fields())
+                                                  **form.registration_fields())
             except ValidationError as exc:
                 add_service_errors(form, exc)
             else:

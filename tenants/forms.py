@@ -1,6 +1,6 @@
 from django import forms
 
-from . import selectors
+from . import cluster_parts, selectors
 from .choices import Role, TeamState
 from .models import Cluster, Team
 
@@ -78,22 +78,23 @@ class ClusterForm(forms.ModelForm):
 
     server = forms.URLField(required=False, assume_scheme="https", label="API server URL (sandbox)",
                             help_text="API server URL of a sandbox cluster.")
-    prometheus_url = forms.URLField(required=False, assume_scheme="https", label="Prometheus URL")
 
     class Meta:
         model = Cluster
         fields = ["name", "display_name", "scheduler", "connection", "server", "context", "cohort", "overcommit",
-                  "prometheus_url", "topology_levels"]
+                  "topology_levels"]
         labels = {"display_name": "Display name", "server": "API server URL (sandbox)",
                   "context": "Kubeconfig context", "cohort": "Kueue cohort / Volcano parent queue",
-                  "overcommit": "Overcommit ratio", "prometheus_url": "Prometheus URL",
-                  "topology_levels": "Topology levels (JSON)"}
+                  "overcommit": "Overcommit ratio", "topology_levels": "Topology levels (JSON)"}
         help_texts = {"name": "Lowercase letters, digits and '-': it names the cluster in URLs, jobs and the API.",
                       "connection": "How the portal reaches the API server. Test it before saving."}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["name"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+        # What other apps keep for a cluster (its Prometheus URL, billing's), asked before the topology levels.
+        self.fields.update(cluster_parts.form_fields(registration=True))
+        self.order_fields([*self.Meta.fields[:-1], *cluster_parts.field_names(registration=True)])
 
     def clean_topology_levels(self):
         return self.cleaned_data.get("topology_levels") or []  # left empty: no levels
@@ -108,4 +109,9 @@ class ClusterForm(forms.ModelForm):
         return data
 
     def connection_fields(self) -> dict:
+        """The cluster's own fields: enough to try the connection."""
         return {k: self.cleaned_data[k] for k in self.Meta.fields}
+
+    def registration_fields(self) -> dict:
+        return {**self.connection_fields(),
+                **{k: self.cleaned_data[k] for k in cluster_parts.field_names(registration=True)}}

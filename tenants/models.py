@@ -7,7 +7,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from portal.reconciled import Reconciled
+
 from .choices import (
+    BudgetHoldAction,
     Connection,
     IdleAction,
     MembershipSource,
@@ -15,11 +18,9 @@ from .choices import (
     PreemptionPolicy,
     Role,
     Scheduler,
-    ScrapeShape,
     Sharing,
     TeamState,
 )
-from .reconciled import Reconciled
 from .records import AccessToken, AuditEvent, IdempotencyKey, TeamWebhook, WebhookDelivery  # noqa: F401 - registered here
 from .sharing import CEL_MAX_LENGTH, SHARED, dns_subdomain, validate_sharing
 from .topology import is_label_key, is_label_value, toleration_problem, validate_topology_levels
@@ -55,7 +56,13 @@ def validate_team_slug(slug: str) -> None:
 
 
 class Cluster(Reconciled):
-    """A Kubernetes cluster the portal manages; its own row reconciles the cluster-wide objects."""
+    """A Kubernetes cluster the portal manages; its own row reconciles the cluster-wide objects.
+
+    Settings only one app above reads live in that app's one-to-one table (billing's usage source, registered in
+    cluster_parts). The rest stay here: the cohort, the overcommit ratio and the topology levels are validated by
+    tenancy's own checks and read by several apps, and the flavors Kueue is making again are reconcile state written
+    under this row's lock.
+    """
 
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     display_name = models.CharField(max_length=100, blank=True)
@@ -63,7 +70,6 @@ class Cluster(Reconciled):
     server = models.URLField(blank=True, help_text="API server URL of a sandbox cluster.")
     context = models.CharField(max_length=200, blank=True, help_text="Kubeconfig context.")
     scheduler = models.CharField(max_length=20, choices=Scheduler.choices, default=Scheduler.KUEUE)
-    prometheus_url = models.URLField(blank=True)
     cohort = models.CharField(
         max_length=63,
         blank=True,
@@ -81,13 +87,6 @@ class Cluster(Reconciled):
         max_length=10, choices=MigStrategy.choices, default=MigStrategy.MIXED,
         help_text="The GPU Operator's mig.strategy: the resource name and node labels MIG flavors are scheduled by.",
     )
-    scrape_shape = models.CharField(
-        max_length=10, choices=ScrapeShape.choices, default=ScrapeShape.EITHER, blank=True,
-        help_text="The dcgm-exporter ServiceMonitor's honorLabels; left to detection, either is read.",
-    )
-    # What the last collection found in the series (the cluster page shows it beside the setting).
-    scrape_shape_seen = models.CharField(max_length=10, choices=ScrapeShape.choices, blank=True, editable=False)
-    scrape_shape_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
     topology_levels = models.JSONField(
         default=list, blank=True, validators=[validate_topology_levels],
         help_text="Topology levels from node labels, broadest first: [{\"name\": \"rack\", \"node_label\": "
@@ -272,6 +271,12 @@ class PriorityTier(models.Model):
         max_length=10, choices=IdleAction.choices, default=IdleAction.NONE, blank=True,
         help_text="What the idle rule does to running batch jobs of this tier whose GPUs do no work: nothing, warn "
                   "their submitters, or warn and then stop them (for preemptible tiers).",
+    )
+    budget_hold_action = models.CharField(
+        max_length=10, choices=BudgetHoldAction.choices, default=BudgetHoldAction.CONTINUE, blank=True,
+        help_text="What a team's budget hold does to its running batch jobs of this tier: they keep running, or "
+                  "(for preemptible tiers) their submitters are told, and after BUDGET_HOLD_SUSPEND_MINUTES they "
+                  "are stopped and resubmitted to start when the hold lifts.",
     )
 
     class Meta:

@@ -12,7 +12,7 @@ from django.http import Http404
 from portal import kube, sql
 from portal.http import is_platform_admin  # noqa: F401 - re-exported: the reads of every app use it from here
 
-from . import topology
+from . import cluster_parts, topology
 from .choices import Role, TeamState
 from .models import AccessToken, AuditEvent, Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 from .tokens import split_token, token_digest
@@ -159,7 +159,8 @@ def active_clusters() -> QuerySet[Cluster]:
 
 
 def cluster_get(*, name: str) -> Cluster:
-    cluster = Cluster.objects.filter(name=name).first()
+    """With the settings other apps keep for it (cluster_parts), which its page shows."""
+    cluster = Cluster.objects.select_related(*cluster_parts.related_names()).filter(name=name).first()
     if cluster is None:
         raise Http404("No such cluster")
     return cluster

@@ -19,9 +19,10 @@ from portal.desired import team_namespace_desired
 
 # platform_admin_required: anonymous → login page, signed-in non-staff → 403 (shared with the quota pages).
 from portal.http import add_service_errors, confirmed_write, platform_admin_required, source_ip, write_from_form
+from portal.reconciled import SyncState
 
 from . import selectors, services
-from .choices import Role, SyncState, TeamState
+from .choices import Role, TeamState
 from .forms import (
     AccessTokenForm,
     MemberAddForm,

@@ -1,6 +1,7 @@
 import factory
 from django.contrib.auth import get_user_model
 
+from billing.models import ClusterUsageSource
 from tenants.choices import Role
 from tenants.models import Cluster, GpuFlavor, Membership, PriorityTier, Team, TeamNamespace
 
@@ -23,12 +24,23 @@ class PlatformAdminFactory(UserFactory):
 class ClusterFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Cluster
+        skip_postgeneration_save = True
 
     name = factory.Sequence(lambda n: f"cluster-{n}")
     connection = "sandbox"
     server = "http://127.0.0.1:9"  # nothing listens there; tests that talk to a cluster pass a sandbox URL
     scheduler = "kueue"
     cohort = "gpu"
+    # Every cluster has its usage source, as registering one through the services gives it: ClusterFactory(
+    # usage_source__prometheus_url=url) reads its usage from that Prometheus.
+    usage_source = factory.RelatedFactory("tests.factories.ClusterUsageSourceFactory", factory_related_name="cluster")
+
+
+class ClusterUsageSourceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ClusterUsageSource
+
+    prometheus_url = ""
 
 
 class GpuFlavorFactory(factory.django.DjangoModelFactory):

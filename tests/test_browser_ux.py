@@ -274,3 +274,25 @@ def test_the_usage_explorer_drills_down_and_fits_both_widths(browser, live_serve
         fit = page.evaluate(OVERFLOW)
         assert fit["out"] == [] and fit["scroll"] <= width, (width, fit)
         page.close()
+
+
+HEADER_ACTIONS = """() => {
+  const header = document.querySelector(".page-header").getBoundingClientRect();
+  const boxes = [...document.querySelectorAll(".page-header .actions > *")].map(e => e.getBoundingClientRect());
+  return {right: header.right, tops: boxes.map(b => Math.round(b.top)), rights: boxes.map(b => b.right)};
+}"""
+
+
+def test_a_page_headers_actions_sit_together_at_its_right(browser, live_server, world):
+    member = world["member"]
+    member.set_password(PASSWORD)
+    member.save()
+    for width in (1440, 390):
+        page = signed_in(browser, live_server.url, member.username, width)
+        page.goto(f"{live_server.url}/jobs/")
+        actions = page.evaluate(HEADER_ACTIONS)
+        assert len(actions["tops"]) >= 2, actions  # the queue link and the New job menu
+        assert abs(max(actions["rights"]) - actions["right"]) <= 2, (width, actions)  # flush right
+        if width == 1440:
+            assert len(set(actions["tops"])) == 1, actions  # one row, not New job alone on a line below
+        page.close()

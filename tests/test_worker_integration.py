@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from portal import celery_app
+from config import celery_app
+from portal.reconciled import SyncState
 from tenants import services
-from tenants.choices import SyncState
 from tenants.models import TeamNamespace
 from tests.factories import ClusterFactory, PlatformAdminFactory
 from tests.requires import unavailable
@@ -80,7 +80,7 @@ def worker(settings):
     queue = f"test-{os.getpid()}-{time.monotonic_ns()}"
     env = {**os.environ, "DATABASE_URL": test_db_url, "REDIS_URL": redis_url, "CELERY_DEFAULT_QUEUE": queue}
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--loglevel", "INFO",
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "INFO",
          "-Q", queue, "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

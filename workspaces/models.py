@@ -4,8 +4,8 @@ from django.db import models
 from django.utils import timezone
 
 from jobs.models import Job, validate_image
+from portal.reconciled import Reconciled
 from tenants.models import Cluster, GpuFlavor, PriorityTier, Team, dns_label
-from tenants.reconciled import Reconciled
 
 from .choices import LIVE_STAGES, Stage, Tool
 from .manifests import port_forward_command, volume_name, workspace_object_name

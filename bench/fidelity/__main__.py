@@ -7,7 +7,12 @@ rule or request path contain TEXT and prints their disagreements instead of writ
 the API server's answers from the kept ones (starting it only for cases it has not answered yet), so a sandbox
 fix is measured in seconds.
 
-Needs the control plane's binaries (`make controlplane-bin`) and CRDS_DIR (default ../shared/crds)."""
+`--controllers` takes as the reference a control plane that also runs Kueue and Volcano (tools/controllers, their
+webhooks served for real), replays the cases of their kinds and writes bench/FIDELITY_CONTROLLERS.md: the cases the
+plain reference cannot judge (the webhook classes) measured against the webhooks themselves.
+
+Needs the control plane's binaries (`make controlplane-bin`; with `--controllers`, `make controllers-bin
+SCHEDULERS=kueue,volcano` too) and CRDS_DIR (default ../shared/crds)."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import cases as hand
-from . import left, recorded
+from . import left, recorded, webhooks
 from .replay import Target, differences, reduce
 
 REPORT = Path(__file__).resolve().parents[1] / "FIDELITY.md"
@@ -152,17 +157,21 @@ def select(corpus: list[dict], text: str) -> list[dict]:
             if any(text in str(v).lower() for v in (c["kind"], c["rule"], c["source"], c["request"]["path"]))]
 
 
-def _real_answers(corpus: list[dict], crds: str, cached: bool) -> list[dict]:
+def _real_answers(corpus: list[dict], crds: str, cached: bool, *, controllers: bool = False) -> list[dict]:
+    """The reference's answers: kube-apiserver alone, or (`controllers`) with Kueue's and Volcano's webhooks."""
     from tools import controlplane
 
-    kept = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    cache = webhooks.CACHE if controllers else CACHE
+    kept = json.loads(cache.read_text()) if cache.exists() else {}
     missing = [c for c in corpus if not cached or _key(c) not in kept]
     if missing:
         with controlplane.running(crds_dir=crds) as plane:
+            if controllers:
+                webhooks.start(plane)
             answers = run(Target("kube-apiserver", plane.server, plane.admin_token, plane.ssl_context()), missing)
         kept.update({_key(c): a for c, a in zip(missing, answers, strict=True)})
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
-        CACHE.write_text(json.dumps(kept, sort_keys=True))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(kept, sort_keys=True))
     return [kept[_key(c)] for c in corpus]
 
 
@@ -180,8 +189,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("record", nargs="?", choices=["record"], help="re-record the portal's requests first")
     parser.add_argument("-k", dest="only", default="", help="replay only the cases mentioning this text")
     parser.add_argument("--cached", action="store_true", help="reuse the API server's kept answers")
+    parser.add_argument("--controllers", action="store_true",
+                        help="the cases of Kueue's and Volcano's kinds, against their real webhooks")
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     if args.record:
         print(f"recorded {recorded.record()} cases", flush=True)
     from sandbox import Sandbox
@@ -189,20 +200,27 @@ def main(argv: list[str]) -> int:
 
     crds = os.environ.get("CRDS_DIR") or str(controlplane.ROOT.parent / "shared" / "crds")
     corpus = hand.hand_written() + recorded.load()
+    if args.controllers:
+        corpus = webhooks.cases(corpus)
     if args.only:
         corpus = select(corpus, args.only)
     started = time.monotonic()
-    real = _real_answers(corpus, crds, args.cached)
+    real = _real_answers(corpus, crds, args.cached, controllers=args.controllers)
     with Sandbox(crd_dirs=[crds], builtin_custom_kinds=True) as sb:
         sandbox = run(Target("sandbox", sb.url), corpus)
     rows = compare(corpus, real, sandbox)
     agree = Counter(r["agree"] for r in rows)
+    target = webhooks.REPORT if args.controllers else REPORT
     if args.only or args.cached:
         _print(rows)
+    elif args.controllers:
+        plain = compare(corpus, _real_answers(corpus, crds, cached=True), sandbox)
+        target.write_text(webhooks.report(rows, plain, time.monotonic() - started,
+                                          os.environ.get("FIDELITY_BEFORE", ""), pct=_pct, answer=_answer))
     else:
         before = os.environ.get("FIDELITY_BEFORE", "")
-        REPORT.write_text(report(rows, time.monotonic() - started, before))
-    print(f"{agree[True]}/{len(rows)} agree" + ("" if args.only or args.cached else f"; report in {REPORT}"))
+        target.write_text(report(rows, time.monotonic() - started, before))
+    print(f"{agree[True]}/{len(rows)} agree" + ("" if args.only or args.cached else f"; report in {target}"))
     return 0
 
 

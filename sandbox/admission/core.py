@@ -1,6 +1,6 @@
 """The hand-written validation and defaulting of kube-apiserver for the core kinds the portal writes.
 
-Sources (Kubernetes 1.33, the version the sandbox reports):
+Sources (Kubernetes, at the release the sandbox reports: sandbox/upstream.py):
 - pkg/apis/core/validation/validation.go: validateContainers (names, ports, env, volumeMounts), validateEnv,
   ValidateResourceRequirements, validateRestartPolicy, ValidateResourceQuota, ValidateLimitRange, ValidateService
   (names are DNS-1035 labels: ValidateServiceName = NameIsDNS1035Label).
@@ -154,7 +154,7 @@ def _containers_causes(containers, field: str, names: set, volumes: set) -> list
     return causes
 
 
-def pod_spec_causes(spec, field: str, restart_policies=("Always", "OnFailure", "Never")) -> list[dict]:
+def pod_spec_causes(spec, field: str, restart_policies=specs.POD_RESTART_POLICIES) -> list[dict]:
     if not isinstance(spec, dict):
         return []
     names: set = set()
@@ -162,10 +162,7 @@ def pod_spec_causes(spec, field: str, restart_policies=("Always", "OnFailure", "
     causes += specs.containers_required_causes(spec, field)
     causes += _containers_causes(spec.get("containers"), f"{field}.containers", names, volumes)
     causes += _containers_causes(spec.get("initContainers"), f"{field}.initContainers", names, volumes)
-    policy = spec.get("restartPolicy")
-    if policy not in restart_policies:
-        causes.append(f.required(f"{field}.restartPolicy", "") if not policy
-                      else f.not_supported(f"{field}.restartPolicy", policy, restart_policies))
+    causes += specs.restart_policy_causes(spec.get("restartPolicy"), f"{field}.restartPolicy", restart_policies)
     causes += podspec.node_selector_causes(spec.get("nodeSelector"), f"{field}.nodeSelector")
     causes += podspec.affinity_causes(spec.get("affinity"), f"{field}.affinity")
     causes += podspec.tolerations_causes(spec.get("tolerations"), f"{field}.tolerations")
@@ -212,8 +209,11 @@ def _template_spec(obj: dict, *path: str):
 def _job_causes(obj: dict, old: dict | None) -> list[dict]:
     spec = obj.get("spec") or {}
     causes = specs.job_spec_causes(spec)
+    # ValidatePodTemplateSpec: the template's labels (generateSelector's among them: the Job's name).
+    causes += specs.labels_causes(((spec.get("template") or {}).get("metadata") or {}).get("labels"),
+                                  "spec.template.labels")
     causes += pod_spec_causes(_template_spec(obj, "spec", "template", "spec"), "spec.template.spec",
-                              ("OnFailure", "Never"))
+                              specs.JOB_RESTART_POLICIES)
     indexed = spec.get("completionMode") == "Indexed"
     if indexed:
         if spec.get("completions") is None:
@@ -226,7 +226,8 @@ def _job_causes(obj: dict, old: dict | None) -> list[dict]:
             causes.append(f.invalid("spec.maxFailedIndexes", spec["maxFailedIndexes"],
                                     "must be less than or equal to completions"))
     elif spec.get("backoffLimitPerIndex") is not None:
-        causes.append(f.forbidden("spec.backoffLimitPerIndex", "requires indexed completion mode"))
+        causes.append(f.invalid("spec.backoffLimitPerIndex", spec["backoffLimitPerIndex"],
+                                "requires indexed completion mode"))
     if spec.get("maxFailedIndexes") is not None and spec.get("backoffLimitPerIndex") is None:
         causes.append(f.required("spec.backoffLimitPerIndex", "when maxFailedIndexes is specified"))
     if old is not None:
@@ -427,7 +428,7 @@ def causes(op: str, key: tuple, obj: dict, old: dict | None) -> list[dict]:
                                ("Always",))
     if key == ("batch", "CronJob"):
         return pod_spec_causes(_template_spec(obj, "spec", "jobTemplate", "spec", "template", "spec"),
-                               "spec.jobTemplate.spec.template.spec", ("OnFailure", "Never"))
+                               "spec.jobTemplate.spec.template.spec", specs.JOB_RESTART_POLICIES)
     if key == ("", "ResourceQuota"):
         return _quota_causes(obj)
     if key == ("", "Namespace"):
@@ -442,4 +443,5 @@ def causes(op: str, key: tuple, obj: dict, old: dict | None) -> list[dict]:
 _OTHER_SPECS = {("", "Service"): specs.service_causes, ("", "ConfigMap"): specs.config_map_causes,
                 ("rbac.authorization.k8s.io", "RoleBinding"): specs.role_binding_causes,
                 ("rbac.authorization.k8s.io", "ClusterRoleBinding"): specs.role_binding_causes,
-                ("networking.k8s.io", "NetworkPolicy"): specs.network_policy_causes}
+                ("networking.k8s.io", "NetworkPolicy"): specs.network_policy_causes,
+                ("resource.k8s.io", "ResourceClaimTemplate"): specs.device_request_causes}

@@ -1,4 +1,4 @@
-"""The API server's own validation of more built-in kinds' specs (kubernetes v1.34, paraphrased):
+"""The API server's own validation of more built-in kinds' specs (kubernetes, paraphrased):
 
 - pkg/apis/core/validation/validation.go: ValidateService (port names, numbers, protocols, target ports, type,
   selector; the cluster IP must lie in the service range, as the allocator says), ValidateConfigMap (keys),
@@ -50,6 +50,41 @@ def labels_causes(labels, field: str) -> list[dict]:
         causes += f.label_name_causes(field, key)
         if isinstance(value, str):
             causes += [f.invalid(field, value, m) for m in f.is_label_value(value)]
+    return causes
+
+
+POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+JOB_RESTART_POLICIES = ("OnFailure", "Never")
+
+
+def restart_policy_causes(policy, field: str, allowed: tuple[str, ...]) -> list[dict]:
+    """A pod's restart policy one of `allowed`; for a Job's pods (validateJobSpec) any other, "Always" (what an unset
+    one decodes to) included, is a required one."""
+    if policy in allowed:
+        return []
+    if allowed == JOB_RESTART_POLICIES:
+        return [f.required(field, "valid values: " + ", ".join(f'"{p}"' for p in allowed))]
+    return [f.required(field, "") if not policy else f.not_supported(field, policy, allowed)]
+
+
+def device_request_causes(obj: dict) -> list[dict]:
+    """A ResourceClaimTemplate's device requests (resource.k8s.io/v1 validateDeviceRequest, the part the portal's
+    claims use): each name a DNS label, an exact request naming its device class, a known allocation mode."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    devices = (spec.get("spec") or {}).get("devices") if isinstance(spec.get("spec"), dict) else None
+    causes = []
+    for i, request in _dicts((devices or {}).get("requests") if isinstance(devices, dict) else None):
+        path = f"spec.spec.devices.requests[{i}]"
+        name = request.get("name")
+        if isinstance(name, str):
+            causes += [f.invalid(f"{path}.name", name, m) for m in f.is_dns1123_label(name)]
+        exactly = request.get("exactly")
+        if isinstance(exactly, dict):
+            if not exactly.get("deviceClassName"):
+                causes.append(f.required(f"{path}.exactly.deviceClassName"))
+            mode = exactly.get("allocationMode")
+            if mode not in (None, "", "All", "ExactCount"):
+                causes.append(f.not_supported(f"{path}.exactly.allocationMode", mode, ("All", "ExactCount")))
     return causes
 
 

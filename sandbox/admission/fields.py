@@ -1,7 +1,7 @@
 """Field errors and name checks worded as k8s.io/apimachinery words them.
 
 - Names: pkg/util/validation/validation.go (IsDNS1123Label, IsDNS1123Subdomain, IsDNS1035Label, IsQualifiedName,
-  IsRelaxedEnvVarName), at the Kubernetes 1.33 release the sandbox reports.
+  IsRelaxedEnvVarName), at the Kubernetes release the sandbox reports.
 - Errors: pkg/util/validation/field/errors.go: `<field>: Invalid value: <value>: <detail>`, `Required value`,
   `Duplicate value`, `Unsupported value ... supported values`, `Forbidden`; an aggregate of several is `[a, b]`.
 """
@@ -92,7 +92,8 @@ def is_label_value(value: str) -> list[str]:
 
 
 def is_relaxed_env_var_name(value: str) -> list[str]:
-    """RelaxedEnvironmentVariableValidation is on by default from Kubernetes 1.32 (beta), so 1.33 checks this."""
+    """RelaxedEnvironmentVariableValidation is on by default from Kubernetes 1.32 (beta): the release the sandbox
+    reports checks this."""
     errs = ["environment variable name must be non-empty"] if not value else []
     if any(ord(ch) > 126 or ord(ch) < 32 or ch == "=" for ch in value):
         errs.append("a valid environment variable name must consist only of printable ASCII characters other than "

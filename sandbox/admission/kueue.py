@@ -1,4 +1,4 @@
-"""Kueue v0.19.2's admission webhooks (the CRDs' CEL rules are evaluated with the schema, `sandbox.structural`).
+"""Kueue's admission webhooks (the CRDs' CEL rules are evaluated with the schema, `sandbox.structural`).
 
 - pkg/webhooks/clusterqueue_webhook.go (vclusterqueue.kb.io) and pkg/webhooks/common.go: resource groups
   (covered resources unique and label-key names, flavors unique, each flavor's resources in coveredResources order,
@@ -20,7 +20,7 @@ Denials are controller-runtime's `Denied`: 403 Forbidden, `admission webhook "<n
 
 from __future__ import annotations
 
-from ..quantity import parse_quantity
+from ..quantity import canonical, parse_quantity
 from . import fields as f
 
 GROUP = "kueue.x-k8s.io"
@@ -35,6 +35,31 @@ def _quantity(value):
         return parse_quantity(value)
     except (ValueError, TypeError):
         return None
+
+
+def _canonical(value):
+    try:
+        return canonical(value)
+    except (ValueError, TypeError):
+        return value  # the schema's validation refuses it after
+
+
+def cluster_queue_default(op: str, obj: dict) -> None:
+    """mclusterqueue.kb.io (CREATE): controller-runtime's defaulter answers with the whole queue encoded again
+    (admission.PatchResponseFromRaw), so every quantity comes back as resource.Quantity writes it ("1024Gi" is
+    "1Ti"); its finalizer is `kueue_finalizers`."""
+    if op != "CREATE":
+        return
+    spec = obj.get("spec") or {}
+    for group in spec.get("resourceGroups") or ():
+        for flavor in group.get("flavors") or ():
+            for resource in flavor.get("resources") or ():
+                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    if key in resource:
+                        resource[key] = _canonical(resource[key])
+    fair = spec.get("fairSharing") or {}
+    if "weight" in fair:
+        fair["weight"] = _canonical(fair["weight"])
 
 
 def _resource_groups(groups, has_parent: bool, is_cohort: bool, path: str) -> list[dict]:
@@ -251,5 +276,6 @@ def ray_job(op: str, obj: dict, old: dict | None, store) -> None:
         raise f.forbidden_by_webhook("vrayjob.kb.io", causes)
 
 
+MUTATORS = {(GROUP, "ClusterQueue"): cluster_queue_default}
 VALIDATORS = {(GROUP, "ClusterQueue"): cluster_queue, (GROUP, "Cohort"): cohort, ("batch", "Job"): batch_job,
               ("ray.io", "RayJob"): ray_job, (GROUP, "ResourceFlavor"): resource_flavor}

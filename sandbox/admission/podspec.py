@@ -1,6 +1,6 @@
 """Pod-spec rules of kube-apiserver beyond containers: scheduling constraints and volumes.
 
-Transcribed from Kubernetes 1.33 pkg/apis/core/validation/validation.go (function named per rule) and
+Transcribed from Kubernetes pkg/apis/core/validation/validation.go (function named per rule) and
 k8s.io/apimachinery pkg/apis/meta/v1/validation (ValidateLabels, ValidateLabelName).
 """
 
@@ -52,7 +52,7 @@ def tolerations_causes(tolerations, field: str) -> list[dict]:
                 causes.append(f.invalid(f"{path}.operator", value, ";".join(errs)))
         elif op == "Exists":
             if value:
-                causes.append(f.invalid(f"{path}.operator", tol, "value must be empty when `operator` is 'Exists'"))
+                causes.append(f.invalid(f"{path}.operator", value, "value must be empty when `operator` is 'Exists'"))
         else:
             causes.append(f.not_supported(f"{path}.operator", op, ("Equal", "Exists")))
         if effect and effect not in _EFFECTS:

@@ -88,7 +88,7 @@ ALL_DEVICES = 32  # resource.k8s.io/v1 AllocationResultsMaxSize: what an `All` r
 
 def device_counts(claim_spec: dict) -> dict[str, int]:
     """Devices a claim may take per class, as ResourceQuota and Kueue count them: an exact count, `All` as the most
-    an allocation holds, a firstAvailable request as its largest alternative per class (kubernetes v1.34
+    an allocation holds, a firstAvailable request as its largest alternative per class (kubernetes
     pkg/quota/v1/evaluator/core/resource_claims.go)."""
     counts: dict[str, int] = {}
     for request in ((claim_spec.get("devices") or {}).get("requests") or []):

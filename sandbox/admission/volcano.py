@@ -1,4 +1,4 @@
-"""Volcano v1.15.1's admission webhooks for jobs.
+"""Volcano's admission webhooks for jobs.
 
 - pkg/webhooks/admission/jobs/mutate/mutate_job.go (on create): queue "default", schedulerName "volcano",
   maxRetry 3 when 0, tasks named "default<i>", each task's minAvailable = replicas and maxRetry 3, the job's
@@ -199,5 +199,6 @@ def _validate_job_update(new: dict, old: dict) -> None:
 # Queues --------------------------------------------------------------------------------------------------------
 
 
-MUTATORS = {("batch.volcano.sh", "Job"): mutate_job}
-VALIDATORS = {("batch.volcano.sh", "Job"): validate_job}
+JOB_KEY = ("batch.volcano.sh", "Job")
+MUTATORS = {JOB_KEY: mutate_job}
+VALIDATORS = {JOB_KEY: validate_job}

@@ -1,4 +1,4 @@
-"""Volcano v1.15.1's PodGroup webhooks (both on create only).
+"""Volcano's PodGroup webhooks (both on create only).
 
 - pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go: a PodGroup in queue "default" takes the queue its
   namespace's `scheduling.volcano.sh/queue-name` annotation names.

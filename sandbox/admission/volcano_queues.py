@@ -1,4 +1,4 @@
-"""Volcano v1.15.1's admission webhooks for queues, and the queues its controllers create and open.
+"""Volcano's admission webhooks for queues, and the queues its controllers create and open.
 
 - pkg/webhooks/admission/queues/mutate/mutate_queue.go: reclaimable true and weight 1 when unset.
 - pkg/webhooks/admission/queues/validate/validate_queue.go (validatequeue.volcano.sh): quantities, guarantee <=
@@ -36,10 +36,26 @@ def children_of(store, name: str) -> list[dict]:
             if (q.get("spec") or {}).get("parent") == name]
 
 
+def _go_type(value) -> str:
+    """How encoding/json names a JSON value it cannot decode into a Go field (UnmarshalTypeError)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    return "array" if isinstance(value, list) else "object"
+
+
 def mutate_queue(op: str, obj: dict) -> None:
     if op != "CREATE":
         return
     spec = obj.setdefault("spec", {})
+    weight = spec.get("weight")
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
+        # The webhook decodes the queue first (QueueSpec.Weight is an int32), before the schema is checked.
+        raise f.denied("mutatequeue.volcano.sh", f"json: cannot unmarshal {_go_type(weight)} into Go struct field "
+                                                 "QueueSpec.spec.weight of type int32")
     spec.setdefault("reclaimable", True)
     if not spec.get("weight"):
         spec["weight"] = 1

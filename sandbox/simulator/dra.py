@@ -6,7 +6,7 @@
   with attributes `type`, `productName`, `architecture`, `uuid` and capacity `memory` (cmd/gpu-kubelet-plugin/
   deviceinfo.go). With `dra_nodes` set, the simulator does both for its nominal nodes (`gpu-node-<i>`); the chart's
   `extendedResourceName` is left out, as extended resources are not allocated through DRA here.
-- The resourceclaim controller (kubernetes v1.34 pkg/controller/resourceclaim/controller.go) creates a pod's claim
+- The resourceclaim controller (kubernetes pkg/controller/resourceclaim/controller.go) creates a pod's claim
   from its ResourceClaimTemplate, named `<pod>-<claim>-<5 random>`, owned by the pod, annotated
   `resource.kubernetes.io/pod-claim-name`, and records it in the pod's `status.resourceClaimStatuses`; a claim the
   API server refuses (ResourceQuota) leaves the pod unable to start. It deletes the generated claims of a pod that

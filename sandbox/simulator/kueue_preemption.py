@@ -1,7 +1,7 @@
 """Kueue v0.19's classical preemption: which admitted workloads go so that a pending one fits.
 
 Ported from pkg/scheduler/preemption/preemption.go (classicalPreemptions, fillBackWorkloads, workloadFits) and
-pkg/scheduler/preemption/classical/{candidate_generator,hierarchical_preemption}.go, Kueue v0.19.2:
+pkg/scheduler/preemption/classical/{candidate_generator,hierarchical_preemption}.go:
 
 - candidates are the preemptor's own ClusterQueue's workloads allowed by `withinClusterQueue`, and the workloads of
   ClusterQueues elsewhere in the cohort tree that are above their nominal quota, allowed by `reclaimWithinCohort`;

@@ -1,7 +1,7 @@
 """Kueue's quota tree: ClusterQueues under (hierarchical) Cohorts, each node holding nominal quota, borrowing and
 lending limits per (flavor, resource), its subtree's quota and its usage.
 
-A port of the arithmetic in pkg/cache/scheduler/resource_node.go (Kueue v0.19.2): a node's subtree quota is its
+A port of the arithmetic in pkg/cache/scheduler/resource_node.go (Kueue): a node's subtree quota is its
 own nominal quota plus what its children lend up (their subtree quota minus what lendingLimit keeps local); usage
 counts against a node's local quota first and bubbles up past it; `available` is what a ClusterQueue may take now,
 through its ancestors, capped by each borrowingLimit on the way; `potential_available` the same with no usage.

@@ -7,7 +7,7 @@ from .model import BATCH_JOB, RAYJOB, VCJOB, Objects, PodSet, Tracked, condition
 
 # KubeRay's submitter Job in K8sJobMode (the CRD's default submissionMode): KubeRay gives its container these
 # resources (ray-operator/controllers/ray/common/job.go GetDefaultSubmitterContainer, v1.7.0), and Kueue counts it
-# as a pod set of its own (pkg/controller/jobs/rayjob/rayjob_controller.go addSubmitterPodSet, v0.19.2).
+# as a pod set of its own (pkg/controller/jobs/rayjob/rayjob_controller.go addSubmitterPodSet).
 SUBMITTER_TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [{
     "name": "ray-job-submitter", "image": "rayproject/ray",
     "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}}
@@ -114,7 +114,7 @@ class BatchJobWriter(Writer):
 
 class VcjobWriter(Writer):
     """Volcano's batch Job: `status.state.phase` Pending → Running → Completed/Failed, pods named
-    `<job>-<task>-<index>` (pkg/controllers/job/job_controller_util.go MakePodName, v1.15.1)."""
+    `<job>-<task>-<index>` (pkg/controllers/job/job_controller_util.go MakePodName)."""
 
     kind = VCJOB
 

@@ -101,6 +101,24 @@ def test_kueue_preempts_lower_priority_in_its_own_queue_but_not_equal_priority()
     assert starts(forecast(world, never, KueuePolicy(), NOW), 2) == [1000]  # its tier never preempts
 
 
+def test_kueue_preempts_the_newest_first_counting_jobs_the_replay_started():
+    world = World(queues={"a": Queue("a", "", {"h100": 12})})
+    works = [running(1, "a", 2, ends_in=9000, started=NOW - 1000), running(2, "a", 6, ends_in=100, priority=60),
+             waiting(3, "a", 8, priority=50), waiting(4, "a", 4, runs=9000)]
+    result = forecast(world, works, KueuePolicy(), NOW)
+    # Job 3 cannot make room at first (job 1 alone is too little); job 4 takes the free 4 meanwhile. When job 2
+    # ends, job 3 needs 2 more: job 4, started by the replay, is newer than job 1 and goes first.
+    assert starts(result, 4, 3) == [0, 100] and result[3].preempts == (4,)
+
+
+def test_a_job_due_to_end_now_makes_its_room_before_anyone_is_offered_it():
+    world = World(queues={"a": Queue("a", "", {"h100": 8})})
+    works = [running(1, "a", 4, ends_in=0), running(2, "a", 2, ends_in=9000),
+             waiting(3, "a", 2, submitted=NOW - 900), waiting(4, "a", 6, priority=100, may_preempt=False)]
+    result = forecast(world, works, KueuePolicy(), NOW)
+    assert starts(result, 4) == [0] and starts(result, 3)[0] > 0  # job 1's 4 go to the higher priority first
+
+
 def test_kueue_does_not_reclaim_for_a_job_that_would_borrow():
     world = two_teams(a=(8, 8), b=(4, 8))
     works = [running(1, "a", 12, ends_in=1000), waiting(2, "b", 8)]  # b's 8 exceeds its nominal 4
@@ -185,6 +203,16 @@ def test_volcano_counts_flavors_of_one_resource_together():
 def test_a_held_queue_cannot_start_anything():
     world = World(queues={"a": Queue("a", "", {"h100": 8}, {}, held=True)})
     assert "held" in forecast(world, [waiting(1, "a", 1)], KueuePolicy(), NOW)[1].never
+
+
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_job_running_in_a_queue_the_portal_holds_no_quota_in_still_gets_its_end(backend):
+    # A team whose quota was withdrawn while its job ran, or a job sent by hand to a queue the portal does not
+    # manage: its end is still forecast, and it takes none of the known queues' quota.
+    works = [running(1, "gone", 8, ends_in=300), waiting(2, "a", 8)]
+    result = forecast(two_teams(), works, POLICIES[backend](), NOW)
+    assert result[1].end == (NOW + 300, NOW + 300, NOW + 300)
+    assert starts(result, 2) == [0]
 
 
 @pytest.mark.parametrize("backend", POLICIES)

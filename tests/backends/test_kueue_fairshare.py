@@ -8,8 +8,8 @@ import yaml
 
 from backends import kueue_fairshare as afs
 from sandbox import Sandbox
-from tests.sandbox.test_scheduling_scenarios import flavors, gpu_group, gpu_job
-from tests.sandbox.test_simulator import KUEUE, T0, create, get, kueue_state, step
+from sandbox.tests.test_scheduling_scenarios import flavors, gpu_group, gpu_job
+from sandbox.tests.test_simulator import KUEUE, T0, create, get, kueue_state, step
 
 GPU = "nvidia.com/gpu"
 HOUR = 3600.0

@@ -5,8 +5,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from billing import activity, metrics, sandbox_usage
-from billing.sandbox_usage import ACTIVITIES, SandboxSource
+from billing import activity, metrics
+from composition.demo import usage as sandbox_usage
+from composition.demo.usage import ACTIVITIES, SandboxSource
 
 H = datetime(2026, 3, 2, 10, tzinfo=UTC)
 

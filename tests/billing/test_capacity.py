@@ -74,16 +74,17 @@ def test_the_console_shows_each_clusters_capacity_and_the_rate_cards_the_unprice
 
 
 def test_the_cluster_page_says_which_scrape_setup_the_series_showed(client):
-    from tenants.models import Cluster
+    from billing.models import ClusterUsageSource
 
-    cluster = ClusterFactory(name="east", prometheus_url="http://prometheus.example:9090", mig_strategy="single")
+    cluster = ClusterFactory(name="east", usage_source__prometheus_url="http://prometheus.example:9090",
+                             mig_strategy="single")
     admin = PlatformAdminFactory()
     url = reverse("tenants:cluster-detail", args=["east"])
     body = request_as(client, admin, url).content.decode()
     assert "single (nvidia.com/gpu on MIG-labelled nodes)" in body and "not seen yet" in body
 
-    Cluster.objects.filter(pk=cluster.pk).update(scrape_shape="direct", scrape_shape_seen="exported",
-                                                 scrape_shape_seen_at=START)
+    ClusterUsageSource.objects.filter(cluster=cluster).update(scrape_shape="direct", scrape_shape_seen="exported",
+                                                              scrape_shape_seen_at=START)
     body = request_as(client, admin, url).content.decode()
     assert "the series show honorLabels: false (exported_namespace, exported_pod)" in body
     assert "does not match the setting" in body

@@ -8,7 +8,7 @@ from django.db import connections
 
 from billing import services
 from billing.choices import HourState
-from billing.models import CollectedHour, JobUsageHour, UsageHour
+from billing.models import ClusterUsageSource, CollectedHour, JobUsageHour, UsageHour
 from billing.tasks import usage_collect_task
 from jobs.models import Job
 from tenants.models import Cluster
@@ -39,7 +39,7 @@ EVERY_VARIANT = pytest.mark.parametrize("variant", range(len(VARIANTS)), ids=["-
 
 
 def make_world(url: str, strategy: str = "mixed") -> dict:
-    cluster = ClusterFactory(name="gpu-test", prometheus_url=url, mig_strategy=strategy)
+    cluster = ClusterFactory(name="gpu-test", usage_source__prometheus_url=url, mig_strategy=strategy)
     flavors = {
         "h100": GpuFlavorFactory(cluster=cluster, name="h100", gpu_model=H100),
         "l40s": GpuFlavorFactory(cluster=cluster, name="l40s", gpu_model=L40S),
@@ -123,7 +123,7 @@ def test_a_failed_collection_leaves_the_previous_rows_and_says_why(world, fault,
     settings.BILLING_PROMETHEUS_TIMEOUT = 0.3
 
     with prometheus.silent_server() as silent:
-        cluster.prometheus_url = prometheus.closed_port_url() if fault == "unreachable" else silent
+        cluster.usage_source.prometheus_url = prometheus.closed_port_url() if fault == "unreachable" else silent
         ledger = services.usage_collect_hour(cluster=cluster, hour=hour)
 
     assert ledger.state == HourState.FAILED
@@ -180,14 +180,14 @@ def test_capacity_rows_split_what_pods_held_from_the_unallocated_rest(world):
         assert row.allocated_gpu_hours + row.unallocated_gpu_hours == row.capacity_gpu_hours
     # 4 of the 7 slices idle all hour, 3 held by infer-0 from minute 20.
     assert close(rows["mig-1g"].unallocated_gpu_hours, 7 - 3 * 40 / 60)
-    cluster.refresh_from_db()
-    assert cluster.scrape_shape_seen == "exported" and cluster.scrape_shape_seen_at is not None
+    source = ClusterUsageSource.objects.get(cluster=cluster)
+    assert source.scrape_shape_seen == "exported" and source.scrape_shape_seen_at is not None
 
 
 def test_a_cluster_set_to_the_wrong_scrape_setup_is_told_so_in_the_ledger(world):
     cluster = world["cluster"]
-    Cluster.objects.filter(pk=cluster.pk).update(scrape_shape="direct")
-    cluster.refresh_from_db()
+    ClusterUsageSource.objects.filter(cluster=cluster).update(scrape_shape="direct")
+    cluster = Cluster.objects.select_related("usage_source").get(pk=cluster.pk)
     ledger = services.usage_collect_hour(cluster=cluster, hour=world["scenario"].hour(0, 1))
     assert "the series look like honorLabels: false" in ledger.message
 
@@ -198,12 +198,12 @@ def test_backfill_fills_every_missed_hour_once_prometheus_is_back(world):
     now = scenario.hour(HOURS) + timedelta(minutes=5)  # the last complete hour is the last of the data
 
     # Prometheus down: the newest hour fails, and the run stops there instead of waiting on every other hour.
-    Cluster.objects.filter(pk=cluster.pk).update(prometheus_url=prometheus.closed_port_url())
+    ClusterUsageSource.objects.filter(cluster=cluster).update(prometheus_url=prometheus.closed_port_url())
     assert services.usage_collect_due(now=now) == {"gpu-test": 0}
     assert list(CollectedHour.objects.values_list("hour", "state")) == [(scenario.hour(HOURS - 1),
                                                                          HourState.FAILED)]
 
-    Cluster.objects.filter(pk=cluster.pk).update(prometheus_url=world["url"])
+    ClusterUsageSource.objects.filter(cluster=cluster).update(prometheus_url=world["url"])
     assert services.usage_collect_due(now=now) == {"gpu-test": len(COLLECTED_HOURS)}
     states = dict(CollectedHour.objects.values_list("hour", "state"))
     assert states == {scenario.hour(i): HourState.COLLECTED if i in COLLECTED_HOURS else HourState.PARTIAL
@@ -306,7 +306,7 @@ def test_seed_usage_collects_synthetic_history_through_the_collector_once(db, sa
     team = TeamFactory(slug="alpha")
     TeamNamespaceFactory(team=team, cluster=cluster)
     Quota.objects.create(team=team, flavor=flavor, guaranteed=8)
-    ClusterFactory(prometheus_url="http://127.0.0.1:9")  # read from Prometheus: not seeded
+    ClusterFactory(usage_source__prometheus_url="http://127.0.0.1:9")  # read from Prometheus: not seeded
 
     out = StringIO()
     call_command("seed_usage", days=3, stdout=out)
@@ -365,7 +365,7 @@ def test_only_platform_admins_recollect(world):
 def test_flavors_sharing_a_resource_are_told_apart_by_gpu_model_and_the_rest_is_noted(db):
     from datetime import UTC, datetime
 
-    from billing.sandbox_usage import PodRun, SandboxSource
+    from composition.demo.usage import PodRun, SandboxSource
 
     cluster = ClusterFactory()
     flavors = {name: GpuFlavorFactory(cluster=cluster, name=name, gpu_model=model)
@@ -393,7 +393,7 @@ def test_flavors_sharing_a_resource_are_told_apart_by_gpu_model_and_the_rest_is_
 def test_one_cluster_failing_unexpectedly_does_not_stop_the_others(world, monkeypatch, caplog):
     cluster, scenario = world["cluster"], world["scenario"]
     Cluster.objects.filter(pk=cluster.pk).update(created_at=scenario.hour(0))
-    other = ClusterFactory(name="other", prometheus_url=world["url"])
+    other = ClusterFactory(name="other", usage_source__prometheus_url=world["url"])
     Cluster.objects.filter(pk=other.pk).update(created_at=scenario.hour(HOURS - 1))
     now = scenario.hour(HOURS) + timedelta(minutes=5)
     real = services.usage_hours_due

@@ -2,10 +2,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from billing import metrics, sandbox_usage, sources
+from billing import metrics, sources
+from billing.choices import ScrapeShape
 from billing.metrics import MetricsError, PrometheusSource
-from billing.sandbox_usage import SandboxSource
-from tenants.choices import ScrapeShape
+from composition.demo import usage as sandbox_usage
+from composition.demo.usage import SandboxSource
 from tests import prometheus
 from tests.billing.conftest import (
     A100,
@@ -270,10 +271,35 @@ def test_sandbox_source_reports_an_unreachable_cluster():
 def test_source_for_picks_prometheus_when_a_url_is_set():
     from tests.factories import ClusterFactory
 
-    assert isinstance(sources.source_for(ClusterFactory(prometheus_url="http://prom:9090")), PrometheusSource)
-    assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)
+    prometheus_cluster = ClusterFactory(usage_source__prometheus_url="http://prom:9090")
+    assert isinstance(sources.source_for(prometheus_cluster), PrometheusSource)
+    assert isinstance(sources.source_for(ClusterFactory()), SandboxSource)  # plugged in by the demo's wiring
     with pytest.raises(MetricsError, match="no Prometheus URL"):
         sources.source_for(ClusterFactory(connection="in_cluster", server=""))
+
+
+@pytest.mark.django_db
+def test_billing_knows_only_prometheus_until_a_source_is_plugged_in(monkeypatch):
+    from billing.live_activity import PodReading, activity_now
+    from tests.factories import ClusterFactory
+
+    monkeypatch.setattr(sources, "_plugged", [])
+    sandbox_cluster, other = ClusterFactory(), ClusterFactory(connection="in_cluster", server="")
+    with pytest.raises(MetricsError, match="no Prometheus URL"):
+        sources.source_for(sandbox_cluster)
+
+    class Plugged:
+        def activity_now(self, now):
+            return [PodReading("team-a", "train-0", "7", "DCGM_FI_PROF_SM_ACTIVE", 0.5)]
+
+    plugged = Plugged()
+    sources.register(lambda cluster: plugged if cluster.pk == sandbox_cluster.pk else None)
+    assert sources.source_for(sandbox_cluster) is plugged
+    assert activity_now(plugged, H)[0].utilisation == 0.5
+    with pytest.raises(MetricsError, match="no Prometheus URL"):
+        sources.source_for(other)  # the plug-in serves only the clusters it says it serves
+    with pytest.raises(MetricsError, match="cannot say what GPUs are doing now"):
+        activity_now(object(), H)
 
 
 @EVERY_VARIANT

@@ -102,7 +102,8 @@ def test_the_demo_source_counts_the_devices_of_a_pods_claims_and_leaves_other_po
     """A DRA pod names its generated claim in status.resourceClaimStatuses; the claim's allocation results (one per
     device, each naming its request, whose ExactDeviceRequest names the class) are the devices it holds (kubernetes
     v1.34 staging/src/k8s.io/api/resource/v1/types.go)."""
-    from billing import devices, metrics, sandbox_usage
+    from billing import devices, metrics
+    from composition.demo import usage as sandbox_usage
 
     def pod(name, **status):
         return {"metadata": {"namespace": "team-a", "name": name, "labels": {metrics.JOB_LABEL: "train"}},

@@ -96,3 +96,18 @@ def test_the_job_page_shows_sm_and_tensor_activity_per_hour(client):
 
     client.force_login(UserFactory())  # of no team: another team's job is not found
     assert client.get(reverse("billing:job-activity", args=[job.pk])).status_code == 404
+
+
+@pytest.mark.parametrize(("state", "started", "said"), [
+    ("failed", False, "It never ran, so no GPU worked for it."),
+    ("queued", False, "Shown once it runs and its first hour is collected."),
+    ("running", True, "No hour of this job has been collected yet.")])
+def test_a_job_without_collected_hours_says_why(client, state, started, said):
+    cluster = ClusterFactory(name="east")
+    team, user = TeamFactory(slug="alpha"), UserFactory()
+    MembershipFactory(team=team, user=user)
+    job = Job.objects.create(team=team, cluster=cluster, flavor=GpuFlavorFactory(cluster=cluster),
+                             priority_tier=PriorityTierFactory(), kind="batch", name="train", image="x:1",
+                             submitted_by=user, state=state, started_at=H if started else None)
+    client.force_login(user)
+    assert said in client.get(reverse("billing:job-activity", args=[job.pk])).content.decode()

@@ -63,7 +63,7 @@ def h200(tmp_path_factory):
 @pytest.fixture
 def world(h200, db):
     url, scenario = h200
-    cluster = ClusterFactory(name="h200-test", prometheus_url=url)
+    cluster = ClusterFactory(name="h200-test", usage_source__prometheus_url=url)
     flavor = GpuFlavorFactory(cluster=cluster, name="h200", gpu_model=H200)
     team = TeamFactory(slug="alpha")
     TeamNamespaceFactory(team=team, cluster=cluster)

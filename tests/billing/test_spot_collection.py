@@ -7,11 +7,12 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from billing import nodes, sandbox_usage, services
+from billing import nodes, services
 from billing.choices import HourState
 from billing.metrics import HOUR
 from billing.models import CapacityHour, UsageHour
-from billing.sandbox_usage import PodRun, SandboxSource
+from composition.demo import usage as sandbox_usage
+from composition.demo.usage import PodRun, SandboxSource
 from tests.billing.test_collection import make_world
 from tests.factories import (
     ClusterFactory,

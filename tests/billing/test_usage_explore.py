@@ -59,11 +59,12 @@ def world(client):
     return {"client": client, "jobs": jobs, "theirs": theirs, "h100": h100}
 
 
-def cells(response) -> list[list[str]]:
+def cells(response, table_id: str = "explore-table", row_attribute: str = "data-key") -> list[list[str]]:
+    """The text of each cell of the table's rows that carry `row_attribute`."""
     body = response.content.decode()
-    table = body[body.index('id="explore-table"'):].split("</table>")[0]
+    table = body[body.index(f'id="{table_id}"'):].split("</table>")[0]
     return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-            for row in re.findall(r"<tr data-key[^>]*>(.*?)</tr>", table, re.S)]
+            for row in re.findall(rf"<tr {row_attribute}[^>]*>(.*?)</tr>", table, re.S)]
 
 
 def test_the_last_7_days_by_flavor_then_by_job_then_the_jobs_hours(world):

@@ -7,8 +7,9 @@ from django.utils import timezone
 
 from composition import reconcile as orchestration
 from portal import kube
+from portal.reconciled import SyncState
 from tenants import services
-from tenants.choices import Role, SyncState, TeamState
+from tenants.choices import Role, TeamState
 from tenants.models import TeamNamespace
 from tests.factories import (
     ClusterFactory,

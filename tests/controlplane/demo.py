@@ -7,9 +7,8 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from composition.management.commands import seed_demo
+from composition.management.commands import seed_demo, seed_jobs
 from jobs import services as job_services
-from jobs.management.commands import seed_jobs
 from jobs.manifests import job_manifests
 from jobs.models import Job
 from jobs.selectors import job_spec

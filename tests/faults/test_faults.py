@@ -28,9 +28,10 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
+from config import celery_app
 from jobs.models import Job
-from portal import celery_app, kube
-from tenants.choices import SyncState
+from portal import kube
+from portal.reconciled import SyncState
 from tenants.models import TeamNamespace
 from tests.requires import unavailable
 
@@ -294,7 +295,7 @@ def test_the_watcher_rides_out_a_database_stopped_for_30_seconds(private_postgre
 
 
 class Worker:
-    """A real Celery worker (`celery -A portal worker`, one process, the solo pool) on the test database and a queue
+    """A real Celery worker (`celery -A config worker`, one process, the solo pool) on the test database and a queue
     of its own on CI's Redis, killed with SIGKILL as an out-of-memory kill or a lost node would."""
 
     def __init__(self, queue: str, log: Path):
@@ -310,7 +311,7 @@ class Worker:
     def start(self):
         with self.log.open("a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--loglevel", "INFO",
+                [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "INFO",
                  "--without-mingle", "--without-gossip", "--without-heartbeat"],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         wait_until(lambda: " ready." in self.log.read_text() or self.process.poll() is not None, 60,

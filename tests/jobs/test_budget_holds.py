@@ -21,12 +21,12 @@ from jobs import sync as job_sync
 from jobs.choices import JobState, WaitReason
 from jobs.models import Job, JobWait
 from quotas import services as quota_services
+from sandbox.tests.kubectl import kubectl_for
 from tenants.choices import Role
 from tenants.models import TeamWebhook, WebhookDelivery
 from tests.api.world import token_for
 from tests.factories import GpuFlavorFactory, MembershipFactory, PlatformAdminFactory, RateCardFactory
 from tests.jobs.conftest import build_world, reconcile_cluster, step
-from tests.kubectl import kubectl_for
 
 pytestmark = pytest.mark.django_db
 V1 = "/api/v1"

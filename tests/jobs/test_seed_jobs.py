@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from billing import devices, metrics, sandbox_usage
+from billing import devices, metrics
 from billing.models import BudgetAlert, CapacityHour, CollectedHour, UsageHour
 from billing.selectors import idle_jobs
+from composition.demo import usage as sandbox_usage
 from jobs.choices import JobState
 from jobs.models import Job
 from jobs.selectors import why_waiting

@@ -7,9 +7,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from composition.management.commands import seed_jobs
+from config import celery_app
 from jobs.choices import JobState
-from jobs.management.commands import seed_jobs
-from portal import celery_app
 from tests.api.world import build_world
 from tests.factories import ClusterFactory
 

@@ -12,9 +12,9 @@ from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.models import Job
 from portal import kube
+from portal.reconciled import SyncState
 from quotas.models import Quota
 from sandbox import Sandbox
-from tenants.choices import SyncState
 from tenants.models import Cluster, TeamNamespace
 from tests.factories import ClusterFactory, GpuFlavorFactory, PriorityTierFactory, TeamFactory, UserFactory
 

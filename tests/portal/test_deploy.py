@@ -44,8 +44,8 @@ def test_docker_compose_has_the_production_services_with_health_checks():
     for name in ("postgres", "redis", "web", "worker", "beat", "watcher"):
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no health check"
     assert "gunicorn" in services["web"]["command"]
-    assert services["worker"]["command"][:4] == ["celery", "-A", "portal", "worker"]
-    assert services["beat"]["command"][:4] == ["celery", "-A", "portal", "beat"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "config", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "config", "beat"]
     assert services["watcher"]["command"][:3] == ["python", "manage.py", "watch_clusters"]
     for name in ("web", "worker", "beat", "watcher"):
         env = services[name]["environment"]

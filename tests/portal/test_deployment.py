@@ -19,7 +19,7 @@ from jobs import selectors as job_selectors
 from jobs import services as job_services
 from jobs import sync as job_sync
 from jobs import watch_cache as job_watch_cache
-from portal import kube
+from portal import kube, upstream
 from portal.desired import team_namespace_desired
 from tenants import manifests as tenant_manifests
 from tenants import selectors as tenant_selectors
@@ -32,7 +32,7 @@ from workspaces import selectors as workspace_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "kustomize"
-KUBERNETES_VERSION = "1.33.0"
+KUBERNETES_VERSION = f"{upstream.KUBERNETES.removeprefix('v')}.0"  # the release the portal targets
 APPLY_VERBS = {"list", "create", "patch", "delete"}  # server-side apply is a PATCH that creates when missing
 
 
@@ -126,7 +126,7 @@ def test_the_probes_answer_under_the_deployments_own_settings(objects, tmp_path)
     import json
 
     result = subprocess.run([sys.executable, "-c", script, json.dumps(probes)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120, env={**env, "DJANGO_SETTINGS_MODULE": "portal.settings"})
+                            text=True, timeout=120, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [200, 200]
 
@@ -152,8 +152,9 @@ def _permissions(rules: list[dict]) -> set[tuple[str, str, str, str]]:
 
 def needed_permissions() -> set[tuple[str, str, str, str]]:
     """What the code does, from its own tables: the kinds reconcile applies, lists and prunes; the kinds the object
-    pages read live; everything else the gateway knows is read-only; pod logs; `watch` on what the cluster watcher
-    watches; and `bind` on the ClusterRoles the team RoleBindings reference."""
+    pages read live; everything else the gateway knows is read-only (but for what it reads only from sandbox
+    clusters, where no RBAC applies); pod logs; `watch` on what the cluster watcher watches; and `bind` on the
+    ClusterRoles the team RoleBindings reference."""
     applied, viewed = set(), set()
     for scheduler in Scheduler.values:
         cluster = type("C", (), {"scheduler": scheduler})()
@@ -162,6 +163,8 @@ def needed_permissions() -> set[tuple[str, str, str, str]]:
     applied |= set(workspace_selectors.WORKSPACE_KINDS)
     needed = set()
     for key, kind in kube.KINDS.items():
+        if kind.sandbox_only:
+            continue
         group, resource = _group(key[0]), kind.plural
         verbs = APPLY_VERBS if key in applied else {"list"}
         verbs = verbs | ({"get"} if key in viewed else set())

@@ -13,7 +13,7 @@ def test_the_demo_runs_without_debug_unless_asked():
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_DEBUG", "PORTAL_MODE")}
     code = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"
     run = lambda extra: subprocess.run([sys.executable, "-c", code], env={**env, **extra,  # noqa: E731
-                                       "DJANGO_SETTINGS_MODULE": "portal.settings"},
+                                       "DJANGO_SETTINGS_MODULE": "config.settings"},
                                        capture_output=True, text=True, check=True).stdout.strip()
     assert run({}) == "False"
     assert run({"DJANGO_DEBUG": "1"}) == "True"

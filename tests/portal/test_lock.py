@@ -1,4 +1,5 @@
-"""The lock files pin every package with hashes and agree with pyproject.toml.
+"""The lock files pin every package with hashes and agree with pyproject.toml (and the dev lock with
+sandbox/pyproject.toml too: the sandbox distribution's dependencies are installed for the demo and the tests only).
 
 `make lock-check` (in CI) proves it fully by resolving again; these checks need no network, so a dependency
 added, changed or removed in pyproject.toml without `make lock` fails in the ordinary suite too.
@@ -13,8 +14,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-# How the lock names pyproject.toml as the reason for a direct dependency (`pyproject.toml:build` for a group).
-PYPROJECT = re.compile(r"^gpu-portal \(pyproject\.toml(:[a-z-]+)?\)$")
+# How the lock names a pyproject.toml as the reason for a direct dependency (`pyproject.toml:build` for a group).
+PYPROJECT = re.compile(r"^(gpu-portal \(pyproject\.toml|gpu-portal-sandbox \(sandbox/pyproject\.toml)(:[a-z-]+)?\)$")
+OURS = ("gpu-portal ", "gpu-portal-sandbox ")
 
 
 def parse_lock(text: str) -> dict[str, dict]:
@@ -43,8 +45,12 @@ def direct_requirements(*, dev: bool) -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     names = list(project["project"]["dependencies"]) + list(project["dependency-groups"]["build"])
     if dev:
-        names += project["project"]["optional-dependencies"]["dev"]
+        names += project["project"]["optional-dependencies"]["dev"] + sandbox_requirements()
     return [Requirement(name) for name in names]
+
+
+def sandbox_requirements() -> list[str]:
+    return list(tomllib.loads((ROOT / "sandbox" / "pyproject.toml").read_text())["project"]["dependencies"])
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +88,7 @@ def test_every_transitive_package_is_needed_by_another_locked_one(locks, which):
     lock = locks[which]
     orphans = []
     for name, entry in lock.items():
-        parents = {canonicalize_name(via) for via in entry["via"] if not via.startswith(("-c ", "gpu-portal "))}
+        parents = {canonicalize_name(via) for via in entry["via"] if not via.startswith(("-c ", *OURS))}
         if not is_direct(entry) and not parents & set(lock):
             orphans.append(name)
     assert orphans == []
@@ -94,10 +100,22 @@ def test_the_app_lock_is_the_dev_lock_without_the_dev_extras(locks):
     assert {name: (entry["version"], entry["hashes"]) for name, entry in app.items()} == {
         name: (dev[name]["version"], dev[name]["hashes"]) for name in app
     }
-    dev_only = {canonicalize_name(req.name) for req in direct_requirements(dev=True)} - {
-        canonicalize_name(req.name) for req in direct_requirements(dev=False)
-    }
-    assert sorted(dev_only & set(app)) == []
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    dev_extras = {canonicalize_name(Requirement(name).name)
+                  for name in project["project"]["optional-dependencies"]["dev"]}
+    assert sorted(dev_extras & set(app)) == []
+
+
+def test_the_app_lock_holds_what_only_the_sandbox_needs_only_where_the_app_needs_it_too(locks):
+    # e.g. kubernetes-validate is the sandbox's alone; jsonschema stays because drf-spectacular needs it.
+    app = locks["app"]
+    app_direct = {canonicalize_name(req.name) for req in direct_requirements(dev=False)}
+    sandbox_only = {canonicalize_name(Requirement(name).name) for name in sandbox_requirements()} - app_direct
+    assert sandbox_only, "the sandbox needs packages the app does not"
+    leaked = {name: app[name]["via"] for name in sandbox_only & set(app)
+              if not {canonicalize_name(via) for via in app[name]["via"]} & set(app)}
+    assert leaked == {}
+    assert "kubernetes-validate" not in app
 
 
 def test_parse_lock_reads_versions_hashes_and_parents():

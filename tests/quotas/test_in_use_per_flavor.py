@@ -49,3 +49,15 @@ def test_flavors_of_one_resource_name_each_show_their_own_jobs(scheduler, admin_
     row = row[:row.index("</tr>")]
     assert '<span class="nowrap">a100 12</span><br><span class="nowrap">l40s 12</span>' in row
     assert '<span class="nowrap">a100 24</span><br><span class="nowrap">l40s 9</span>' in row
+
+
+def test_a_team_of_one_flavor_names_it_too(admin_client):
+    cluster = ClusterFactory(name="gpu-west", scheduler="volcano", cohort="")
+    a100 = GpuFlavorFactory(cluster=cluster, name="a100", capacity=24)
+    team = TeamFactory(slug="vision")
+    TeamNamespaceFactory(team=team, cluster=cluster)
+    quota_services.quota_set(actor=PlatformAdminFactory(), team=team, flavor=a100, guaranteed=8, burst=0)
+    page = admin_client.get("/console/capacity/").content.decode()
+    row = page[page.index('data-team="vision"'):]
+    row = row[:row.index("</tr>")]
+    assert '<td class="num by-flavor"><span class="nowrap">a100 8</span></td>' in row  # not a bare "8"

@@ -7,9 +7,10 @@ from django.utils import timezone
 
 from composition import reconcile
 from portal import kube
+from portal.reconciled import SyncState
 from quotas import services
 from quotas.models import Quota
-from tenants.choices import Role, SyncState, TeamState
+from tenants.choices import Role, TeamState
 from tenants.models import TeamNamespace
 from tests.factories import (
     ClusterFactory,

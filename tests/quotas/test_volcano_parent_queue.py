@@ -4,8 +4,8 @@ queue, grown before them and shrunk after them, so one sweep converges either wa
 import pytest
 
 from composition import reconcile
+from portal.reconciled import SyncState
 from quotas import services
-from tenants.choices import SyncState
 from tenants.models import Cluster, TeamNamespace
 from tests.factories import PlatformAdminFactory, TeamFactory, TeamNamespaceFactory
 from tests.quotas.test_reconcile import VOLCANO, get, grant, reconcile_all, setup_cluster

@@ -131,7 +131,7 @@ def test_the_limit_and_window_come_from_the_environment():
     import subprocess
     import sys
 
-    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='portal.settings'; django.setup(); "
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; django.setup(); "
             "from django.conf import settings as s; print(s.AXES_FAILURE_LIMIT, s.AXES_COOLOFF_TIME)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"LOGIN_FAILURE_LIMIT": "7", "LOGIN_LOCKOUT_MINUTES": "30", "PATH": ""})

@@ -142,9 +142,9 @@ def provider():
 
 
 def _reload_urls():
-    import portal.urls
+    import config.urls
 
-    importlib.reload(portal.urls)
+    importlib.reload(config.urls)
     clear_url_caches()
 
 

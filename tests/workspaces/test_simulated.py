@@ -8,7 +8,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from billing.sandbox_usage import ACTIVITY_ANNOTATION
+from composition.demo.usage import ACTIVITY_ANNOTATION
 from jobs import sync as job_sync
 from jobs.choices import JobState
 from portal import kube, outbound

@@ -12,6 +12,7 @@ import urllib.request
 from datetime import timedelta
 from decimal import Decimal
 
+from celery import current_app as celery_app  # the project's app (config/), which sits above this layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
@@ -21,15 +22,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing import budgets as billing_budgets
-from billing import metrics, sandbox_usage
+from billing import metrics
 from billing import selectors as billing_selectors
 from billing import services as billing_services
-from billing.management.commands.seed_usage import history as usage_history
 from billing.models import RateCard
-from composition import demo_placement
+from composition.demo import placement as demo_placement
+from composition.demo import usage as sandbox_usage
+from composition.management.commands.seed_usage import history as usage_history
 from jobs.choices import JobState
 from jobs.models import Job
-from portal import celery_app
 from quotas import services as quota_services
 from quotas.models import Quota, QuotaRequest
 from tenants import services
