@@ -36,6 +36,15 @@ KEPT: dict[tuple[str, str], str] = {
     ("volcano + kuberay: the RayJob starts when the CPUs are free", "tune.conditions"): _RAY_PODS_EARLY,
     ("volcano + kuberay: a RayJob waits for its submitter's CPU", "tune.conditions"): _RAY_PODS_EARLY,
 }
+# Not kept but the portal's to fix: the real Kueue gives a pod set that requires a topology only flavors that have
+# one, and the portal's ClusterQueue covers CPU and memory with its CPU flavor, which has none; the simulator does not
+# check it. The real run stops at the first job, so the second's fields are absent there.
+_TAS_CPU = ("the portal's to fix, not the simulator's: Kueue refuses TAS for a pod set whose CPU and memory come "
+            "from the ClusterQueue's CPU flavor, which names no topology; the simulator does not check it")
+KEPT |= {("kueue: a rack-bound job placed by topology", field): _TAS_CPU for field in (
+    "admission order", "ring.conditions", "ring.message", "ring.placement", "ring.state", "ring.why_waiting",
+    "ring-2.conditions", "ring-2.message", "ring-2.outcome", "ring-2.placement", "ring-2.state",
+    "ring-2.why_waiting")}
 # What the comparison has led to so far, in the simulator and in the portal (before: the state it replaced).
 FIXED = (
     "The simulator writes Kueue's `Active` condition on ClusterQueues and LocalQueues (before: none).",

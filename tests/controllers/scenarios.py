@@ -97,15 +97,18 @@ def gang_does_not_fit(world, run_on_commit) -> dict:
 
 LEVELS = [{"name": "block", "node_label": "example.com/block"}, {"name": "rack", "node_label": "example.com/rack"},
           {"name": "host", "node_label": "kubernetes.io/hostname"}]
-# Three 8-GPU nodes: two in rack r1, one in rack r2, all in block b1.
+# Four 8-GPU nodes: two in rack r1, one in r2 and one in r3, all in block b1. Two 16-GPU jobs fit the quota and
+# the cluster (Volcano's overcommit plugin enqueues up to 1.2 x its 32 GPUs), but only one fits a rack.
 RACKS = {0: {"example.com/block": "b1", "example.com/rack": "r1"},
          1: {"example.com/block": "b1", "example.com/rack": "r1"},
-         2: {"example.com/block": "b1", "example.com/rack": "r2"}}
+         2: {"example.com/block": "b1", "example.com/rack": "r2"},
+         3: {"example.com/block": "b1", "example.com/rack": "r3"}}
 
 
 def rack_bound(world, run_on_commit) -> dict:
-    """Quota 32 on three nodes (racks r1: 2, r2: 1): a 2 x 8-GPU job required to keep within one rack lands in r1;
-    the next one, the same, has quota but no rack with room for both workers, so it waits for placement."""
+    """Quota 32 on four nodes (racks r1: 2, r2: 1, r3: 1): a 2 x 8-GPU job required to keep within one rack lands
+    in r1; the next one, the same, has quota and free GPUs but no rack with room for both workers, so it waits for
+    placement."""
     ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
                   topology_level="rack")
     sync_until(world, lambda r: r[ring.pk].state in STARTED and r[ring.pk].placement.get("domains"),
@@ -116,6 +119,15 @@ def rack_bound(world, run_on_commit) -> dict:
                and wait_reason(r[second.pk].state, r[second.pk].state_message) == WaitReason.PLACEMENT,
                what="ring-2 waiting for a rack with room")
     return {"ring": ring, "ring-2": second}
+
+
+def rack_bound_refused(world, run_on_commit) -> dict:
+    """The first job of `rack_bound`, on the real Kueue: it never gets a flavor (see test_kueue)."""
+    ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
+                  topology_level="rack")
+    sync_until(world, lambda r: r[ring.pk].state == JobState.QUEUED and r[ring.pk].state_message,
+               what="ring queued with Kueue's reason")
+    return {"ring": ring}
 
 
 # --- KubeRay, under either scheduler --------------------------------------------------------------------------

@@ -72,12 +72,12 @@ def test_a_rack_bound_job_is_placed_in_a_hypernode_of_the_label_discoverer(volca
     """Volcano's HyperNodes built by its controller's label discoverer from the nodes' rack and block labels (the
     configuration the admin console shows): a job with a hard network topology within one rack lands in r1, and the
     next, with quota to spare, waits for a rack with room."""
-    world = build_world_on(volcano_target, guaranteed=32, burst=0, nodes=3, levels=scenarios.LEVELS,
+    world = build_world_on(volcano_target, guaranteed=32, burst=0, nodes=4, levels=scenarios.LEVELS,
                            node_labels=scenarios.RACKS)
     volcano_target.discover_hypernodes(scenarios.LEVELS)
     client = kube.client_for_cluster(world["cluster"])
-    wait_for(lambda: len(client.list("topology.volcano.sh/v1alpha1", "HyperNode")) >= 3,
-             what="HyperNodes for racks r1, r2 and block b1")
+    wait_for(lambda: len(client.list("topology.volcano.sh/v1alpha1", "HyperNode")) >= 4,
+             what="HyperNodes for racks r1, r2, r3 and block b1")
     jobs = scenarios.rack_bound(world, run_on_commit)
     seen = scenarios.observe(world, jobs)
     observations.setdefault("volcano: a rack-bound job placed in a HyperNode", {})[volcano_target.kind] = seen
