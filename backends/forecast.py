@@ -7,7 +7,8 @@ preemption), starts those admitted and moves the clock to the next end. A job st
 worker at once), and one kept within a topology domain needs a domain with room for all of it. Run times are
 ranges (`Span`: early, likely, late), so the replay runs three times (every job early, likely, late); the likely
 run gives the estimate, the other two its range. What makes a job start is recorded (whose end freed the room), so
-the estimate can say why.
+the estimate can say why. A job can also be given as to be submitted later (`Work.arrives`): it joins its queue
+then, and gets no estimate of its own (what-if: how the later submissions change the others' starts).
 
 Cost: each moment offers only the head of each (queue, flavor, size) bucket, and a bucket stops being offered in a
 moment once a job of its size or smaller has failed there, so a replay is near-linear in the jobs.
@@ -57,6 +58,7 @@ class Work:
     may_preempt: bool = True  # its priority tier may preempt
     level: str = ""  # a required topology level: every worker within one domain of it
     domain: str = ""  # running: the domain it holds
+    arrives: float | None = None  # a job to be submitted later (a what-if): it joins its queue then
 
     @property
     def running(self) -> bool:
@@ -66,7 +68,8 @@ class Work:
 @dataclass(frozen=True)
 class Queue:
     """A team's queue: nominal (guaranteed) units per flavor, the most it may borrow beyond them, the most of its
-    nominal it lends to the cohort (None: no limit), under `parent` (a cohort; "" for none)."""
+    nominal it lends to the cohort (None: no limit), under `parent` (a cohort; "" for none); `weight`: its share
+    when busy queues share what is free (fair sharing)."""
 
     name: str
     parent: str = ""
@@ -74,6 +77,7 @@ class Queue:
     borrowing: dict = field(default_factory=dict)
     lending: dict = field(default_factory=dict)
     held: bool = False
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class Cohort:
     name: str
     parent: str = ""
     nominal: dict = field(default_factory=dict)
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class World:
     resources: dict[str, str] = field(default_factory=dict)
     preempt: bool = True
     reclaim: bool = True
+    fair: bool = False  # fair sharing orders the queues' heads (`Policy.pick`)
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,8 @@ class Holding:
     guaranteed: int
     burst: int
     held: bool = False
+    weight: float = 1.0  # the team's fair-share weight
+    department_weight: float = 1.0
 
 
 class Ledger(Protocol):
@@ -142,6 +150,8 @@ class Policy(Protocol):
     def impossible(self, world: World, empty, work: Work) -> str: ...  # why it can never start (`empty`: a ledger
     # with nothing running), or ""
     def order(self, work: Work) -> tuple: ...
+    def pick(self, world: World, ledger, heads: list[Work]) -> int: ...  # with `world.fair`: which head goes next
+    # (an order that moves as jobs start: the share each queue would reach)
     def phases(self) -> tuple[bool, ...]: ...  # passes per moment: (False, True) = non-borrowing ones first
     def scope(self, work: Work) -> object: ...  # jobs whose admission one job's end may change share a scope
     def room(self, ledger, work: Work) -> float: ...  # at least the units any job of the work's scope may get now
@@ -157,6 +167,8 @@ def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dic
     ahead = _ahead(works, policy)
     result = {}
     for w in works:
+        if w.arrives is not None:
+            continue
         times = [(run.ends if w.running else run.starts).get(w.key) for run in runs]
         if w.running:  # preempted in a replay and not run again before it ended: the end it had
             times = [t if t is not None else max(now, w.started + w.span.at(i)) for i, t in enumerate(times)]
@@ -179,7 +191,7 @@ def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dic
 def _ahead(works: list[Work], policy: Policy) -> dict[int, int]:
     """Per waiting job, how many of its queue's waiting jobs come before it."""
     counts, seen = {}, defaultdict(int)
-    for w in sorted((w for w in works if not w.running), key=policy.order):
+    for w in sorted((w for w in works if not w.running and w.arrives is None), key=policy.order):
         counts[w.key] = seen[w.queue]
         seen[w.queue] += 1
     return counts
@@ -200,6 +212,8 @@ class _Replay:
         self.freed_by: dict[int, int] = {}
         self.preempted: dict[int, list[int]] = {}
         self.waiting = 0
+        self.owed = 0  # waiting jobs owed an estimate (not those to be submitted later)
+        self.arrivals: list[tuple[float, int, Work]] = []
         self.scopes: dict[object, set[tuple]] = defaultdict(set)
         self.dirty: set = set()
         self.room: dict = {}
@@ -208,16 +222,20 @@ class _Replay:
             if w.running:
                 end = max(now, w.started + w.span.at(which))
                 self._start(w, end, domain=w.domain)
-            elif w.key not in never:
+            elif w.key in never:
+                continue
+            elif w.arrives is not None and w.arrives > now:
+                heapq.heappush(self.arrivals, (w.arrives, w.key, w))
+            else:
                 self._enqueue(w)
 
     def run(self) -> _Replay:
         t, last_freed = self.now, self._stop_due(self.now)  # a job due to end now makes its room before anyone
-        guard = 50 * (len(self.running) + self.waiting) + 100
-        while self.waiting and guard > 0:
+        guard = 50 * (len(self.running) + self.waiting + len(self.arrivals)) + 100
+        while self.owed and guard > 0:
             guard -= 1
             self._offer(t, last_freed)
-            if not self.waiting:
+            if not self.owed:
                 break
             nxt = self._next_end()
             if nxt is None:
@@ -235,6 +253,7 @@ class _Replay:
         self.scopes[scope].add(name)
         self.dirty.add(scope)
         self.waiting += 1
+        self.owed += w.arrives is None
 
     def _offer(self, t: float, freed: int | None) -> None:
         names = [name for scope in self.dirty for name in self.scopes[scope] if self.buckets[name]]
@@ -244,6 +263,9 @@ class _Replay:
             self.room, self.no_victims = {}, {}
             heads = [(self.buckets[name][0][0], name) for name in names if self.buckets[name] and (
                      borrowing or self.buckets[name][0][1].units <= self._room(self.buckets[name][0][1]))]
+            if self.world.fair:
+                self._offer_fair([name for _, name in heads], t, freed, borrowing, failed)
+                continue
             heapq.heapify(heads)
             while heads:
                 _, name = heapq.heappop(heads)
@@ -260,6 +282,23 @@ class _Replay:
                 bucket.pop(0)
                 if bucket:
                     heapq.heappush(heads, (bucket[0][0], name))
+
+    def _offer_fair(self, names: list[tuple], t: float, freed: int | None, borrowing: bool, failed: dict) -> None:
+        """The same offers in the order fair sharing gives, decided one start at a time."""
+        live = sorted(set(names))
+        while live:
+            i = self.policy.pick(self.world, self.ledger, [self.buckets[name][0][1] for name in live])
+            name = live[i]
+            bucket = self.buckets[name]
+            w = bucket[0][1]
+            group = (w.queue, w.flavor, w.level)
+            if w.units >= failed.get(group, INF) or not self._admit(w, t, freed, borrowing):
+                failed[group] = min(failed.get(group, INF), w.units)
+                live.pop(i)
+                continue
+            bucket.pop(0)
+            if not bucket:
+                live.pop(i)
 
     def _room(self, w: Work) -> float:
         scope = self.policy.scope(w)
@@ -282,6 +321,7 @@ class _Replay:
             self.preempted[w.key] = [v.key for v in victims]
         self.room.pop(self.policy.scope(w), None)
         self.waiting -= 1
+        self.owed -= w.arrives is None
         self.starts.setdefault(w.key, t)
         if freed is not None:
             self.freed_by[w.key] = freed
@@ -318,14 +358,18 @@ class _Replay:
         self._enqueue(replace(w, started=None, domain=""))
         self.ends.pop(w.key, None)
 
-    def _next_end(self) -> tuple[float, int] | None:
-        """Stop the job(s) that end next; the moment and (one of) them."""
+    def _next_end(self) -> tuple[float, int | None] | None:
+        """Move to the next end, or the next arrival when one comes first: stop the job(s) that end then and queue
+        those that arrive; the moment and (one of) the jobs that ended. None when nothing runs: arrivals alone
+        never make room."""
         while self.events and (self.events[0][1] not in self.running
                                or self.running[self.events[0][1]][1] != self.events[0][0]):
             heapq.heappop(self.events)  # a stale end: the job was preempted
         if not self.events:
             return None
-        t = self.events[0][0]
+        t = min(self.events[0][0], self.arrivals[0][0] if self.arrivals else INF)
+        while self.arrivals and self.arrivals[0][0] <= t:
+            self._enqueue(heapq.heappop(self.arrivals)[2])
         return t, self._stop_due(t)
 
     def _stop_due(self, t: float) -> int | None:

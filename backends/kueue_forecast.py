@@ -5,7 +5,9 @@ ClusterQueue's nominal quota lent up to its cohort less what its lendingLimit ke
 borrowingLimit (pkg/cache/scheduler/resource_node.go); classical preemption with the portal's policy,
 withinClusterQueue LowerPriority and reclaimWithinCohort Any (pkg/scheduler/preemption/preemption.go): a workload
 whose ClusterQueue would stay within its nominal quota reclaims from ClusterQueues that borrow, newest and lowest
-priority first, and one that would need to borrow preempts only lower priorities of its own ClusterQueue."""
+priority first, and one that would need to borrow preempts only lower priorities of its own ClusterQueue. With
+fair sharing (a weight other than 1 declared), the heads of a cohort's ClusterQueues go by the share each would
+reach, weighted (pkg/scheduler/fair_sharing_iterator.go, pkg/cache/scheduler/fair_sharing.go)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ from .forecast import Cohort, Holding, Queue, Work, World
 
 
 class _Node:
-    __slots__ = ("name", "parent", "nominal", "borrowing", "lending", "subtree", "usage", "children")
+    __slots__ = ("name", "parent", "nominal", "borrowing", "lending", "subtree", "usage", "children", "weight")
 
-    def __init__(self, name, nominal=None, borrowing=None, lending=None):
-        self.name, self.parent, self.children = name, None, []
+    def __init__(self, name, nominal=None, borrowing=None, lending=None, weight=1.0):
+        self.name, self.parent, self.children, self.weight = name, None, [], weight
         self.nominal, self.borrowing, self.lending = dict(nominal or {}), dict(borrowing or {}), dict(lending or {})
         self.subtree: dict[str, int] = {}
         self.usage: dict[str, int] = defaultdict(int)
@@ -87,14 +89,14 @@ class Tree:
         def cohort(name: str, seen=()) -> _Node:
             if name not in cohorts:
                 spec = world.cohorts.get(name)
-                node = cohorts[name] = _Node(name, spec.nominal if spec else None)
+                node = cohorts[name] = _Node(name, spec.nominal if spec else None, weight=spec.weight if spec else 1.0)
                 if spec and spec.parent and spec.parent not in seen and spec.parent != name:
                     node.parent = cohort(spec.parent, (*seen, name))
                     node.parent.children.append(node)
             return cohorts[name]
 
         for q in world.queues.values():
-            node = self.queues[q.name] = _Node(q.name, q.nominal, q.borrowing, q.lending)
+            node = self.queues[q.name] = _Node(q.name, q.nominal, q.borrowing, q.lending, q.weight)
             if q.parent:
                 node.parent = cohort(q.parent)
                 node.parent.children.append(node)
@@ -125,15 +127,18 @@ class KueuePolicy:
         teams: dict[str, dict] = {}
         cohorts = {}
         for h in holdings:
-            entry = teams.setdefault(h.team, {"parent": h.parent, "nominal": {}, "borrowing": {}, "held": h.held})
+            entry = teams.setdefault(h.team, {"parent": h.parent, "nominal": {}, "borrowing": {}, "held": h.held,
+                                              "weight": h.weight})
             entry["nominal"][h.flavor] = h.guaranteed
             if h.parent:
                 entry["borrowing"][h.flavor] = h.burst
             if h.department:
-                cohorts[h.department] = Cohort(h.department, parent=cohort)
-        queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"])
+                cohorts[h.department] = Cohort(h.department, parent=cohort, weight=h.department_weight)
+        queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"], e["weight"])
                   for team, e in teams.items()}
-        return World(queues=queues, cohorts=cohorts, capacity=capacity, resources=resources)
+        # The portal declares fairSharing only on a weight other than 1; fair sharing orders the heads then.
+        fair = any(q.weight != 1 for q in queues.values()) or any(c.weight != 1 for c in cohorts.values())
+        return World(queues=queues, cohorts=cohorts, capacity=capacity, resources=resources, fair=fair)
 
     def ledger(self, world: World) -> Tree:
         tree = Tree(world)
@@ -154,6 +159,65 @@ class KueuePolicy:
 
     def order(self, work: Work) -> tuple:
         return (-work.priority, work.seq, work.key)
+
+    def pick(self, world: World, tree: Tree, heads: list[Work]) -> int:
+        """Fair sharing's next head (pkg/scheduler/fair_sharing_iterator.go): each ClusterQueue's first competes
+        in its root cohort's tournament, compared at each cohort by the share of the child it comes through with
+        its own usage added (`_fair_keys`); of several roots, the first in line."""
+        first: dict[str, int] = {}
+        for i, w in enumerate(heads):
+            if w.queue in tree.queues and (w.queue not in first or self.order(w) < self.order(heads[first[w.queue]])):
+                first[w.queue] = i
+        if not first:
+            return 0
+        entries = {tree.queues[heads[i].queue]: i for i in first.values()}
+        keys = {i: self._fair_keys(world, tree, heads[i]) for i in first.values()}
+
+        def tournament(cohort: _Node) -> int | None:
+            best = None
+            for child in cohort.children:
+                found = entries.get(child) if child in entries or not child.children else tournament(child)
+                if found is not None and (best is None or (keys[found][cohort], self.order(heads[found]))
+                                          < (keys[best][cohort], self.order(heads[best]))):
+                    best = found
+            return best
+
+        roots = {id(root): root for root in map(_root, entries)}
+        winners = [entries[root] if root in entries else tournament(root) for root in roots.values()]
+        return min((w for w in winners if w is not None), key=lambda i: self.order(heads[i]))
+
+    def _fair_keys(self, world: World, tree: Tree, work: Work) -> dict:
+        """Per cohort above the job's ClusterQueue: (the child it comes through borrows the job's flavor, borrows
+        with a zero weight, its weighted share), with the job's units added (fair_sharing.go dominantResourceShare:
+        the usage above the child's quota over what its parent could lend, per resource, ×1000 ÷ its weight;
+        FairSharingPrioritizeNonBorrowing puts the non-borrowing first)."""
+        node, f = tree.queues[work.queue], work.flavor
+        node.add(f, work.units)
+        try:
+            keys, child = {}, node
+            while child.parent is not None:
+                keys[child.parent] = (child.usage[f] > child.subtree.get(f, 0), *self._share(world, child))
+                child = child.parent
+            return keys
+        finally:
+            node.remove(f, work.units)
+
+    @staticmethod
+    def _share(world: World, node: _Node) -> tuple[bool, float]:
+        resource = lambda f: world.resources.get(f, f)  # noqa: E731
+        borrowed: dict[str, float] = defaultdict(float)
+        for f in set(node.subtree) | {f for f, used in node.usage.items() if used}:
+            above = node.usage[f] - node.subtree.get(f, 0)
+            if above > 0:
+                borrowed[resource(f)] += above
+        if not borrowed:
+            return False, 0.0
+        lendable: dict[str, float] = defaultdict(float)
+        for f in _root(node).subtree:
+            lendable[resource(f)] += node.parent.potential(f)
+        ratio = max((amount * 1000.0 / lendable[r] for r, amount in borrowed.items() if lendable.get(r, 0) > 0),
+                    default=0.0)
+        return (ratio > 0, ratio) if node.weight == 0 else (False, ratio / node.weight)
 
     def scope(self, work: Work) -> tuple:
         return (self._roots.get(work.queue, work.queue), work.flavor)

@@ -42,7 +42,8 @@ def cluster_world(cluster: Cluster) -> forecast.World:
         parent = parent_name(team, cluster)
         holdings.append(forecast.Holding(
             team=team.slug, parent=parent, department=parent if team.parent_id else "", flavor=quota.flavor.name,
-            guaranteed=quota.guaranteed, burst=quota.burst, held=team.state != TeamState.ACTIVE))
+            guaranteed=quota.guaranteed, burst=quota.burst, held=team.state != TeamState.ACTIVE,
+            weight=team.fair_share_weight, department_weight=team.parent.fair_share_weight if team.parent_id else 1))
     flavors = list(cluster.flavors.all())
     return backend_for(cluster).estimate_world(
         holdings, cohort=cluster.cohort, capacity={f.name: f.capacity for f in flavors},

@@ -2,6 +2,7 @@
 gangs and topology, and the run-time evidence it is fed."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -111,6 +112,18 @@ def test_kueue_preempts_the_newest_first_counting_jobs_the_replay_started():
     assert starts(result, 4, 3) == [0, 100] and result[3].preempts == (4,)
 
 
+@pytest.mark.parametrize("backend", POLICIES)
+def test_a_job_submitted_later_joins_its_queue_then_and_a_higher_priority_goes_ahead(backend):
+    works = [running(1, "a", 8, ends_in=300), running(2, "b", 8, ends_in=9000),
+             waiting(3, "a", 8), replace(waiting(4, "a", 8, priority=10, may_preempt=False), arrives=NOW + 200),
+             replace(waiting(5, "a", 8, priority=10, may_preempt=False), arrives=NOW + 9000)]
+    result = forecast(two_teams(), works, POLICIES[backend](), NOW)
+    assert starts(result, 3) == [900]  # job 4, submitted at 200, takes job 1's room at 300; job 5 comes too late
+    assert set(result) == {1, 2, 3}  # no estimate for what is not submitted
+    alone = forecast(two_teams(), works[:3], POLICIES[backend](), NOW)
+    assert starts(alone, 3) == [300]
+
+
 def test_a_job_due_to_end_now_makes_its_room_before_anyone_is_offered_it():
     world = World(queues={"a": Queue("a", "", {"h100": 8})})
     works = [running(1, "a", 4, ends_in=0), running(2, "a", 2, ends_in=9000),
@@ -131,6 +144,19 @@ def test_kueue_cohorts_nest_and_a_department_borrows_from_the_cluster():
                   cohorts={"dept": Cohort("dept", "root"), "root": Cohort("root")})
     result = forecast(world, [waiting(1, "a", 12)], KueuePolicy(), NOW)
     assert starts(result, 1) == [0]
+
+
+@pytest.mark.parametrize(("weights", "first"), [((1, 1, 1), 3), ((1, 1, 2), 4), ((4, 1, 2), 3)])
+def test_kueue_fair_sharing_gives_freed_quota_to_the_queue_with_the_lower_weighted_share(weights, first):
+    holdings = [Holding(team, "pool", "", "h100", nominal, 8, weight=weight)
+                for team, nominal, weight in zip("abc", (4, 4, 8), weights, strict=True)]
+    world = KueuePolicy().world(holdings, cohort="pool", capacity={"h100": 16}, resources={})
+    assert world.fair == (weights != (1, 1, 1))
+    works = [running(1, "a", 8, ends_in=9000), running(2, "b", 4, ends_in=9000),
+             waiting(3, "a", 4, submitted=NOW - 100), waiting(4, "b", 4, submitted=NOW - 50)]
+    result = forecast(world, works, KueuePolicy(), NOW)
+    # First come without fair sharing; with it b (borrowing 4 after) before a (8), unless a's weight outweighs it.
+    assert starts(result, first, 7 - first) == [0, 600]  # the other when the first one's run ends
 
 
 @pytest.mark.parametrize("backend", POLICIES)

@@ -165,3 +165,24 @@ def test_an_estimate_that_time_overtook_is_made_again(simulating_sandbox, run_on
     assert estimates.job_estimates_refresh_stale(now=at(1800 + 120)) == [world["cluster"].pk]
     assert likely(Job.objects.get(pk=first.pk)) == at(1800 + 120)  # outran its limit's end: ends now at the latest
     assert likely(Job.objects.get(pk=second.pk)) >= at(1800 + 120)
+
+
+def test_the_forecast_world_carries_the_teams_fair_share_weights():
+    from quotas import services as quota_services
+    from tests.factories import (
+        ClusterFactory,
+        GpuFlavorFactory,
+        PlatformAdminFactory,
+        TeamFactory,
+        TeamNamespaceFactory,
+    )
+
+    cluster = ClusterFactory(scheduler="kueue", cohort="gpu")
+    flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=16)
+    for slug, weight in (("nlp", 1), ("vision", 3)):
+        team = TeamFactory(slug=slug, fair_share_weight=weight)
+        TeamNamespaceFactory(team=team, cluster=cluster)
+        quota_services.quota_set(actor=PlatformAdminFactory(), team=team, flavor=flavor, guaranteed=8, burst=8,
+                                 cpu_cores=64, memory_gib=512)
+    world = estimates.cluster_world(cluster)
+    assert (world.queues["nlp"].weight, world.queues["vision"].weight, world.fair) == (1, 3, True)
