@@ -125,7 +125,8 @@ services:
 # git-ignored var/bin/. Kueue, Volcano, KubeRay and kwok pin different k8s.io releases, so each has a module of its
 # own; kube-scheduler is Kubernetes 1.34's, from tools/controlplane's module. `make controllers-bin` builds those of
 # SCHEDULERS (rebuilt only when a module's go.mod or go.sum changes); `make test-controllers` runs their scenarios
-# (tests/controllers/test_<scheduler>.py, marker `controllers`).
+# (tests/controllers/test_<scheduler>.py, marker `controllers`; KubeRay's run under Kueue and Volcano, so they need
+# both built too).
 SCHEDULERS ?= kueue,volcano,kuberay
 comma := ,
 SCHEDULER_LIST := $(subst $(comma), ,$(SCHEDULERS))

@@ -63,16 +63,11 @@ def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed
     phase = phase_info.get("phase", "Pending")
     state = VOLCANO_PHASES.get(phase, JobState.QUEUED)
     message = phase_info.get("message", "")
-    pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
-    unschedulable, scheduled = condition(podgroup, "Unschedulable"), condition(podgroup, "Scheduled")
-    waiting = unschedulable.get("status") == "True" and not (
-        scheduled.get("status") == "True"
-        and (scheduled.get("lastTransitionTime") or "") >= (unschedulable.get("lastTransitionTime") or ""))
-    if state == JobState.QUEUED and pg_phase == "Inqueue" and not waiting:
+    waiting, why = podgroup_waiting(podgroup, refusal)
+    if state == JobState.QUEUED and not waiting and ((podgroup or {}).get("status") or {}).get("phase") == "Inqueue":
         state = JobState.ADMITTED
     if state == JobState.QUEUED:
-        message = (unschedulable.get("message") if waiting else "") or (
-            refusal if pg_phase in (None, "Pending") else "") or message
+        message = why or message
     if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
         state = JobState.PREEMPTED
     if phase == "Pending" and phase_info.get("reason") == "PodEvicted":
@@ -86,6 +81,36 @@ def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed
         started_at=transition if state == JobState.RUNNING else None,
         finished_at=transition if state in (JobState.SUCCEEDED, JobState.FAILED) else None,
     )
+
+
+def podgroup_waiting(podgroup: dict | None, refusal: str = "") -> tuple[bool, str]:
+    """Whether Volcano still keeps the PodGroup's gang from running, and its words: a PodGroup not let into its
+    queue (phase Pending, or none yet) waits with the enqueue refusal; an Inqueue one whose gang cannot be placed
+    waits with the gang plugin's Unschedulable condition, unless a newer Scheduled says it was placed since (the
+    words of an old one stay on a job Volcano keeps for another reason, as they always did)."""
+    pg_phase = ((podgroup or {}).get("status") or {}).get("phase")
+    unschedulable, scheduled = condition(podgroup, "Unschedulable"), condition(podgroup, "Scheduled")
+    gang = unschedulable.get("status") == "True" and not (
+        scheduled.get("status") == "True"
+        and (scheduled.get("lastTransitionTime") or "") >= (unschedulable.get("lastTransitionTime") or ""))
+    gang_words = unschedulable.get("message", "") if gang else ""
+    if pg_phase in (None, "Pending"):
+        # Pods made before the PodGroup was let in (KubeRay makes them at once) also get the gang's "pod group is
+        # not ready" condition; the enqueue refusal is the cause, so it comes first.
+        return True, refusal or gang_words
+    return gang and pg_phase == "Inqueue", gang_words
+
+
+def volcano_ray_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed:
+    """A RayJob under KubeRay's Volcano plugin (`--batch-scheduler=volcano`). KubeRay marks it Initializing and
+    creates its RayCluster and pods at once, before Volcano has let the PodGroup (`ray-<job>-pg`) into the queue
+    (ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go), so until the gang is placed the
+    PodGroup, not the RayJob, says whether it waits and why."""
+    observed = ray_job(job)
+    if podgroup is None or observed.state not in (JobState.QUEUED, JobState.ADMITTED):
+        return observed
+    waiting, why = podgroup_waiting(podgroup, refusal)
+    return Observed(JobState.QUEUED, why) if waiting else observed
 
 
 def volcano_tier(levels, name: str) -> int:
@@ -268,11 +293,8 @@ class Volcano:
         return {"pod_annotations": {}, "network_topology": topology}
 
     def observe(self, kind: str, job: dict, record: dict | None, refusals: dict[str, str]) -> Observed:
-        if kind == JobKind.RAY:
-            observed = ray_job(job)
-        else:
-            refusal = refusals.get(((record or {}).get("metadata") or {}).get("name", ""), "")
-            observed = volcano_job(job, record, refusal)
+        refusal = refusals.get(((record or {}).get("metadata") or {}).get("name", ""), "")
+        observed = (volcano_ray_job if kind == JobKind.RAY else volcano_job)(job, record, refusal)
         return replace(observed, admitted_at=admission_time(job, None, record))
 
     def preempted_sentence(self, message: str) -> str:

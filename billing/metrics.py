@@ -212,13 +212,13 @@ class PrometheusSource:
 
     def job_gpus(self, *, namespace: str, job: str, pod_prefix: str, start: datetime, end: datetime) -> JobGpus:
         """Three range queries however many GPUs: the activity fields reported, then activity on the best of them
-        and memory, per device of the pods named `<pod_prefix>-…` (the job label needs kube-state-metrics to
-        expose it; the name needs nothing)."""
+        and memory, per device of the pods named `<pod_prefix>-…`, less those kube-state-metrics labels as
+        another job's (where it exposes the label)."""
         step = gpus.step_for(start, end)
         first, last = gpus.evaluation_times(start, end, step)
         signal = activity.best_signal(self._exported(first, last, step))
         queries = promql.job_gpus(self.shape, step, signal or activity.GR_ENGINE_ACTIVE, namespace=namespace,
-                                  pod_prefix=pod_prefix)
+                                  pod_prefix=pod_prefix, job=job)
         answers = {name: self.query_range(expr, first, last, step) for name, expr in queries.items()}
         return gpus.from_prometheus(**answers, signal=signal, step=step, start=start, end=end)
 

@@ -148,14 +148,24 @@ DEVICE = "UUID, gpu, GPU_I_ID"
 _POD_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-def job_gpus(shape: str, step: int, signal: str, *, namespace: str, pod_prefix: str) -> dict[str, str]:
-    """Range queries for each device the pods named `<pod_prefix>-…` in `namespace` held: the mean of each step of
-    activity on `signal` (0..1) and of framebuffer memory used (MiB), one series per device and pod."""
-    if not (_POD_PREFIX.fullmatch(pod_prefix) and _POD_PREFIX.fullmatch(namespace)):
-        raise ValueError(f"not a Kubernetes name: {namespace!r}/{pod_prefix!r}")
+def _of_job(expr: str, job: str) -> str:
+    """`expr`'s pods that carry the job's label, or no job label at all where kube-state-metrics exposes none (the
+    name then says whose they are): a pod of another job whose name happens to share the prefix is left out."""
+    if not job:
+        return expr
+    return (f'(({expr}) and on (namespace, pod) kube_pod_labels{{{KSM_JOB_LABEL}="{job}"}}) or '
+            f'(({expr}) unless on (namespace, pod) kube_pod_labels{{{KSM_JOB_LABEL}!=""}})')
+
+
+def job_gpus(shape: str, step: int, signal: str, *, namespace: str, pod_prefix: str, job: str = "") -> dict[str, str]:
+    """Range queries for each device the pods named `<pod_prefix>-…` in `namespace` held (of those labelled, the
+    pods of `job`): the mean of each step of activity on `signal` (0..1) and of framebuffer memory used (MiB), one
+    series per device and pod."""
+    if not (_POD_PREFIX.fullmatch(pod_prefix) and _POD_PREFIX.fullmatch(namespace)) or not (job.isdigit() or not job):
+        raise ValueError(f"not a Kubernetes name or a job id: {namespace!r}/{pod_prefix!r}/{job!r}")
     narrow = {"keep": DEVICE, "pods": (namespace, f"{pod_prefix}-.+")}
-    return {"utilisation": utilisation(shape, step, signal, **narrow),
-            "memory": pod_usage("DCGM_FI_DEV_FB_USED", shape, step=step, **narrow)}
+    return {"utilisation": _of_job(utilisation(shape, step, signal, **narrow), job),
+            "memory": _of_job(pod_usage("DCGM_FI_DEV_FB_USED", shape, step=step, **narrow), job)}
 
 
 def activity_fields(step: int) -> str:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
@@ -28,7 +29,7 @@ from tenants.manifests import priority_class_name
 from tenants.models import GpuFlavor
 from tenants.selectors import visible_team_ids
 
-from . import hypernodes, placement
+from . import hypernodes, placement, pods
 from .choices import TERMINAL_STATES, JobState, Placement, WaitReason
 from .claims import RESOURCE_API
 from .filters import JobFilter, filter_lookup
@@ -303,6 +304,13 @@ def team_flavor_quota(*, team, flavor) -> Quota | None:
     return Quota.objects.filter(team=team, flavor=flavor).first()
 
 
+def team_cpu_memory_quota(*, team, cluster) -> dict[str, int]:
+    """The team's CPU cores and memory GiB in the cluster: one pool across its flavors, as its queues hold them."""
+    totals = Quota.objects.filter(team=team, flavor__cluster=cluster).aggregate(cpu_cores=Sum("cpu_cores"),
+                                                                                 memory_gib=Sum("memory_gib"))
+    return {name: value or 0 for name, value in totals.items()}
+
+
 @dataclass
 class QueuedTeam:
     """One team's queue in a cluster: its waiting jobs in admission order (position 1 starts first)."""
@@ -389,4 +397,29 @@ def why_waiting(*, job: Job) -> str:
         gang = "it" if job.workers == 1 else f"all {job.workers} workers together"
         sentence = (f"Placement, not quota, is what blocks: Volcano let the job into its queue ({held}, {in_use} "
                     f"in use), but its nodes have no room for {gang}{within}")
+    elif resource := pods.short_of(job.state_message):  # the team's CPU or memory quota, not its GPUs
+        sentence = _short_of_sentence(job, resource)
     return f"{sentence}. Scheduler: {job.state_message}" if job.state_message else sentence + "."
+
+
+def _short_of_sentence(job: Job, resource: str) -> str:
+    """The job waits for the team's CPU or memory quota in the cluster (one pool across its flavors), not for GPUs:
+    what all its pods ask for, a Ray job's head and KubeRay's submitter included (`pods`), against what the team
+    holds and what its started jobs there take."""
+    def size(one) -> pods.PodTotals:
+        return pods.pod_totals(kind=one.kind, workers=one.workers, cpu_per_worker=one.cpu_per_worker,
+                               memory_gib_per_worker=one.memory_gib_per_worker)
+
+    started = [size(one) for one in Job.objects.filter(
+        team=job.team, cluster=job.cluster, state__in=[JobState.ADMITTED, JobState.RUNNING]).only(
+        "kind", "workers", "cpu_per_worker", "memory_gib_per_worker")]
+    totals, held = size(job), team_cpu_memory_quota(team=job.team, cluster=job.cluster)
+    if resource == "cpu":
+        what, unit, asked, holds = "CPU", " CPUs", totals.cpu, held["cpu_cores"]
+        in_use = sum((one.cpu for one in started), Decimal(0))
+    else:
+        what, unit, asked, holds = "memory", " GiB", totals.memory_gib, held["memory_gib"]
+        in_use = sum((one.memory_gib for one in started), Decimal(0))
+    jobs = f"{len(started)} job{'' if len(started) == 1 else 's'}"
+    return (f"Waiting for {what}, not GPUs: its pods ask for {pods.number(asked)}{unit} in all ({totals.parts}); "
+            f"the team's {what} quota in this cluster is {holds}{unit}, {pods.number(in_use)} in use by {jobs}")

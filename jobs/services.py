@@ -22,7 +22,7 @@ from tenants.models import GpuFlavor, PriorityTier, Team, TeamNamespace
 from tenants.selectors import team_role
 from tenants.services import audit_record
 
-from . import holds, placement, selectors, sync, tasks
+from . import holds, placement, pods, selectors, sync, tasks
 from .choices import JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
@@ -31,9 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def job_check_feasible(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | None, workers: int,
-                       gpus_per_worker: int) -> None:
-    """Refuse, with the numbers, a job that could never start (submit and preview both ask this)."""
-    errors = {}
+                       gpus_per_worker: int, kind: str = "", cpu_per_worker: int = 0,
+                       memory_gib_per_worker: int = 0) -> None:
+    """Refuse, with the numbers, a job that could never start (submit and preview both ask this). With its kind
+    and pod size, also one whose pods ask for more CPU or memory than the team holds in the cluster (a Ray job's
+    head and KubeRay's submitter count too: `pods`)."""
+    errors = _beyond_cpu_or_memory(team=team, cluster=flavor.cluster, kind=kind, workers=workers,
+                                   cpu_per_worker=cpu_per_worker, memory_gib_per_worker=memory_gib_per_worker)
     if tier is None:
         errors["priority_tier"] = "Choose one of the platform's priority tiers."
     if gpus_per_worker < 1:
@@ -50,6 +54,23 @@ def job_check_feasible(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | No
                              f"{quota.burst} burst): it could never start.")
     if errors:
         raise ValidationError(errors)
+
+
+def _beyond_cpu_or_memory(*, team, cluster, kind: str, workers: int, cpu_per_worker: int,
+                          memory_gib_per_worker: int) -> dict[str, str]:
+    if not kind or not cpu_per_worker or not memory_gib_per_worker:
+        return {}
+    totals = pods.pod_totals(kind=kind, workers=workers, cpu_per_worker=cpu_per_worker,
+                             memory_gib_per_worker=memory_gib_per_worker)
+    held = selectors.team_cpu_memory_quota(team=team, cluster=cluster)
+    errors = {}
+    for field, what, asked, has, unit in (
+            ("cpu_per_worker", "CPU", totals.cpu, held["cpu_cores"], " CPUs"),
+            ("memory_gib_per_worker", "memory", totals.memory_gib, held["memory_gib"], " GiB")):
+        if has and asked > has:
+            errors[field] = (f"Its pods ask for {pods.number(asked)}{unit} in all ({totals.parts}), more than the "
+                             f"team's {what} quota of {has}{unit} in {cluster.name}: it could never start.")
+    return errors
 
 
 @transaction.atomic
@@ -97,7 +118,8 @@ def job_submit(*, actor, team: Team, flavor: GpuFlavor, kind: str, name: str, im
         errors["command"] = ["A Ray job needs an entrypoint command."]
     collect(lambda: job.full_clean(exclude=["priority_tier"] if priority_tier is None else None))
     collect(lambda: job_check_feasible(team=team, flavor=flavor, tier=priority_tier, workers=workers,
-                                       gpus_per_worker=gpus_per_worker))
+                                       gpus_per_worker=gpus_per_worker, kind=kind, cpu_per_worker=cpu_per_worker,
+                                       memory_gib_per_worker=memory_gib_per_worker))
     if errors:
         raise ValidationError(errors)
     job.save()

@@ -78,7 +78,7 @@ def job_submit(request, slug, kind):
                          room=selectors.team_flavor_room(team=team), levels=levels)
     preview = None
     if form.is_bound and not form.is_valid():
-        _feasibility_errors(form, team)  # with the form's own errors, not on the next submit
+        _feasibility_errors(form, team, kind)  # with the form's own errors, not on the next submit
     estimate = None
     if request.method == "POST" and form.is_valid():
         fields = form.service_fields()
@@ -88,7 +88,9 @@ def job_submit(request, slug, kind):
         if "preview" in request.POST:
             try:  # the same check Submit makes: a job that could never start says so before its YAML
                 services.job_check_feasible(team=team, flavor=fields["flavor"], tier=fields["priority_tier"],
-                                            workers=fields["workers"], gpus_per_worker=fields["gpus_per_worker"])
+                                            workers=fields["workers"], gpus_per_worker=fields["gpus_per_worker"],
+                                            kind=kind, cpu_per_worker=fields["cpu_per_worker"],
+                                            memory_gib_per_worker=fields["memory_gib_per_worker"])
             except ValidationError as exc:
                 add_service_errors(form, exc)
             else:
@@ -135,7 +137,7 @@ def _cost(form, prices) -> str:
                                   max_runtime_minutes=value("max_runtime_minutes"))
 
 
-def _feasibility_errors(form, team) -> None:
+def _feasibility_errors(form, team, kind: str) -> None:
     """The feasibility check's errors on a form that has errors of its own, as far as its fields are valid."""
     data = form.cleaned_data
     if not all(name in data for name in ("flavor", "workers", "gpus_per_worker")):
@@ -143,7 +145,9 @@ def _feasibility_errors(form, team) -> None:
     tier = data.get("priority_tier") or form.fields["priority_tier"].queryset.first()
     try:
         services.job_check_feasible(team=team, flavor=data["flavor"], tier=tier, workers=data["workers"],
-                                    gpus_per_worker=data["gpus_per_worker"])
+                                    gpus_per_worker=data["gpus_per_worker"], kind=kind,
+                                    cpu_per_worker=data.get("cpu_per_worker") or 0,
+                                    memory_gib_per_worker=data.get("memory_gib_per_worker") or 0)
     except ValidationError as exc:
         add_service_errors(form, exc)
 

@@ -25,6 +25,7 @@ DOCS = {
     ("erin", "/queue/gpu-east/"): "queue",
     ("erin", "/teams/nlp/quota/"): "team-quota",
     ("erin", "/teams/nlp/usage/"): "team-usage",
+    ("erin", "gpus:llama-finetune"): "usage-explorer-gpus",
     ("erin", "/tokens/"): "tokens",
     ("admin", "/console/capacity/"): "console-capacity",
     ("admin", "/console/approvals/"): "console-approvals",
@@ -32,7 +33,8 @@ DOCS = {
 
 
 # (user, path): the pages a platform admin, a team admin, a team member and a viewer meet first. A name in a path
-# ("job:<name>") is the demo job of that name, found on the jobs page.
+# ("job:<name>") is the demo job of that name, found on the jobs page; "gpus:<name>" is the usage explorer's view of
+# each GPU of that job, as its page links to it.
 PAGES = [
     ("admin", "/"),
     ("admin", "/console/approvals/"),
@@ -74,6 +76,19 @@ def _job_path(page, base: str, name: str) -> str | None:
     return link.get_attribute("href") if link.count() else None
 
 
+def _gpus_path(page, base: str, name: str) -> str | None:
+    job = _job_path(page, base, name)
+    if not job:
+        return None
+    page.goto(f"{base}{job}")
+    page.evaluate("document.getElementById('activity-slot').scrollIntoView()")
+    try:
+        page.wait_for_selector("#each-gpu-link", timeout=10_000)
+    except PlaywrightTimeout:
+        return None
+    return page.get_attribute("#each-gpu-link", "href")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", default="http://127.0.0.1:8000")
@@ -103,10 +118,12 @@ def main(argv=None) -> int:
                     contexts[user] = page
                 page = contexts[user]
                 label = path
-                if path.startswith("job:"):
-                    found = _job_path(page, args.base, path[4:])
+                if path.startswith(("job:", "gpus:")):
+                    kind, name = path.split(":", 1)
+                    found = (_job_path if kind == "job" else _gpus_path)(page, args.base, name)
                     if not found:
-                        print(f"  no job named {path[4:]} in the demo", file=sys.stderr)
+                        print(f"  no {'running ' if kind == 'gpus' else ''}job named {name} in the demo",
+                              file=sys.stderr)
                         continue
                     path = found
                 page.goto(f"{args.base}{path}")

@@ -94,3 +94,36 @@ def test_served_plotly_js_is_the_version_the_figures_are_built_for():
     pinned = lock["packages"]["node_modules/plotly.js-cartesian-dist-min"]["version"]
     header = (settings.BASE_DIR / "static/vendor/plotly-cartesian.min.js").read_text()[:200]
     assert pinned == get_plotlyjs_version() and f"plotly.js (cartesian - minified) v{pinned}" in header
+
+
+def test_each_gpu_is_a_line_of_activity_and_of_memory_under_one_legend_entry():
+    from datetime import timedelta
+
+    from billing.gpus import Gpu, GpuSeries, JobGpus
+
+    start = datetime(2026, 11, 2, 10, tzinfo=UTC)
+    t1, t2 = start + timedelta(minutes=1), start + timedelta(minutes=2)
+
+    def series(node, index, pod, *values):
+        return GpuSeries(Gpu(uuid=f"GPU-{node}-{index}-{pod}", index=str(index), node=node, model="H100", pod=pod),
+                         utilisation={t1: values[0], t2: values[1]}, memory_gib={t1: 40.0, t2: 41.25})
+
+    # GPU 0 of node-a was held by two pods in turn (a worker replaced under another name): named with its pod.
+    found = JobGpus(signal="DCGM_FI_PROF_SM_ACTIVE", step=60, start=start, end=start + timedelta(minutes=2),
+                    gpus=[series("node-a", 0, "w-0", 0.5, 0.25), series("node-a", 0, "w-0b", 0.0, 0.0),
+                          series("node-b", 3, "w-1", 0.9, 1.0)])
+    figure = charts.job_gpus_figure(found)
+    assert [(t.name, t.legendgroup, t.showlegend, t.yaxis, list(t.y)) for t in figure.data] == [
+        ("node-a GPU 0 (w-0)", "node-a GPU 0 (w-0)", True, "y", [50.0, 25.0]),
+        ("node-a GPU 0 (w-0)", "node-a GPU 0 (w-0)", False, "y2", [40.0, 41.2]),
+        ("node-a GPU 0 (w-0b)", "node-a GPU 0 (w-0b)", True, "y", [0.0, 0.0]),
+        ("node-a GPU 0 (w-0b)", "node-a GPU 0 (w-0b)", False, "y2", [40.0, 41.2]),
+        ("node-b GPU 3", "node-b GPU 3", True, "y", [90.0, 100.0]),
+        ("node-b GPU 3", "node-b GPU 3", False, "y2", [40.0, 41.2])]
+    assert all(t.mode == "lines+markers" for t in figure.data)  # two points: markers show them
+    assert figure.layout.showlegend and figure.layout.meta == {"legendMinWidth": charts.LEGEND_MIN_WIDTH}
+    assert list(figure.layout.xaxis.range) == [start, start + timedelta(minutes=2)]
+
+    many = JobGpus(signal="", step=60, start=start, end=t2,
+                   gpus=[series("node-a", i, "w-0", 0.5, 0.5) for i in range(charts.MAX_LEGEND + 1)])
+    assert charts.job_gpus_figure(many).layout.showlegend is False  # the table names them

@@ -11,7 +11,7 @@ from billing import activity, gpus
 from billing.metrics import MetricsError, PrometheusSource
 from composition.demo.usage import ACTIVITIES, PodRun, SandboxSource
 from tests import prometheus
-from tests.billing.conftest import A100, DCGM_OFFSETS, H100, RUNS, VARIANTS, dcgm_up, mean
+from tests.billing.conftest import A100, DCGM_OFFSETS, H100, JOB_TRAIN, RUNS, VARIANTS, dcgm_up, mean
 
 EVERY_VARIANT = pytest.mark.parametrize("variant", range(len(VARIANTS)), ids=["-".join(v) for v in VARIANTS])
 
@@ -46,9 +46,9 @@ def truth(scenario, variant: int, pod: str, minutes: range) -> dict[tuple[str, s
     return found
 
 
-def read(url, scenario, variant, *, namespace, pod_prefix, session=None) -> gpus.JobGpus:
+def read(url, scenario, variant, *, namespace, pod_prefix, job="", session=None) -> gpus.JobGpus:
     start = scenario.hour(0, variant)
-    return PrometheusSource(url, session=session).job_gpus(namespace=namespace, job="", pod_prefix=pod_prefix,
+    return PrometheusSource(url, session=session).job_gpus(namespace=namespace, job=job, pod_prefix=pod_prefix,
                                                           start=start, end=start + timedelta(hours=1))
 
 
@@ -97,6 +97,18 @@ def test_another_namespace_or_pod_prefix_reads_nothing_of_the_job(prometheus_dat
     assert read(url, scenario, variant, namespace="alpha", pod_prefix="trai").gpus == []
     # A device no pod holds carries the exporter pod's namespace and name (direct shape): never a job's GPU.
     assert read(url, scenario, variant, namespace="gpu-operator", pod_prefix="nvidia-dcgm-exporter").gpus == []
+
+
+@EVERY_VARIANT
+def test_a_pod_labelled_as_another_jobs_is_not_this_jobs_whatever_its_name(prometheus_data, variant):
+    """kube-state-metrics labels train-0 as job 7001's: read for 7001 it is; for another job it is not, though its
+    name has the prefix asked for. eval-0 carries no job label, so its name alone says whose it is."""
+    url, scenario = prometheus_data
+    assert len(read(url, scenario, variant, namespace="alpha", pod_prefix="train", job=str(JOB_TRAIN)).gpus) == 4
+    assert read(url, scenario, variant, namespace="alpha", pod_prefix="train", job="4242").gpus == []
+    unlabelled = read(url, scenario, variant, namespace="alpha", pod_prefix="eval", job="4242")
+    assert [(s.gpu.pod, s.gpu.index, len(s.utilisation)) for s in unlabelled.gpus] == [
+        ("eval-0", "4", 30), ("eval-0", "5", 30)]  # minutes 15 to 45
 
 
 def test_three_queries_whatever_the_number_of_gpus(prometheus_data):
@@ -149,6 +161,8 @@ def test_names_that_are_not_kubernetes_names_are_refused_before_any_query():
 
     with pytest.raises(ValueError, match="not a Kubernetes name"):
         promql.job_gpus("", 60, activity.SM_ACTIVE, namespace="alpha", pod_prefix='x"} or vector(1) #')
+    with pytest.raises(ValueError, match="or a job id"):
+        promql.job_gpus("", 60, activity.SM_ACTIVE, namespace="alpha", pod_prefix="x", job='1"}')
 
 
 # --- the sandbox's synthetic source ------------------------------------------------------------------------------

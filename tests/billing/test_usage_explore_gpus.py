@@ -67,7 +67,8 @@ def test_the_job_level_leads_to_each_gpu_with_its_mean_and_max(world):
         assert row[2].endswith("GiB") and row[4].endswith("GiB")
         assert row[5].startswith("busy (graphics engine activity")  # not flagged
     assert 'data-chart-for="explore-chart"' in body
-    assert "activity on graphics engine activity" in body.lower() and "each point the mean of 1 minute" in body
+    assert "activity (graphics engine activity (time-based)) and framebuffer memory" in body
+    assert "each point the mean of 1 minute" in body
     # The path back up, each level a link; the range picker and its presets keep the level.
     assert ">h100</a> ›" in body and re.search(rf'<a href="\?[^"]*job={JOB_TRAIN}">job-{JOB_TRAIN}</a> › GPUs', body)
     assert '<input type="hidden" name="by" value="gpu"' in body

@@ -45,16 +45,18 @@ class Target:
     """Where a scenario runs: `controllers` (a control plane with the real scheduler and kwok's nodes) or
     `simulator` (the sandbox with its Kueue and Volcano, ticking in real time; pods run until told otherwise)."""
 
-    def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None):
+    def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None,
+                 ray: bool = False):
         """`pods_ready_timeout`: Kueue's waitForPodsReady timeout in seconds (its default is 30 minutes); on the
-        simulator, pods then take a day to start, so only the timeout ends their wait."""
+        simulator, pods then take a day to start, so only the timeout ends their wait. `ray`: the KubeRay operator
+        runs beside the scheduler (the simulator writes KubeRay's part itself)."""
         self.kind, self.scheduler = kind, scheduler
         self.plane = self.sandbox = None
         if kind == "controllers":
             options = {}
             if pods_ready_timeout is not None:
                 options["kueue_config"] = {"waitForPodsReady": {"timeout": f"{pods_ready_timeout}s"}}
-            self.plane = _start((scheduler,), crds_dir, settings, **options)
+            self.plane = _start((scheduler, "kuberay") if ray else (scheduler,), crds_dir, settings, **options)
         else:
             from sandbox import Sandbox
 
@@ -81,6 +83,22 @@ class Target:
 
             node = {"kubernetes.io/hostname": name, **labels}
             add_node(self.sandbox.store, name, node, allocatable)
+
+    def discover_hypernodes(self, levels: list) -> None:
+        """Volcano's label discoverer configured for `levels`, as the admin console tells an operator to
+        (`tenants.topology.volcano_discovery_config`): the controller manager's ConfigMap, which it watches."""
+        from tenants.topology import volcano_discovery_config
+
+        namespace, name = "volcano-system", "volcano-controller-configmap"
+        config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                  "data": {"volcano-controller.conf": volcano_discovery_config(levels)}}
+        if self.plane is not None:
+            self.plane.apply(config, f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+            return
+        store = self.sandbox.store
+        store.create(store.kind("v1", "Namespace"), {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": namespace}})
+        store.create(store.kind("v1", "ConfigMap"), config)
 
     def stop(self) -> None:
         kube.forget_clients()
@@ -114,6 +132,16 @@ def kueue_target_pods_ready_timeout(request, crds_dir, settings):
     return target
 
 
+@pytest.fixture(params=[(scheduler, kind) for scheduler in ("kueue", "volcano") for kind in TARGETS],
+                ids=lambda param: "-".join(param))
+def ray_target(request, crds_dir, settings):
+    """Kueue or Volcano with the KubeRay operator (`--batch-scheduler=volcano` beside Volcano), or the simulator."""
+    scheduler, kind = request.param
+    target = Target(kind, scheduler, crds_dir, settings, ray=True)
+    request.addfinalizer(target.stop)
+    return target
+
+
 @pytest.fixture(scope="session")
 def observations():
     """Scenario -> target -> what `scenarios.observe` saw; merged into the file at the end of the session, so a
@@ -142,10 +170,12 @@ def flavor_nodes(target: Target, flavor, count: int | None = None, *, cpu: int =
     return names
 
 
-def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None) -> dict:
+def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None,
+                   cpu_cores: int = 256, levels: list | None = None, node_labels: dict | None = None) -> dict:
     """tests.jobs.conftest.build_world on the target: the same rows (one h100 flavor of 64 GPUs, team nlp with a
     member and an approved quota, three tiers), the cluster registered as an operator would, and the flavor's
-    nodes (`nodes` of them, by default all eight)."""
+    nodes (`nodes` of them, by default all eight). `levels`: the cluster's topology levels; `node_labels`: node
+    index -> the topology labels of that node."""
     from tenants.choices import Role
     from tests.factories import (
         ClusterFactory,
@@ -158,9 +188,9 @@ def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes
 
     scheduler = target.scheduler
     cluster = ClusterFactory(scheduler=scheduler, cohort="gpu" if scheduler == "kueue" else "",
-                             **target.cluster_fields())
+                             topology_levels=levels or [], **target.cluster_fields())
     flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
-    flavor_nodes(target, flavor, nodes)
+    flavor_nodes(target, flavor, nodes, extra_labels=node_labels)
     tiers = {name: PriorityTierFactory(name=name, value=value, preemption_policy=policy, is_default=default)
              for name, value, policy, default in (("urgent", 100000, "PreemptLowerPriority", False),
                                                   ("standard", 10000, "PreemptLowerPriority", True),
@@ -168,18 +198,18 @@ def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes
     team = TeamFactory(slug="nlp")
     TeamNamespaceFactory(team=team, cluster=cluster)
     member = MembershipFactory(team=team, role=Role.MEMBER, user__email="erin@example.com").user
-    approve_quota(team, member, flavor, guaranteed=guaranteed, burst=burst)
+    approve_quota(team, member, flavor, guaranteed=guaranteed, burst=burst, cpu_cores=cpu_cores)
     return {"cluster": cluster, "flavor": flavor, "team": team, "tiers": tiers, "member": member, "target": target}
 
 
-def approve_quota(team, member, flavor, *, guaranteed: int, burst: int) -> None:
+def approve_quota(team, member, flavor, *, guaranteed: int, burst: int, cpu_cores: int = 256) -> None:
     """The team asks and the platform team approves, as in the portal; the cluster's reconcile then applies the
     team's queues."""
     from quotas import services as quota_services
     from tests.factories import PlatformAdminFactory
 
     request = quota_services.quota_request_create(actor=member, team=team, flavor=flavor, guaranteed=guaranteed,
-                                                  burst=burst, cpu_cores=256, memory_gib=4096,
+                                                  burst=burst, cpu_cores=cpu_cores, memory_gib=4096,
                                                   justification="the real controllers' scenarios")
     quota_services.quota_request_approve(actor=PlatformAdminFactory(), request=request)
     reconcile_cluster(flavor.cluster)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 
-from jobs import outcome, selectors
-from jobs.choices import JobState
+from jobs import outcome, pods, selectors
+from jobs.choices import JobState, WaitReason
 from jobs.placement import placement_sentence
+from jobs.waits import wait_reason
 from portal import kube
 from portal.upstream import KUEUE_API, VOLCANO_SCHEDULING_API
 from tests.controllers.conftest import add_team, sync, sync_until
@@ -90,6 +91,78 @@ def gang_does_not_fit(world, run_on_commit) -> dict:
     sync_until(world, lambda r: r[gang.pk].state == JobState.QUEUED and "gang" in r[gang.pk].state_message,
                what="gang waiting for room on the nodes")
     return {"small": small, "gang": gang}
+
+
+# --- topology-required placement: Kueue TAS, Volcano HyperNodes ----------------------------------------------
+
+LEVELS = [{"name": "block", "node_label": "example.com/block"}, {"name": "rack", "node_label": "example.com/rack"},
+          {"name": "host", "node_label": "kubernetes.io/hostname"}]
+# Four 8-GPU nodes: two in rack r1, one in r2 and one in r3, all in block b1. Two 16-GPU jobs fit the quota and
+# the cluster (Volcano's overcommit plugin enqueues up to 1.2 x its 32 GPUs), but only one fits a rack.
+RACKS = {0: {"example.com/block": "b1", "example.com/rack": "r1"},
+         1: {"example.com/block": "b1", "example.com/rack": "r1"},
+         2: {"example.com/block": "b1", "example.com/rack": "r2"},
+         3: {"example.com/block": "b1", "example.com/rack": "r3"}}
+
+
+def rack_bound(world, run_on_commit) -> dict:
+    """Quota 32 on four nodes (racks r1: 2, r2: 1, r3: 1): a 2 x 8-GPU job required to keep within one rack lands
+    in r1; the next one, the same, has quota and free GPUs but no rack with room for both workers, so it waits for
+    placement."""
+    ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
+                  topology_level="rack")
+    sync_until(world, lambda r: r[ring.pk].state in STARTED and r[ring.pk].placement.get("domains"),
+               what="ring placed in a rack")
+    second = submit(world, run_on_commit, name="ring-2", workers=2, gpus_per_worker=8, kind="batch",
+                    topology_level="rack")
+    sync_until(world, lambda r: r[second.pk].state == JobState.QUEUED
+               and wait_reason(r[second.pk].state, r[second.pk].state_message) == WaitReason.PLACEMENT,
+               what="ring-2 waiting for a rack with room")
+    return {"ring": ring, "ring-2": second}
+
+
+def rack_bound_refused(world, run_on_commit) -> dict:
+    """The first job of `rack_bound`, on the real Kueue: it never gets a flavor (see test_kueue)."""
+    ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
+                  topology_level="rack")
+    sync_until(world, lambda r: r[ring.pk].state == JobState.QUEUED and r[ring.pk].state_message,
+               what="ring queued with Kueue's reason")
+    return {"ring": ring}
+
+
+# --- KubeRay, under either scheduler --------------------------------------------------------------------------
+
+
+def ray_job_waits_for_its_submitter(world, run_on_commit) -> dict:
+    """Quota 16 GPUs and 16 CPUs: a batch job holds 8 GPUs and 8 CPUs; a RayJob whose head (4 CPUs) and one 8-GPU
+    worker (4 CPUs) would fill the rest exactly still waits, because KubeRay's submitter Job (500m CPU) is counted
+    too: by Kueue as a pod set of its own, by KubeRay's Volcano plugin in the PodGroup's minResources. When the
+    batch job is cancelled, the RayJob is admitted, KubeRay makes its RayCluster and its pods run."""
+
+    first = submit(world, run_on_commit, name="first", workers=1, gpus_per_worker=8, cpu_per_worker=8, kind="batch")
+    sync_until(world, lambda r: r[first.pk].state == JobState.RUNNING, what="first running")
+    tune = submit(world, run_on_commit, name="tune", kind="ray", workers=1, gpus_per_worker=8, cpu_per_worker=4,
+                  command=["python", "tune.py"])
+    sync_until(world, lambda r: r[tune.pk].state == JobState.QUEUED and pods.short_of(r[tune.pk].state_message),
+               what="tune waiting for CPU, in the scheduler's words")
+    return {"first": first, "tune": tune}
+
+
+def ray_job_starts_when_the_cpus_are_free(world, run_on_commit, jobs) -> dict:
+    from jobs import services
+
+    with run_on_commit():
+        services.job_cancel(actor=world["member"], job=jobs["first"])
+    tune = jobs["tune"]
+    sync_until(world, lambda r: r[tune.pk].state in STARTED and _ray_pods_running(world, r[tune.pk]),
+               what="tune admitted, its Ray pods running")
+    return {"tune": tune}
+
+
+def _ray_pods_running(world, job) -> bool:
+    client = kube.client_for_cluster(world["cluster"])
+    pods = client.list("v1", "Pod", namespace=job.team.slug, label_selector=f"gpu-portal.io/job={job.pk}")
+    return len(pods) >= 2 and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
 # --- what is compared ----------------------------------------------------------------------------------------

@@ -127,3 +127,34 @@ def test_a_job_whose_pods_never_become_ready_is_evicted_and_queued_again(kueue_t
         "Scheduler: Exceeded the PodsReady timeout nlp/<record:stuck>")
     [last] = jobs["stuck"].waits.order_by("-started_at")[:1]
     assert (last.reason, last.ended_at) == ("placement", None)
+
+
+def test_a_rack_bound_job_under_kueues_topology_aware_scheduling(kueue_target, run_on_commit, observations):
+    """Kueue TAS: the cluster's levels become a Topology that the flavor's ResourceFlavor names. The simulator places
+    the pod set inside one rack and keeps the next job, with quota to spare, waiting for a rack. The real Kueue
+    refuses the portal's job outright: its ClusterQueue covers CPU and memory with the cluster's CPU flavor, which
+    names no topology, and Kueue assigns a pod set that requires a topology only flavors that have one
+    (pkg/scheduler/flavorassigner). Until the portal's ClusterQueue gives a topology job's CPU and memory a flavor
+    with the topology, its topology-bound jobs never start on Kueue; bench/CONTROLLERS.md lists the difference."""
+    world = build_world_on(kueue_target, guaranteed=32, burst=0, nodes=4, levels=scenarios.LEVELS,
+                           node_labels=scenarios.RACKS)
+    if kueue_target.kind == "controllers":
+        jobs = scenarios.rack_bound_refused(world, run_on_commit)
+    else:
+        jobs = scenarios.rack_bound(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: a rack-bound job placed by topology", {})[kueue_target.kind] = seen
+    if kueue_target.kind == "controllers":
+        ring = seen["jobs"]["ring"]
+        assert ring["state"] == JobState.QUEUED
+        assert ring["message"] == ('couldn\'t assign flavors to pod set main: Flavor "gpu-portal-cpu" does not support '
+                                   'TopologyAwareScheduling'), ring["message"]
+        return
+    assert seen["admitted"] == ["ring"]
+    assert seen["jobs"]["ring"]["placement"] == "Placed on flavor h100; all workers in rack r1 (as required)."
+    waiting = seen["jobs"]["ring-2"]
+    assert waiting["state"] == JobState.QUEUED
+    assert 'topology "' in waiting["message"], waiting["message"]
+    assert waiting["why_waiting"].startswith(
+        "Placement, not quota, is what blocks: no rack has room for all 2 workers together (32 guaranteed + 0 burst, "
+        "16 in use). Scheduler: "), waiting["why_waiting"]

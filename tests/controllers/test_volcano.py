@@ -65,3 +65,26 @@ def test_a_gang_that_passes_the_quota_but_not_the_nodes_waits_for_room(volcano_t
         "Placement, not quota, is what blocks: Volcano let the job into its queue (16 guaranteed + 0 burst, 4 in use), "
         "but its nodes have no room for all 2 workers together. Scheduler: "), gang["why_waiting"]
     assert "/2 tasks in gang unschedulable: pod group is not ready" in gang["message"], gang["message"]
+
+
+def test_a_rack_bound_job_is_placed_in_a_hypernode_of_the_label_discoverer(volcano_target, run_on_commit,
+                                                                          observations):
+    """Volcano's HyperNodes built by its controller's label discoverer from the nodes' rack and block labels (the
+    configuration the admin console shows): a job with a hard network topology within one rack lands in r1, and the
+    next, with quota to spare, waits for a rack with room."""
+    world = build_world_on(volcano_target, guaranteed=32, burst=0, nodes=4, levels=scenarios.LEVELS,
+                           node_labels=scenarios.RACKS)
+    volcano_target.discover_hypernodes(scenarios.LEVELS)
+    client = kube.client_for_cluster(world["cluster"])
+    wait_for(lambda: len(client.list("topology.volcano.sh/v1alpha1", "HyperNode")) >= 4,
+             what="HyperNodes for racks r1, r2, r3 and block b1")
+    jobs = scenarios.rack_bound(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("volcano: a rack-bound job placed in a HyperNode", {})[volcano_target.kind] = seen
+    assert seen["jobs"]["ring"]["placement"] == "Placed; all workers in rack r1 (as required)."
+    waiting = seen["jobs"]["ring-2"]
+    assert waiting["state"] == JobState.QUEUED
+    assert waiting["why_waiting"].startswith(
+        "Placement, not quota, is what blocks: Volcano let the job into its queue (32 guaranteed + 0 burst, 16 in "
+        "use), but its nodes have no room for all 2 workers together within one rack (hard network topology)"), \
+        waiting["why_waiting"]

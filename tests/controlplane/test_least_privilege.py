@@ -33,7 +33,7 @@ from jobs import watch_cache as job_watch_cache
 from jobs.models import Job
 from portal import kube
 from portal.desired import cluster_desired, shared_inputs, team_namespace_desired
-from portal.naming import cluster_labels, team_labels
+from portal.naming import MANAGED_BY, MANAGED_BY_LABEL, cluster_labels, team_labels
 from portal.upstream import KUEUE_API, VOLCANO_TOPOLOGY_API
 from quotas import services as quota_services
 from tenants import clusters as cluster_services
@@ -55,6 +55,7 @@ from workspaces import services as workspace_services
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.django_db]
 CONTEXT = "gpu-portal"
+MANAGED = f"{MANAGED_BY_LABEL}%3D{MANAGED_BY}"
 LEVELS = [{"name": "rack", "node_label": "example.com/rack"}, {"name": "host", "node_label": "kubernetes.io/hostname"}]
 
 
@@ -103,29 +104,48 @@ def _gone(plane, obj: dict) -> bool:
 
 
 def _world(cluster, slug: str) -> dict:
-    """A team with quota on a whole-GPU and a DRA flavor, under a department, in a cluster with topology levels;
-    a flavor and a tier nobody uses yet (to be taken away later)."""
-    admin = PlatformAdminFactory()
+    """A team with quota on a whole-GPU flavor, two priority tiers (the lane's other tests share it)."""
     flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
+    for name, value, policy, default in (("urgent", 100000, "PreemptLowerPriority", False),
+                                         ("standard", 10000, "PreemptLowerPriority", True)):
+        PriorityTierFactory(name=name, value=value, preemption_policy=policy, is_default=default)
+    team = TeamFactory(slug=slug, idp_group=f"{slug}-group")
+    TeamNamespaceFactory(team=team, cluster=cluster)
+    member = MembershipFactory(team=team, role=Role.MEMBER).user
+    quota_services.quota_set(actor=PlatformAdminFactory(), team=team, flavor=flavor, guaranteed=8, burst=8,
+                             cpu_cores=64, memory_gib=512)
+    reconcile.cluster_reconcile(cluster_id=cluster.pk)
+    reconcile.team_namespace_reconcile(team_namespace_id=TeamNamespace.objects.get(team=team).pk)
+    return {"flavor": flavor, "team": team, "member": member}
+
+
+def _whole_world(cluster, slug: str) -> dict:
+    """`_world`, and quota on a DRA flavor too, the team under a department, the cluster's topology levels; a
+    flavor and a tier nobody uses yet (to be taken away later)."""
+    world = _world(cluster, slug)
+    admin, team = PlatformAdminFactory(), world["team"]
     dra = GpuFlavorFactory(cluster=cluster, name="h100-dra", sharing=Sharing.DRA, device_class="gpu.nvidia.com",
                            resource_name="gpu.nvidia.com/devices", node_labels={}, gpus_per_node=8, capacity=16)
     spare = GpuFlavorFactory(cluster=cluster, name="l4", gpus_per_node=8, capacity=8)
-    for name, value, policy, default in (("urgent", 100000, "PreemptLowerPriority", False),
-                                         ("standard", 10000, "PreemptLowerPriority", True),
-                                         ("scavenger", 100, "Never", False)):
-        PriorityTierFactory(name=name, value=value, preemption_policy=policy, is_default=default)
+    PriorityTierFactory(name="scavenger", value=100, preemption_policy="Never", is_default=False)
     department = TeamFactory(slug=f"{slug}-dept", idp_group=f"{slug}-dept-group")
-    team = TeamFactory(slug=slug, idp_group=f"{slug}-group", parent=department)
-    TeamNamespaceFactory(team=team, cluster=cluster)
-    member = MembershipFactory(team=team, role=Role.MEMBER).user
-    for each in (flavor, dra):
-        quota_services.quota_set(actor=admin, team=team, flavor=each, guaranteed=8, burst=8, cpu_cores=64,
-                                 memory_gib=512)
+    tenant_services.team_update(actor=admin, team=team, name=team.name, cost_center=team.cost_center,
+                                idp_group=team.idp_group, parent=department)
+    quota_services.quota_set(actor=admin, team=team, flavor=dra, guaranteed=8, burst=8, cpu_cores=64,
+                             memory_gib=512)
     cluster_services.cluster_update(actor=admin, cluster=cluster, topology_levels=LEVELS)
     reconcile.cluster_reconcile(cluster_id=cluster.pk)
     reconcile.team_namespace_reconcile(team_namespace_id=TeamNamespace.objects.get(team=team).pk)
-    return {"admin": admin, "flavor": flavor, "dra": dra, "spare": spare, "team": team, "department": department,
-            "member": member}
+    return {**world, "admin": admin, "dra": dra, "spare": spare, "department": department}
+
+
+def _fresh(plane) -> None:
+    """The lane's earlier tests applied cluster-wide objects of the same names (flavors, tiers, the budget check):
+    removed as the admin, so that the account meets a cluster it has not written to and creates what it applies."""
+    for (api_version, kind), spec in kube.KINDS.items():
+        if not spec.namespaced and kind != "Namespace":
+            status, body = plane.request("DELETE", kube.path_for(api_version, kind) + f"?labelSelector={MANAGED}")
+            assert status in (200, 404), body
 
 
 def _pod_for(plane, job: Job) -> None:
@@ -285,7 +305,7 @@ def _taken_away(plane, cluster, world, run_on_commit) -> None:
 
 
 def life_cycle(plane, cluster, slug: str, run_on_commit, settings) -> None:
-    world = _world(cluster, slug)
+    world = _whole_world(cluster, slug)
     _jobs(plane, cluster, world, run_on_commit)
     _object_pages(cluster, world["team"])
     _workspace(cluster, world, run_on_commit, settings)
@@ -314,6 +334,7 @@ AUDIT_TO_RBAC = {"get": {"get"}, "list": {"list"}, "watch": {"watch"}, "create":
 def test_the_portal_account_needs_and_uses_exactly_its_cluster_role(control_plane, real_cluster, run_on_commit,
                                                                     settings):
     user = portal_account(control_plane)
+    _fresh(control_plane)
     offset = control_plane.audit_offset()
     for scheduler, slug in ((Scheduler.KUEUE, "nlp"), (Scheduler.VOLCANO, "cv")):
         cluster = real_cluster(context=CONTEXT, scheduler=scheduler,

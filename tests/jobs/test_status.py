@@ -2,7 +2,7 @@ import pytest
 
 from backends.kueue import kueue_batch_job
 from backends.observe import ray_job
-from backends.volcano import volcano_job
+from backends.volcano import volcano_job, volcano_ray_job
 from jobs.choices import JobState
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
@@ -150,3 +150,34 @@ def test_a_rayjob_evicted_by_the_pods_ready_timeout_waits_again():
     observed = ray_job({"spec": {"suspend": True}, "status": {"jobDeploymentStatus": "Suspended"}},
                        wl(cond("Evicted", reason="PodsReadyTimeout", message=TIMED_OUT)))
     assert (observed.state, observed.message) == (JobState.QUEUED, TIMED_OUT)
+
+
+RAY_REFUSED = "queue resource quota insufficient: insufficient cpu"
+
+
+@pytest.mark.parametrize(
+    ("status", "podgroup", "refusal", "state", "message"),
+    [
+        # KubeRay marks the RayJob Initializing and makes its pods at once; Volcano has not let the PodGroup in.
+        ({"jobDeploymentStatus": "Initializing"}, {"status": {"phase": "Pending"}}, RAY_REFUSED, JobState.QUEUED,
+         RAY_REFUSED),
+        # Let in, but the gang has no room on the nodes yet.
+        ({"jobDeploymentStatus": "Initializing"},
+         {"status": {"phase": "Inqueue", "conditions": [cond("Unschedulable", "True", "NotEnoughResources", GANG)]}},
+         "", JobState.QUEUED, GANG),
+        # Placed: the RayJob says the rest.
+        ({"jobDeploymentStatus": "Running"}, {"status": {"phase": "Running", "conditions": [
+            cond("Unschedulable", "True", "NotEnoughResources", GANG, time=T0), cond("Scheduled", time=T1)]}},
+         RAY_REFUSED, JobState.ADMITTED, ""),
+        ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, {"status": {"phase": "Running"}}, "",
+         JobState.RUNNING, ""),
+        # No PodGroup (KubeRay without its Volcano plugin): only the RayJob speaks.
+        ({"jobDeploymentStatus": "Initializing"}, None, "", JobState.ADMITTED, ""),
+        # Over: the PodGroup KubeRay shrinks at the end does not matter.
+        ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, {"status": {"phase": "Pending"}}, "",
+         JobState.SUCCEEDED, ""),
+    ],
+)
+def test_a_rayjob_under_volcano_waits_while_its_podgroup_does(status, podgroup, refusal, state, message):
+    observed = volcano_ray_job({"spec": {}, "status": status}, podgroup, refusal)
+    assert (observed.state, observed.message) == (state, message)

@@ -97,7 +97,7 @@ def install_missing_crds(plane: ControlPlane, paths) -> list[str]:
         while True:
             _, crd = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
             if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in crd.get("status", {}).get("conditions", [])):
+                   for c in (crd.get("status") or {}).get("conditions") or []):
                 break
             if time.monotonic() > deadline:
                 raise ControlPlaneError(f"CRD {name} not established")
@@ -305,6 +305,21 @@ class Controllers:
             scheme = "https" if name == "vc-webhook-manager" else "http"
             self.wait_http(name, f"{scheme}://127.0.0.1:{port}/healthz")
 
+    def start_kuberay(self) -> None:
+        """The KubeRay operator, as its Helm chart runs it (no webhooks, ENABLE_WEBHOOKS unset). Beside Volcano it
+        runs with `--batch-scheduler=volcano`, so a RayJob gets a PodGroup (`ray-<job>-pg`) and its pods Volcano's
+        scheduler; under Kueue it needs nothing: Kueue suspends and admits the RayJob through its own integration."""
+        source = module_dir("kuberay")
+        # The RayService and RayCronJob kinds its controllers also watch (the portal's CRDs have the other two).
+        install_missing_crds(self.plane, sorted((source / "config/crd/bases").glob("*.yaml")))
+        health = controlplane.free_port()
+        args = [f"--health-probe-bind-address=127.0.0.1:{health}", "--metrics-addr=0",
+                "--enable-leader-election=false", "--log-stdout-encoder=console"]
+        if "volcano" in self.schedulers:
+            args.append("--batch-scheduler=volcano")
+        self.launch("kuberay-operator", args)
+        self.wait_http("kuberay-operator", f"http://127.0.0.1:{health}/readyz")
+
 
 def start(plane: ControlPlane, schedulers=SCHEDULERS, *, bin_dir: str | os.PathLike = BIN_DIR,
           kueue_config: dict | None = None) -> Controllers:
@@ -318,7 +333,8 @@ def start(plane: ControlPlane, schedulers=SCHEDULERS, *, bin_dir: str | os.PathL
         raise ControlPlaneError(f"{', '.join(missing)} not built in {bin_dir}: run `make controllers-bin`")
     running = Controllers(plane, schedulers, Path(bin_dir), kueue_config)
     running.start_base()
-    for name in schedulers:
+    # In SCHEDULERS' order: KubeRay's Volcano plugin needs the PodGroup kind Volcano's start installs.
+    for name in sorted(schedulers, key=SCHEDULERS.index):
         getattr(running, f"start_{name}")()
     return running
 
