@@ -61,8 +61,14 @@ class Shares:
             self.running[work.queue].pop(work.key, None)
 
     def overused(self, queue: str) -> bool:
+        """At its deserved share in every resource it has one of: it reclaims nothing (Session.Overused)."""
         deserved = {r: v for r, v in self.guarantee[queue].items() if v}
         return bool(deserved) and all(self.used[queue][r] >= v for r, v in deserved.items())
+
+    def reclaimable(self, queue: str) -> bool:
+        """Above its deserved share in some resource: its jobs may be reclaimed (the capacity and proportion
+        plugins' ReclaimableFn take only from a queue allocated beyond deserved)."""
+        return any(self.used[queue][r] > self.guarantee[queue][r] for r in list(self.used[queue]))
 
 
 class VolcanoPolicy:
@@ -129,7 +135,7 @@ class VolcanoPolicy:
         if world.preempt:
             candidates += [v for v in shares.running[work.queue].values() if v.priority < work.priority]
         if world.reclaim and not shares.overused(work.queue):
-            candidates += [v for q, jobs in shares.running.items() if q != work.queue and shares.overused(q)
+            candidates += [v for q, jobs in shares.running.items() if q != work.queue and shares.reclaimable(q)
                            for v in jobs.values()]
         candidates = [v for v in candidates if shares.resource.get(v.flavor, v.flavor) == r]
         candidates.sort(key=lambda v: (v.priority, -(v.started or 0), v.key))

@@ -199,6 +199,18 @@ def test_volcano_with_the_capacity_plugin_bounds_a_queue_by_its_capability_and_r
     assert starts(result, 2) == [0] and result[2].preempts == (1,)  # b takes its deserved 8 back
 
 
+def test_volcano_reclaims_only_from_a_queue_above_its_deserved_share():
+    policy = VolcanoPolicy(capacity_plugin=True)
+    world = policy.world([Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 0)], cohort="",
+                         capacity={"h100": 12}, resources={})
+    works = [running(1, "a", 8, ends_in=1000), running(2, "b", 4, ends_in=5000), waiting(3, "b", 4)]
+    assert starts(forecast(world, works, policy, NOW), 3) == [1000]  # a holds exactly its deserved 8: kept
+    works = [running(1, "a", 4, ends_in=1000), running(4, "a", 4, ends_in=1000, started=NOW - 10),
+             running(5, "a", 2, ends_in=1000, started=NOW - 5), running(2, "b", 2, ends_in=5000), waiting(3, "b", 4)]
+    result = forecast(world, works, policy, NOW)
+    assert starts(result, 3) == [0] and result[3].preempts == (5, 4)  # a above 8: the newest go first
+
+
 def test_volcano_preempts_and_reclaims_only_when_configured():
     world = World(queues={"a": Queue("a", "", {"h100": 8}, {"h100": 8}), "b": Queue("b", "", {"h100": 8}, {})},
                   capacity={"h100": 24}, preempt=False, reclaim=False)
