@@ -18,9 +18,11 @@ from .quota import CLAIM_KEY, POD_KEY, QuotaController
 _KUEUE_MARKER = (kueue.GROUP, "ClusterQueue")
 _KUEUE_JOB_KINDS = {("batch", "Job"), ("ray.io", "RayJob")}
 # Mutating webhooks that answer a create with the whole object encoded again, its kind the one they decode
-# (controller-runtime's defaulters: Kueue's ClusterQueue and ResourceFlavor; Volcano's job mutator, as v1.14.1
-# answers): a custom resource whose kind differs from the URL's has it set back before the API server's kind check,
-# which comes with validation, after mutating admission.
+# (controller-runtime pkg/webhook/admission/defaulter_custom.go, a patch from the decoded object to the defaulted
+# one: Kueue's ClusterQueue and ResourceFlavor; volcano pkg/webhooks/admission/jobs/mutate/mutate_job.go, which
+# decodes with pkg/webhooks/schema/schema.go DecodeJob, as the controllers lane's Volcano answers): a custom resource
+# whose kind differs from the URL's has it set back before the API server's kind check, which comes with validation,
+# after mutating admission.
 _KIND_SETTING = {kueue_finalizers.CLUSTER_QUEUE, kueue_finalizers.RESOURCE_FLAVOR, volcano.JOB_KEY}
 
 

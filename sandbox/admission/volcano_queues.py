@@ -53,7 +53,8 @@ def mutate_queue(op: str, obj: dict) -> None:
     spec = obj.setdefault("spec", {})
     weight = spec.get("weight")
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
-        # The webhook decodes the queue first (QueueSpec.Weight is an int32), before the schema is checked.
+        # mutate_queue.go decodes the queue first (pkg/webhooks/schema/schema.go DecodeQueue; QueueSpec.Weight is an
+        # int32), before the schema is checked.
         raise f.denied("mutatequeue.volcano.sh", f"json: cannot unmarshal {_go_type(weight)} into Go struct field "
                                                  "QueueSpec.spec.weight of type int32")
     spec.setdefault("reclaimable", True)
