@@ -237,14 +237,21 @@ def job_kinds(scheduler: str, *, claims: bool = True) -> list[tuple[str, str]]:
 # What the status sync reads of each active job: thousands of rows per sync, so not the JSON spec fields.
 SYNC_FIELDS = ("id", "name", "kept_object_name", "kind", "state", "state_message", "submitted_at", "admitted_at",
                "started_at", "finished_at", "cancel_requested_at", "cancel_reason", "notify", "submitted_by_id",
-               "team__slug",
-               "cluster__scheduler", "cluster__connection", "cluster__server", "cluster__context", "placement",
-               "topology_level")
+               "team__slug", "cluster", "placement", "topology_level")
 
 
 def active_jobs(*, cluster) -> QuerySet[Job]:
+    """The cluster's jobs that have objects on it (see `of_cluster` for their `cluster`)."""
     return (Job.objects.filter(cluster=cluster).exclude(state__in=TERMINAL_STATES).exclude(state=JobState.PENDING)
-            .select_related("team", "cluster").only(*SYNC_FIELDS))
+            .select_related("team").only(*SYNC_FIELDS))
+
+
+def of_cluster(jobs, cluster) -> list[Job]:
+    """`jobs` read, each given `cluster` itself: one row for all, rather than a copy of it joined into every job."""
+    found = list(jobs)
+    for job in found:
+        job.cluster = cluster
+    return found
 
 
 def team_flavor_room(*, team) -> dict[int, tuple[int, int]]:

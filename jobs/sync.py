@@ -133,7 +133,7 @@ def _job_pods(client, namespace: str) -> dict[str, status.JobPods]:
 
 def job_status_sync(*, cluster) -> dict:
     """Read every active job's objects with one list per kind per namespace and update rows in bulk."""
-    jobs = list(selectors.active_jobs(cluster=cluster))
+    jobs = selectors.of_cluster(selectors.active_jobs(cluster=cluster), cluster)
     by_namespace: dict[str, list[Job]] = defaultdict(list)
     for job in jobs:
         by_namespace[job.team.namespace].append(job)

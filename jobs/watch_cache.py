@@ -236,7 +236,7 @@ class ClusterCache:
             slugs |= {job.team.slug for job in jobs.filter(pk__in=list(self._missing))}
             jobs = jobs.filter(team__slug__in=slugs)
         by_namespace = defaultdict(list)
-        for job in jobs:
+        for job in selectors.of_cluster(jobs, self.watcher.cluster):
             ns = job.team.namespace
             touched = dirty.get(ns, set())
             if everything or "*" in touched or job.object_name in touched or str(job.pk) in touched \
