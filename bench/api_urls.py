@@ -8,7 +8,7 @@ from django.urls import include, path
 
 FLOOR_SQL = """
 SELECT j.id, j.name, j.kind, j.state, j.state_message, j.image, j.workers, j.gpus_per_worker, t.slug, c.name, f.name,
-       p.name, u.username, j.submitted_at, j.admitted_at, j.started_at, j.finished_at
+       p.name, u.username, j.submitted_at, j.admitted_at, j.started_at, j.finished_at, j.estimate
 FROM jobs_job j
 JOIN tenants_team t ON t.id = j.team_id
 JOIN tenants_cluster c ON c.id = j.cluster_id
@@ -33,7 +33,8 @@ def floor_jobs(request, team_id):
     results = [{"id": r[0], "team": r[8], "cluster": r[9], "flavor": r[10], "kind": r[2], "name": r[1],
                 "image": r[5], "state": r[3], "state_message": r[4], "workers": r[6], "gpus_per_worker": r[7],
                 "gpus": r[6] * r[7], "priority": r[11], "submitted_by": r[12], "submitted_at": _iso(r[13]),
-                "admitted_at": _iso(r[14]), "started_at": _iso(r[15]), "finished_at": _iso(r[16])}
+                "admitted_at": _iso(r[14]), "started_at": _iso(r[15]), "finished_at": _iso(r[16]),
+                "estimate": r[17]}
                for r in rows]
     return HttpResponse(json.dumps({"results": results}), content_type="application/json")
 
