@@ -8,9 +8,9 @@ turn). The forecast replays them as jobs submitted later (`Work.arrives`), so th
 which of them go ahead of a waiting job.
 
 Deterministic: the k-th arrival of a class of rate λ comes at a fixed quantile of its time (a Gamma(k, λ)
-distribution): the median in the likely replay, earlier in the late one (more work ahead) and later in the early
-one, so the range widens by the arrivals' spread. Cheap: at most `MAX_ARRIVALS` per replay, the horizon shortened
-to keep within it.
+distribution): the first quartile in the likely replay (`LIKELY_Z`), earlier in the late one (more work ahead) and
+later in the early one, so the range widens by the arrivals' spread. Cheap: at most `MAX_ARRIVALS` per replay, the
+horizon shortened to keep within it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ MIN_OBSERVED = 3600.0  # a shorter history says nothing of rates
 MIN_SUBMITTED = 5  # nor does one with fewer submissions
 MAX_ARRIVALS = 400
 MAX_HISTORY = 5000  # the newest submissions read of the window (a busier cluster's rates rest on these)
-QUANTILE_Z = 1.2816  # the 10th and 90th percentiles of the arrivals' times
+# Each arrival's time as a fixed quantile of its distribution (a normal deviate): the likely replay takes the first
+# quartile, not the median, because a wait grows faster than the work that overtakes it (each delay lets more work
+# overtake), so the work of the middle case comes sooner than the middle of each arrival's time; the late and early
+# replays take the 10th and 90th percentiles.
+LIKELY_Z = -0.6745
+SPREAD_Z = 1.2816
 KEY_BASE = -1_000_000_000  # expected arrivals' keys: below any job's and any preview's
 
 
@@ -86,7 +91,7 @@ def expected(past: list[Submitted], now: float, *, since: float | None = None, w
     rates = {kind: len(jobs) / observed for kind, jobs in classes.items()}
     horizon = min(horizon, limit / sum(rates.values()))
     replays = []
-    for z in (QUANTILE_Z, 0.0, -QUANTILE_Z):  # early: arrivals late; late: arrivals early
+    for z in (SPREAD_Z, LIKELY_Z, -SPREAD_Z):  # early: arrivals late; late: arrivals early
         works = []
         for index, (kind, jobs) in enumerate(sorted(classes.items())):
             rate, k = rates[kind], 1
@@ -95,7 +100,7 @@ def expected(past: list[Submitted], now: float, *, since: float | None = None, w
                 if at > now + horizon:
                     break
                 template = jobs[(k - 1) % len(jobs)]
-                key = KEY_BASE - index * limit - k
+                key = KEY_BASE - index * 10 * limit - k
                 works.append(Work(key, template.queue, template.flavor, template.units, template.priority,
                                   (at, math.inf, key), Span(template.seconds, template.seconds, template.seconds,
                                                             "history", "expected arrival"),
