@@ -112,7 +112,8 @@ def test_devices_claimed_through_dra_under_volcano(volcano_target_dra, run_on_co
     waiting = seen["jobs"]["second"]
     assert waiting["state"] == JobState.QUEUED
     assert wait_reason(waiting["state"], waiting["message"]) == WaitReason.QUOTA
-    held = "Waiting for 4 gpu.nvidia.com/devices of flavor h100-dra: team quota 8 guaranteed + 0 burst, 8 in use by 1 job"
+    held = ("Waiting for 4 gpu.nvidia.com/devices of flavor h100-dra: team quota 8 guaranteed + 0 burst, 8 in use by "
+            "1 job")
     if target.kind == "controllers":
         # Volcano's scheduler bound each pod to the node whose slice its claim's devices came from.
         assert scenarios.claims_on_their_pods_nodes(world, jobs["first"]), pod_story(world)
