@@ -4,9 +4,9 @@ up). Jobs go by priority then first come across queues (plugins/priority JobOrde
 not block the next. The enqueue action admits a PodGroup when its queue's allocation plus the gang's minimum stays
 within the queue's bound: with the capacity plugin (the portal's configuration) its capability (plugins/capacity),
 with proportion its real capability, at most the cluster less every other queue's guarantee (plugins/proportion);
-allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every
-worker). Preempt (same queue, lower priority) and reclaim run only when the scheduler's configuration lists those actions
-(actions/preempt, actions/reclaim). Reclaim, with the capacity plugin: a queue reclaims for a job only while its
+allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every worker). Preempt (same
+queue, lower priority) and reclaim run only when the scheduler's configuration lists those actions (actions/preempt,
+actions/reclaim). Reclaim, with the capacity plugin: a queue reclaims for a job only while its
 allocation plus the job stays within its deserved share (preemptiveFn), and takes pods of other queues only while
 each such queue stays above its deserved share and keeps its guarantee (reclaimableFn), lowest priority and newest
 first; a victim goes whole, since a portal job's gang is all of its pods."""

@@ -109,9 +109,9 @@ def _overused(scheduler, preemptor, tasks, config):
 
 
 def _above_deserved(scheduler, preemptor, tasks, config):
-    """capacity.go reclaimableFn, victims in order (lowest priority, newest created first): a task may go while its queue,
-    less the tasks already chosen, holds more than its deserved share in a resource the task uses and, without it,
-    still holds its guarantee (checkGuaranteeConstraint). A queue is never taken below its guarantee, so two
+    """capacity.go reclaimableFn, victims in order (lowest priority, newest created first): a task may go while its
+    queue, less the tasks already chosen, holds more than its deserved share in a resource the task uses and,
+    without it, still holds its guarantee (checkGuaranteeConstraint). A queue is never taken below its guarantee, so two
     queues cannot take the same capacity back and forth."""
     held: dict[str, dict] = {}
     found = []
@@ -151,4 +151,5 @@ def shrink(scheduler, victim: Tracked, count: int, now: float, preemptor: Tracke
 
 
 PLUGIN_FNS = {"preempt": {"priority": _by_priority, "gang": _gang, "conformance": _everyone},
-              "reclaim": {"gang": _gang, "conformance": _everyone, "proportion": _overused, "capacity": _above_deserved}}
+              "reclaim": {"gang": _gang, "conformance": _everyone, "proportion": _overused,
+                          "capacity": _above_deserved}}
