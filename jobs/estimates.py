@@ -69,11 +69,28 @@ def history(*, cluster: Cluster, keys: set[tuple[int, str, str]], now: datetime)
 
 
 def run_span(job: Job, runs: list[dict], now: datetime) -> forecast.Span:
-    """The job's run time from the best evidence: comparable runs (same flavor and size first), its limit."""
+    """The job's run time from the best evidence: its own progress, comparable runs (same flavor and size
+    first), its limit."""
     running_since = _running_since(job)
     elapsed = (now - running_since).total_seconds() if running_since else 0.0
+    if running_since and (progressed := progress_span(job, running_since, now)):
+        return progressed
     return runtimes.span_from_runs([(r["seconds"], r["flavor"], r["gpus"]) for r in runs], flavor=job.flavor_id,
                                    units=job.total_gpus, limit=job.max_runtime_minutes * 60.0, elapsed=elapsed)
+
+
+def progress_span(job: Job, running_since: datetime, now: datetime) -> forecast.Span | None:
+    """The run time projected from the job's latest progress report (its run time then over the share done), where
+    that report may be relied on (`runtimes.usable_progress`)."""
+    if job.progress_at is None:
+        return None
+    at_report = (job.progress_at - running_since).total_seconds()
+    share = runtimes.usable_progress(done=job.progress_done, total=job.progress_total,
+                                     reports=job.progress_reports, since_start=at_report,
+                                     age=(now - job.progress_at).total_seconds())
+    if share is None:
+        return None
+    return runtimes.span(limit=job.max_runtime_minutes * 60.0, elapsed=at_report, progress=share)
 
 
 def _running_since(job: Job) -> datetime | None:
@@ -137,7 +154,11 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
     if estimate.end:
         early, likely, late = estimate.end
         basis = {"run": {"evidence": work.span.evidence, "detail": work.span.detail}}
-        sentence = (f"Expected to end around {clock(likely, now)}{_between(early, late, now)}: {work.span.detail}.")
+        if work.span.evidence == "progress":  # "train-42 is 60 % done after 3 h, so it ends around 15:00 UTC"
+            sentence = (f"{work.name or 'It'} {_progress_words(work.span.detail)}, so it ends around "
+                        f"{clock(likely, now)}{_between(early, late, now)}.")
+        else:
+            sentence = f"Expected to end around {clock(likely, now)}{_between(early, late, now)}: {work.span.detail}."
         return {"kind": "end", **_times(estimate.end), "basis": basis, "sentence": sentence}
     early, likely, late = estimate.start
     basis: dict = {"ahead": estimate.ahead, "queue": work.queue, "run": {"evidence": work.span.evidence,
@@ -152,7 +173,8 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
         basis["waits_for"] = {"job": other.key, "name": other.name, "ends": iso(ends),
                               "evidence": other.span.evidence, "detail": other.span.detail}
         why = (f"its runtime limit is {clock(ends, now)}" if other.span.evidence == "limit"
-               else other.span.detail)
+               else f"{other.name or 'it'} {_progress_words(other.span.detail)}, so it ends around "
+                    f"{clock(ends, now)}" if other.span.evidence == "progress" else other.span.detail)
         facts.append(f"{other.units} {other.flavor} free up when {other.name or f'job {other.key}'} ends ({why})")
     if estimate.preempts:
         basis["preempts"] = list(estimate.preempts)
@@ -164,6 +186,11 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
         sentence = f"Likely to start around {clock(likely, now)}{_between(early, late, now)}"
         sentence += (": " + ", and ".join(facts) + ".") if facts else "."
     return {"kind": "start", **_times(estimate.start), "basis": basis, "sentence": sentence}
+
+
+def _progress_words(detail: str) -> str:
+    """"it is 60 % done after 3 h" as said of a named job: "is 60 % done after 3 h"."""
+    return detail.removeprefix("it ")
 
 
 def _times(trio) -> dict:
