@@ -59,6 +59,7 @@ class Work:
     level: str = ""  # a required topology level: every worker within one domain of it
     domain: str = ""  # running: the domain it holds
     arrives: float | None = None  # a job to be submitted later (a what-if): it joins its queue then
+    workers: int = 1  # its pods, each units / workers (Volcano reclaims pod by pod)
 
     @property
     def running(self) -> bool:
