@@ -60,6 +60,7 @@ class Work:
     domain: str = ""  # running: the domain it holds
     arrives: float | None = None  # a job to be submitted later (a what-if): it joins its queue then
     held: tuple[tuple[str, str, int], ...] = ()  # running: the units its pods hold per (level, domain), where read
+    workers: int = 1  # its pods, each units / workers (Volcano reclaims pod by pod)
 
     @property
     def running(self) -> bool:

@@ -116,7 +116,7 @@ def work_for(job: Job, span: forecast.Span, *, key: int | None = None, seq: tupl
         started=since.timestamp() if since else None,
         may_preempt=tier.preemption_policy != PreemptionPolicy.NEVER,
         level=job.topology_level if job.topology_mode == Placement.REQUIRED else "",
-        domain=(job.placement or {}).get("domain", "") if since else "")
+        domain=(job.placement or {}).get("domain", "") if since else "", workers=max(1, job.workers))
 
 
 def cluster_jobs(cluster: Cluster) -> list[Job]:
