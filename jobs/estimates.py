@@ -7,21 +7,27 @@ The submit form's preview and "what would start it sooner" ask the same forecast
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from backends import backend_for, forecast
+from portal import kube
 from quotas.desired import parent_name
 from quotas.models import Quota
 from tenants.choices import PreemptionPolicy, TeamState
 from tenants.models import Cluster, Team
 
-from . import runtimes
+from . import inventory, runtimes
 from .choices import TERMINAL_STATES, JobState, Placement
 from .models import Job
+
+log = logging.getLogger(__name__)
 
 HISTORY_DAYS = 30
 HISTORY_RUNS = 50  # the latest comparable runs kept per team, image and kind
@@ -129,7 +135,49 @@ def cluster_inputs(cluster: Cluster, now: datetime, extra: list[Job] = ()):
     for i, job in enumerate(extra):
         span = run_span(job, runs.get((job.team_id, job.image, job.kind), []), now)
         works.append(work_for(job, span, key=PREVIEW_KEY - i, seq=(now.timestamp(), float("inf"), i)))
-    return cluster_world(cluster), jobs, works
+    world, works = with_domains(cluster, cluster_world(cluster), works, {job.pk: job.placement for job in jobs})
+    return world, jobs, works
+
+
+def with_domains(cluster: Cluster, world: forecast.World, works: list[forecast.Work], placements: dict[int, dict]):
+    """Where a waiting job must keep within one topology domain, the world's domains and the running jobs' share
+    of each, read from the cluster's Nodes and Pods (`inventory`; a job whose pods are on none of the flavor's
+    nodes, from the placement its scheduler recorded): such a job waits for one domain with room, not for the
+    flavor's total. Unchanged where none waits so, or the cluster could not be read."""
+    if not cluster.topology_levels or not any(w.level and not w.running for w in works):
+        return world, works
+    found = topology_inventory(cluster, running={w.key for w in works if w.running})
+    if found is None:
+        return world, works
+    levels = cluster.topology_levels
+    works = [replace(w, held=found.held.get(w.key) or inventory.placement_held(placements.get(w.key), levels,
+                                                                              w.units))
+             if w.running else w for w in works]
+    return replace(world, domains=found.sizes), works
+
+
+NODES_TTL = 60.0  # seconds a cluster's Nodes are reused (they change rarely; pods are read on every refresh)
+_nodes: dict[int, tuple[float, list[dict]]] = {}
+
+
+def topology_inventory(cluster: Cluster, *, running: set[int]) -> inventory.Inventory | None:
+    """The cluster's topology domains and what the running jobs hold in them; None (logged) when the cluster
+    could not be read: the estimates then count the flavor's total, as before the domains were known."""
+    try:
+        client = kube.client_for_cluster(cluster)
+        read_at, nodes = _nodes.get(cluster.pk, (-NODES_TTL, []))
+        if time.monotonic() - read_at >= NODES_TTL:
+            nodes = client.list("v1", "Node")
+            _nodes[cluster.pk] = (time.monotonic(), nodes)
+        pods = client.list("v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    except kube.KubeError as exc:
+        log.warning("estimates of %s count no topology domains: its nodes and pods could not be read (%s)",
+                    cluster.name, exc)
+        return None
+    flavors = [inventory.FlavorNodes(f.name, f.scheduled_resource(cluster.mig_strategy),
+                                     f.scheduled_node_labels(cluster.mig_strategy)) for f in cluster.flavors.all()]
+    return inventory.domain_inventory(nodes=nodes, pods=pods, flavors=flavors, levels=cluster.topology_levels,
+                                      running=running)
 
 
 # --- what the rows keep ---------------------------------------------------------------------------------------------
@@ -145,8 +193,10 @@ def clock(ts: float, now: float) -> str:
     return f"{when:%H:%M} UTC" if when.date() == datetime.fromtimestamp(now, UTC).date() else f"{when:%b %d %H:%M} UTC"
 
 
-def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float) -> dict:
-    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence."""
+def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float,
+             free: dict[tuple[str, str], int] | None = None) -> dict:
+    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence.
+    `free`: per (flavor, level) the most units free now in one topology domain, where the domains are known."""
     work = works[estimate.key]
     if estimate.never:
         return {"kind": "never", "basis": {"reason": estimate.never},
@@ -164,6 +214,11 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
     basis: dict = {"ahead": estimate.ahead, "queue": work.queue, "run": {"evidence": work.span.evidence,
                                                                          "detail": work.span.detail}}
     facts = []
+    roomiest = (free or {}).get((work.flavor, work.level)) if work.level else None
+    if roomiest is not None and roomiest < work.units and likely - now >= 60:
+        basis["domain"] = {"level": work.level, "needs": work.units, "most_free": roomiest}
+        facts.append(f"it needs {work.units} {work.flavor} in one {work.level}, and no {work.level} has more than "
+                     f"{roomiest} free")
     if estimate.ahead:
         facts.append(f"{estimate.ahead} job{'s are' if estimate.ahead != 1 else ' is'} ahead of it in "
                      f"{work.queue}'s queue")
@@ -207,7 +262,8 @@ def cluster_documents(cluster: Cluster, now: datetime, extra: list[Job] = ()) ->
     world, jobs, works = cluster_inputs(cluster, now, extra)
     estimates = backend_for(cluster).estimate(world, works, now.timestamp())
     by_key = {w.key: w for w in works}
-    return jobs, {key: document(e, by_key, now.timestamp()) for key, e in estimates.items()}
+    free = inventory.most_free(world.domains, works)
+    return jobs, {key: document(e, by_key, now.timestamp(), free) for key, e in estimates.items()}
 
 
 # --- the refresh ----------------------------------------------------------------------------------------------------
