@@ -61,6 +61,8 @@ class Work:
     level: str = ""  # a required topology level: every worker within one domain of it
     domain: str = ""  # running: the domain it holds
     arrives: float | None = None  # a job to be submitted later (a what-if): it joins its queue then
+    held: tuple[tuple[str, str, int], ...] = ()  # running: the units its pods hold per (level, domain), where read
+    workers: int = 1  # its pods, each units / workers (Volcano reclaims pod by pod)
 
     @property
     def running(self) -> bool:
@@ -201,24 +203,17 @@ def forecast(world: World, works: list[Work], policy: Policy, now: float,
 def _overtaken(starts: dict[int, float], later: tuple[Work, ...], works: list[Work], policy: Policy) -> dict:
     """Per waiting job, the expected later submissions of its scope (what competes for the same quota) that start
     before it: how many, and how many of them at a higher priority."""
-    if not later:
-        return {}
-    begun: dict[tuple, list[float]] = defaultdict(list)  # (scope, priority) → start times
+    begun: dict = defaultdict(lambda: defaultdict(list))  # scope → priority → start times, in order
     for w in later:
         if w.key in starts:
-            begun[(policy.scope(w), w.priority)].append(starts[w.key])
-    by_scope: dict[object, list[tuple[int, list[float]]]] = defaultdict(list)
-    for (scope, priority), times in begun.items():
-        by_scope[scope].append((priority, sorted(times)))
+            bisect.insort(begun[policy.scope(w)][w.priority], starts[w.key])
     found = {}
     for w in works:
-        at = starts.get(w.key)
-        if w.running or w.arrives is not None or at is None:
-            continue
-        counts = [(priority, bisect.bisect_left(times, at)) for priority, times in by_scope.get(policy.scope(w), ())]
-        total = sum(n for _, n in counts)
-        if total:
-            found[w.key] = {"later": total, "later_higher": sum(n for p, n in counts if p > w.priority)}
+        if not w.running and w.arrives is None and w.key in starts and policy.scope(w) in begun:
+            counts = {p: bisect.bisect_left(times, starts[w.key]) for p, times in begun[policy.scope(w)].items()}
+            if sum(counts.values()):
+                found[w.key] = {"later": sum(counts.values()),
+                                "later_higher": sum(n for p, n in counts.items() if p > w.priority)}
     return found
 
 
@@ -238,6 +233,7 @@ class _Replay:
         self.world, self.policy, self.now, self.which = world, policy, now, which
         self.ledger = policy.ledger(world)
         self.domain_used: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.domain_most: dict[tuple[str, str], int] = {}
         self.running: dict[int, tuple[Work, float]] = {}
         self.events: list[tuple[float, int]] = []
         self.buckets: dict[tuple, list[tuple[tuple, Work]]] = defaultdict(list)
@@ -341,8 +337,7 @@ class _Replay:
         return self.room[scope]
 
     def _admit(self, w: Work, t: float, freed: int | None, borrowing: bool) -> bool:
-        domain = self._domain_for(w)
-        if domain is None:
+        if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
             if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
@@ -359,6 +354,7 @@ class _Replay:
         self.starts.setdefault(w.key, t)
         if freed is not None:
             self.freed_by[w.key] = freed
+        domain = self._domain_for(w)  # chosen once it starts: the victims' ends may have made the room
         self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
@@ -372,8 +368,7 @@ class _Replay:
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:
         self.ledger.charge(w, +1)
-        if w.level and domain:
-            self.domain_used[(w.flavor, w.level)][domain] += w.units
+        self._hold(w, domain, +1)
         self.running[w.key] = (w if w.domain == domain else replace(w, domain=domain), end)
         self.ends[w.key] = end
         heapq.heappush(self.events, (end, w.key))
@@ -382,14 +377,24 @@ class _Replay:
         w, _ = self.running.pop(key)
         self.ledger.charge(w, -1)
         self.dirty.add(self.policy.scope(w))
-        if w.level and w.domain:
-            self.domain_used[(w.flavor, w.level)][w.domain] -= w.units
+        self._hold(w, w.domain, -1)
         return w
+
+    def _hold(self, w: Work, domain: str, sign: int) -> None:
+        """Take (or give back) a running job's units in the topology domains: where its pods are, when they were
+        read (a job of any level, or none), else the domain its required level placed it in."""
+        if w.held:
+            for level, name, units in w.held:
+                self.domain_used[(w.flavor, level)][name] += sign * units
+                self.domain_most.pop((w.flavor, level), None)
+        elif w.level and domain:
+            self.domain_used[(w.flavor, w.level)][domain] += sign * w.units
+            self.domain_most.pop((w.flavor, w.level), None)
 
     def _evict(self, victim: Work) -> None:
         """A preempted job waits again from the start of its run, in its old place in line."""
         w = self._stop(victim.key)
-        self._enqueue(replace(w, started=None, domain=""))
+        self._enqueue(replace(w, started=None, domain="", held=()))
         self.ends.pop(w.key, None)
 
     def _next_end(self) -> tuple[float, int | None] | None:
@@ -416,15 +421,26 @@ class _Replay:
                 found = key
         return found
 
-    def _domain_for(self, w: Work) -> str | None:
-        """The domain a job kept within one would take (the fullest that has room, as a bin-packer would), "" when
-        it needs none or the domains are not known, None when none has room now."""
+    def _domain_room(self, w: Work) -> bool:
+        """Whether a job kept within one domain finds one with room now (always, where it needs none or the
+        domains are not known): against the roomiest domain's room, kept until a start or an end there."""
+        sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
+        if not sizes:
+            return True
+        key = (w.flavor, w.level)
+        if key not in self.domain_most:
+            used = self.domain_used[key]
+            self.domain_most[key] = max(size - used[name] for name, size in sizes.items())
+        return w.units <= self.domain_most[key]
+
+    def _domain_for(self, w: Work) -> str:
+        """The domain a job that has room (`_domain_room`) takes: the fullest with room, as a bin-packer would; ""
+        when it needs none or the domains are not known."""
         sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
         if not sizes:
             return ""
         used = self.domain_used[(w.flavor, w.level)]
-        room = [(size - used[name], name) for name, size in sorted(sizes.items()) if size - used[name] >= w.units]
-        return min(room)[1] if room else None
+        return min((size - used[name], name) for name, size in sizes.items() if size - used[name] >= w.units)[1]
 
 
 def largest_domain(world: World, w: Work) -> int | None:

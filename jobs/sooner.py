@@ -117,7 +117,7 @@ def _estimate_without(job: Job, copy: Job, now: datetime) -> dict:
     works = [w for w in works if w.key != job.pk]
     found, outlook = estimates.cluster_estimates(cluster, world, works, now)
     by_key = {w.key: w for w in works}
-    return estimates.document(found[estimates.PREVIEW_KEY], by_key, now.timestamp(), outlook)
+    return estimates.document(found[estimates.PREVIEW_KEY], by_key, now.timestamp(), outlook=outlook)
 
 
 @transaction.atomic
