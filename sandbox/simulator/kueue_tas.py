@@ -8,7 +8,11 @@ Sources (kubernetes-sigs/kueue):
   allow to fit any of M pod(s)" (notFitMessage); -preferred-topology tries one domain, then spreads over the
   fewest it can (apis/kueue/v1beta1/topology_types.go). Among the domains that fit, the one with the least room
   is taken (BestFit), so large domains stay free for large gangs.
-- A pod set with neither annotation on a TAS flavor is placed on any nodes of the flavor (implicit TAS).
+- A pod set with neither annotation is placed by TAS only in a ClusterQueue whose flavors all name a topology
+  (implied TAS, pkg/cache/scheduler/clusterqueue.go isTASOnly), on any nodes of the flavor. Elsewhere a TAS flavor
+  refuses it ("supports only TopologyAwareScheduling"), and a flavor without a topology refuses a pod set asking
+  for TAS when it covers any resource the pod set requests ("does not support TopologyAwareScheduling"), or lacks
+  the requested level (pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS).
 - The assignment is the Workload's podSetAssignments[].topologyAssignment (levels, slices of domains with their
   pod counts; apis/kueue/v1beta2/workload_types.go).
 - A workload whose assigned node is gone and cannot be replaced is evicted with reason NodeFailures, "Workload was
@@ -27,6 +31,8 @@ from ..quantity import parse_quantity
 
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+HOSTNAME = "kubernetes.io/hostname"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 NODE_FAILURES = "NodeFailures"
 # The sandbox's pacing, not Kueue's: the evicted workload is tried again this much later, so a status sync every
@@ -77,6 +83,35 @@ def untolerated(tas: dict, flavor: str, template: dict) -> str:
     for taint in info.get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
             return f"untolerated taint {_taint_text(taint)} in flavor {flavor}"
+    return ""
+
+
+def tas_only(tas: dict, groups: list) -> bool:
+    """Every flavor the ClusterQueue lists names a topology."""
+    return all((tas["flavors"].get(flavor) or {}).get("topology") for _, flavors in groups for flavor in flavors)
+
+
+def mismatch(tas: dict, flavor: str, pod_set, covered: list[str], tas_only_queue: bool) -> str:
+    """Why this flavor cannot take the pod set as to TAS; '' when it can."""
+    annotations = (pod_set.template.get("metadata") or {}).get("annotations") or {}
+    explicit = any(key in annotations for key in (REQUIRED, PREFERRED, UNCONSTRAINED))
+    topology = (tas["flavors"].get(flavor) or {}).get("topology")
+    if explicit or tas_only_queue:
+        if not explicit:  # implied: every flavor of the queue names a topology
+            return ""
+        if not topology:
+            if not any(resource in covered for resource in pod_set.requests):
+                return ""
+            return f'Flavor "{flavor}" does not support TopologyAwareScheduling'
+        levels = tas["topologies"].get(topology)
+        if levels is None:
+            return f'Flavor "{flavor}" information missing in TAS cache'
+        label = annotations.get(REQUIRED) or annotations.get(PREFERRED)
+        if label and label not in levels:
+            return f'Flavor "{flavor}" does not contain the requested level'
+        return ""
+    if topology:
+        return f'Flavor "{flavor}" supports only TopologyAwareScheduling'
     return ""
 
 
@@ -133,9 +168,27 @@ def charge(used: dict, job, sign: int) -> None:
                 used.setdefault(node, defaultdict(Decimal))[resource] += sign * value * pods
 
 
+def pod_nodes(job) -> list[str]:
+    """The node of each pod the job creates, in pod order, when TAS placed every pod set (Kueue's TopologyUngater
+    gives each pod its assigned node's selector, so kube-scheduler binds it there); [] otherwise."""
+    nodes = []
+    for pod_set in job.pod_sets:
+        if not pod_set.creates_pods:
+            continue
+        placed = (job.topology.get(pod_set.name) or {}).get("nodes") or {}
+        if sum(placed.values()) < pod_set.count:
+            return []
+        nodes += [node for node, pods in sorted(placed.items()) for _ in range(pods)]
+    return nodes
+
+
 def assignment_status(placement: dict) -> dict:
-    """podSetAssignments[].topologyAssignment: one slice per node, each level's value given once."""
-    return {"levels": list(placement["levels"]), "slices": [
+    """podSetAssignments[].topologyAssignment: one slice per node, each level's value given once. Where the lowest
+    level is the hostname only that level is written (pkg/cache/scheduler/tas_flavor_snapshot.go, buildAssignment;
+    Kueue may also fold nodes sharing a prefix into one slice of `individual` values, which reads the same)."""
+    levels = list(placement["levels"])
+    first = len(levels) - 1 if levels and levels[-1] == HOSTNAME else 0
+    return {"levels": levels[first:], "slices": [
         {"domainCount": 1, "podCounts": {"universal": pods},
-         "valuesPerLevel": [{"universal": value} for value in placement["values"][node]]}
+         "valuesPerLevel": [{"universal": value} for value in placement["values"][node][first:]]}
         for node, pods in sorted(placement["nodes"].items())]}

@@ -121,13 +121,12 @@ def rack_bound(world, run_on_commit) -> dict:
     return {"ring": ring, "ring-2": second}
 
 
-def rack_bound_refused(world, run_on_commit) -> dict:
-    """The first job of `rack_bound`, on the real Kueue: it never gets a flavor (see test_kueue)."""
-    ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
-                  topology_level="rack")
-    sync_until(world, lambda r: r[ring.pk].state == JobState.QUEUED and r[ring.pk].state_message,
-               what="ring queued with Kueue's reason")
-    return {"ring": ring}
+def pod_counts(piece: dict) -> int:
+    """The pods one slice of a topologyAssignment holds (v1beta2: the same count in every domain, or one each)."""
+    counts = piece.get("podCounts") or {}
+    if "universal" in counts:
+        return counts["universal"] * piece.get("domainCount", 1)
+    return sum(counts.get("individual") or [])
 
 
 # --- KubeRay, under either scheduler --------------------------------------------------------------------------
