@@ -59,6 +59,8 @@ class Work:
     level: str = ""  # a required topology level: every worker within one domain of it
     domain: str = ""  # running: the domain it holds
     arrives: float | None = None  # a job to be submitted later (a what-if): it joins its queue then
+    held: tuple[tuple[str, str, int], ...] = ()  # running: the units its pods hold per (level, domain), where read
+    workers: int = 1  # its pods, each units / workers (Volcano reclaims pod by pod)
 
     @property
     def running(self) -> bool:
@@ -338,8 +340,7 @@ class _Replay:
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:
         self.ledger.charge(w, +1)
-        if w.level and domain:
-            self.domain_used[(w.flavor, w.level)][domain] += w.units
+        self._hold(w, domain, +1)
         self.running[w.key] = (w if w.domain == domain else replace(w, domain=domain), end)
         self.ends[w.key] = end
         heapq.heappush(self.events, (end, w.key))
@@ -348,14 +349,22 @@ class _Replay:
         w, _ = self.running.pop(key)
         self.ledger.charge(w, -1)
         self.dirty.add(self.policy.scope(w))
-        if w.level and w.domain:
-            self.domain_used[(w.flavor, w.level)][w.domain] -= w.units
+        self._hold(w, w.domain, -1)
         return w
+
+    def _hold(self, w: Work, domain: str, sign: int) -> None:
+        """Take (or give back) a running job's units in the topology domains: where its pods are, when they were
+        read (a job of any level, or none), else the domain its required level placed it in."""
+        if w.held:
+            for level, name, units in w.held:
+                self.domain_used[(w.flavor, level)][name] += sign * units
+        elif w.level and domain:
+            self.domain_used[(w.flavor, w.level)][domain] += sign * w.units
 
     def _evict(self, victim: Work) -> None:
         """A preempted job waits again from the start of its run, in its old place in line."""
         w = self._stop(victim.key)
-        self._enqueue(replace(w, started=None, domain=""))
+        self._enqueue(replace(w, started=None, domain="", held=()))
         self.ends.pop(w.key, None)
 
     def _next_end(self) -> tuple[float, int | None] | None:

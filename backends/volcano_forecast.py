@@ -4,10 +4,12 @@ up). Jobs go by priority then first come across queues (plugins/priority JobOrde
 not block the next. The enqueue action admits a PodGroup when its queue's allocation plus the gang's minimum stays
 within the queue's bound: with the capacity plugin (the portal's configuration) its capability (plugins/capacity),
 with proportion its real capability, at most the cluster less every other queue's guarantee (plugins/proportion);
-allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every
-worker). Preempt (same queue, lower priority) and reclaim (queues above their deserved share) run only when the
-scheduler's configuration lists those actions (actions/preempt, actions/reclaim); a victim goes whole, since a
-portal job's gang is all of its pods."""
+allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every worker). Preempt (same
+queue, lower priority) and reclaim run only when the scheduler's configuration lists those actions (actions/preempt,
+actions/reclaim). Reclaim, with the capacity plugin: a queue reclaims for a job only while its
+allocation plus the job stays within its deserved share (preemptiveFn), and takes pods of other queues only while
+each such queue stays above its deserved share and keeps its guarantee (reclaimableFn), lowest priority and newest
+first; a victim goes whole, since a portal job's gang is all of its pods."""
 
 from __future__ import annotations
 
@@ -60,15 +62,28 @@ class Shares:
         else:
             self.running[work.queue].pop(work.key, None)
 
-    def overused(self, queue: str) -> bool:
-        """At its deserved share in every resource it has one of: it reclaims nothing (Session.Overused)."""
-        deserved = {r: v for r, v in self.guarantee[queue].items() if v}
-        return bool(deserved) and all(self.used[queue][r] >= v for r, v in deserved.items())
+    def may_reclaim(self, queue: str, r: str, units: int) -> bool:
+        """Whether the queue may reclaim for a job of `units`: with the capacity plugin, its allocation plus the
+        job stays within its deserved share (capacity.go preemptiveFn, asked as each pod is pipelined); with
+        proportion, it is not already at its deserved share in every resource (Session.Overused)."""
+        if self.capacity_plugin:
+            return bool(self.guarantee[queue][r]) and self.used[queue][r] + units <= self.guarantee[queue][r]
+        deserved = {res: v for res, v in self.guarantee[queue].items() if v}
+        return not deserved or any(self.used[queue][res] < v for res, v in deserved.items())
 
-    def reclaimable(self, queue: str) -> bool:
-        """Above its deserved share in some resource: its jobs may be reclaimed (the capacity and proportion
-        plugins' ReclaimableFn take only from a queue allocated beyond deserved)."""
-        return any(self.used[queue][r] > self.guarantee[queue][r] for r in list(self.used[queue]))
+    def reclaimable_pods(self, victim: Work, r: str, held: dict[str, int]) -> int:
+        """How many of another queue's job's pods reclaim may take, its queue holding `held[queue]` (less the pods
+        already taken): each while the queue is above its deserved share and, without the pod, still holds its
+        guarantee (capacity.go reclaimableFn, checkGuaranteeConstraint): never below the guarantee."""
+        workers = max(1, victim.workers)
+        pod, floor = victim.units / workers, self.guarantee[victim.queue][r]
+        allocated = held.setdefault(victim.queue, self.used[victim.queue][r])
+        taken = 0
+        while taken < workers and allocated > floor and allocated - pod >= floor:
+            allocated -= pod
+            taken += 1
+        held[victim.queue] = allocated
+        return taken
 
 
 class VolcanoPolicy:
@@ -134,19 +149,20 @@ class VolcanoPolicy:
         candidates = []
         if world.preempt:
             candidates += [v for v in shares.running[work.queue].values() if v.priority < work.priority]
-        if world.reclaim and not shares.overused(work.queue):
-            candidates += [v for q, jobs in shares.running.items() if q != work.queue and shares.reclaimable(q)
-                           for v in jobs.values()]
+        if world.reclaim and shares.may_reclaim(work.queue, r, work.units):
+            candidates += [v for q, jobs in shares.running.items() if q != work.queue for v in jobs.values()]
         candidates = [v for v in candidates if shares.resource.get(v.flavor, v.flavor) == r]
-        candidates.sort(key=lambda v: (v.priority, -(v.started or 0), v.key))
-        taken = []
-        for victim in candidates:
-            shares.charge(victim, -1)
+        candidates.sort(key=lambda v: v.seq, reverse=True)  # the job order reversed (BuildVictimsPriorityQueue):
+        candidates.sort(key=lambda v: v.priority)  # lowest priority, then the newest submitted, first
+        room = shares.cluster[r] - shares.in_cluster[r]
+        taken, held = [], {}
+        for victim in candidates:  # pod by pod, as the simulator's reclaim; a gang short of a pod goes whole
+            workers = max(1, victim.workers)
+            pods = workers if victim.queue == work.queue else shares.reclaimable_pods(victim, r, held)
+            if not pods:
+                continue
             taken.append(victim)
-            if shares.in_cluster[r] + work.units <= shares.cluster[r]:
-                break
-        for victim in taken:
-            shares.charge(victim, +1)
-        if shares.in_cluster[r] - sum(v.units for v in taken) + work.units > shares.cluster[r]:
-            return None
-        return taken
+            room += pods * victim.units / workers
+            if room >= work.units:
+                return taken
+        return None

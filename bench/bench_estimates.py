@@ -15,11 +15,18 @@ order, and the runs that succeeded so far (so early in the week it knows little)
 baseline: the job's position in its team's queue × the mean run time of the runs so far. As the portal does, the
 estimates are also recomputed whenever the cluster changes (a job submitted, admitted, preempted or ended); the
 estimate on display halfway through a job's wait is judged against the rest of its wait.
+
+One scheduler and seed alone, printed and not written to RESULTS.md: `python -m bench.bench_estimates Volcano 7`
+(`--jobs N` replays the trace's first N jobs only; `--diverging N` lists the first N jobs whose estimate at
+submission missed, with what the forecast and the simulator did). `BENCH_ESTIMATES=Volcano:7,Kueue:29` limits
+`make bench` the same way.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import random
 import time
 from collections import defaultdict
@@ -60,6 +67,7 @@ class TraceJob:
     shown: list | None = None  # (when, likely start) each time the estimate was recomputed while it waited
     known_runs: float | None = None  # the estimate had every run time been known
     known_all: float | None = None  # … and every later submission too
+    evicted: int = 0  # times the simulator preempted or reclaimed it
 
     @property
     def workers(self) -> int:
@@ -183,7 +191,7 @@ class Portal:
         span = runtimes.span_from_runs(self.runs[(job.team, job.image)], flavor=FLAVOR, units=job.units,
                                        limit=job.limit, elapsed=now - since if since else 0.0)
         return forecast.Work(job.key, job.team, FLAVOR, job.units, job.priority, (job.submit, job.key), span,
-                             name=f"job-{job.key}", started=since)
+                             name=f"job-{job.key}", started=since, workers=job.workers)
 
     def forecast(self, now: float) -> dict[int, forecast.Estimate]:
         works = [self.work(j, now, since) for j, since in self.running.values()]
@@ -208,7 +216,8 @@ class Portal:
         def exact(j: TraceJob, since: float | None = None, arrives: float | None = None) -> forecast.Work:
             runs = min(j.duration, j.limit)
             return forecast.Work(j.key, j.team, FLAVOR, j.units, j.priority, (j.submit, j.key),
-                                 forecast.Span(runs, runs, runs), started=since, arrives=arrives)
+                                 forecast.Span(runs, runs, runs), started=since, arrives=arrives,
+                                 workers=j.workers)
 
         works = [exact(j, since) for j, since in self.running.values()] + [exact(j) for j in self.waiting.values()]
         later = [exact(j, arrives=j.submit) for j in self.trace if now < j.submit <= now + 86400]
@@ -259,6 +268,7 @@ def replay(jobs: list[TraceJob], scheduler: Scheduler) -> Portal:
                         job.admitted = t
                 elif state == "pending" and job.key in portal.running:  # preempted: waits again
                     del portal.running[job.key]
+                    job.evicted += 1
                     portal.waiting[job.key] = job
                     changed = True
             for key in [k for k, (job, _) in portal.running.items() if f"job-{job.key}" not in seen]:
@@ -328,8 +338,8 @@ def _fmt(seconds: float) -> str:
     return runtimes.minutes(seconds)
 
 
-def _measure(scheduler: Scheduler, seed: int) -> dict:
-    jobs = trace(seed)
+def _measure(scheduler: Scheduler, seed: int, count: int = JOBS) -> dict:
+    jobs = trace(seed, count)
     started = time.perf_counter()
     portal = replay(jobs, scheduler)
     waited = [j for j in jobs if j.admitted is not None and j.admitted - j.submit > SHORT]
@@ -364,8 +374,40 @@ def _waits(name: str, seed: int, m: dict) -> str:
             f"10 minutes; estimated unable to start: {never}; never started: {unstarted}; replay {m['took']:.0f} s.")
 
 
+def selected(spec: str = "") -> list[tuple[Scheduler, int]]:
+    """The (scheduler, seed) pairs to replay: all, or those `spec` names ("Volcano:7,Kueue:29")."""
+    pairs = [(s, seed) for s in SCHEDULERS for seed in SEEDS]
+    if not spec.strip():
+        return pairs
+    wanted = {tuple(part.strip().lower().split(":")) for part in spec.split(",") if part.strip()}
+    chosen = [(s, seed) for s in SCHEDULERS for seed in {*SEEDS, *(int(w[1]) for w in wanted if len(w) == 2)}
+              if (s.name.lower(), str(seed)) in wanted]
+    if not chosen:
+        raise SystemExit(f"BENCH_ESTIMATES={spec!r}: name scheduler:seed pairs, e.g. Volcano:7 "
+                         f"(schedulers: {', '.join(s.name for s in SCHEDULERS)})")
+    return sorted(chosen, key=lambda pair: (SCHEDULERS.index(pair[0]), pair[1]))
+
+
+def diverging(jobs: list[TraceJob], count: int) -> str:
+    """The first jobs (by submission) whose estimate at submission missed: what the forecast said, what happened."""
+    lines = []
+    for j in jobs:
+        if j.admitted is None or j.estimate is None:
+            continue
+        actual = j.admitted - j.submit
+        if _judged(abs(j.estimate - actual), actual):
+            continue
+        known = "never" if j.known_runs is None else _fmt(j.known_runs)
+        lines.append(f"job-{j.key} {j.team} {j.units} GPU (x{j.workers}) prio {j.priority} at "
+                     f"+{_fmt(j.submit - T0)}: estimated {_fmt(j.estimate)}, waited {_fmt(actual)}, "
+                     f"with true run times {known}, evicted {j.evicted}x")
+        if len(lines) >= count:
+            break
+    return "\n".join(lines)
+
+
 def run() -> str:
-    measured = [(s.name, seed, _measure(s, seed)) for s in SCHEDULERS for seed in SEEDS]
+    measured = [(s.name, seed, _measure(s, seed)) for s, seed in selected(os.environ.get("BENCH_ESTIMATES", ""))]
     rows = [row for name, seed, m in measured for row in _rows(name, seed, m)]
     cpu = sorted(c for _, _, m in measured for _, c in m["portal"].cpu)
     biggest = max((item for _, _, m in measured for item in m["portal"].cpu), key=lambda item: item[0])
@@ -392,3 +434,26 @@ def run() -> str:
         f"max {cpu[-1] * 1e3:.1f} ms (the largest queue met: {biggest[0]} waiting). **A cluster with 1,000 waiting "
         f"and 60 running jobs: {at_1000:.2f} s of CPU** (target: well under a second).\n"
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Replay one scheduler and seed of the start-estimates bench.")
+    parser.add_argument("scheduler", choices=[s.name for s in SCHEDULERS])
+    parser.add_argument("seed", type=int)
+    parser.add_argument("--jobs", type=int, default=JOBS, help="replay only the trace's first N jobs")
+    parser.add_argument("--diverging", type=int, default=0, help="list the first N jobs whose estimate missed")
+    args = parser.parse_args(argv)
+    scheduler = next(s for s in SCHEDULERS if s.name == args.scheduler)
+    m = _measure(scheduler, args.seed, args.jobs)
+    print(table(["scheduler", "seed", "jobs", "count", "estimate within tolerance", "median abs. error",
+                 "baseline within tolerance", "baseline median abs. error"], _rows(scheduler.name, args.seed, m)))
+    print(_waits(scheduler.name, args.seed, m))
+    if args.diverging:
+        print(diverging(m["jobs"], args.diverging))
+
+
+if __name__ == "__main__":
+    from bench.support import django_setup
+
+    django_setup()
+    main()

@@ -60,6 +60,7 @@ urlpatterns = [
     path("v1/jobs/", jobs_api.JobListView.as_view(), name="job-list"),
     path("v1/jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="job-detail"),
     path("v1/jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="job-cancel"),
+    path("v1/jobs/<int:pk>/progress/", jobs_api.JobProgressView.as_view(), name="job-progress"),
     path("v1/jobs/<int:pk>/resubmit/", jobs_api.JobResubmitView.as_view(), name="job-resubmit"),
     path("v1/jobs/<int:pk>/yaml/", jobs_api.JobYamlView.as_view(), name="job-yaml"),
     path("v1/jobs/<int:pk>/why-waiting/", jobs_api.JobWhyWaitingView.as_view(), name="job-why-waiting"),

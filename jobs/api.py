@@ -23,9 +23,12 @@ from .models import Job
 from .serializers import (
     JobListSerializer,
     JobLogsSerializer,
+    JobProgressReportSerializer,
     JobSerializer,
     JobSubmitSerializer,
     JobYamlSerializer,
+    ProgressField,
+    ProgressSerializer,
     SoonerRequestSerializer,
     SoonerSerializer,
     WhyWaitingSerializer,
@@ -115,6 +118,16 @@ class JobCancelView(APIView):
         job = selectors.job_get(user=request.user, pk=pk)
         services.job_cancel(actor=request.user, job=job, source_ip=source_ip(request))
         return Response(_job_detail(request.user, pk))
+
+
+class JobProgressView(APIView):
+    @extend_schema(request=JobProgressReportSerializer, responses=ProgressSerializer,
+                   summary="Report the running job's progress (team admins and members; from its training code)")
+    def post(self, request, pk):
+        job = selectors.job_get(user=request.user, pk=pk)
+        data = valid_input(JobProgressReportSerializer, request)
+        job = services.job_progress_report(actor=request.user, job=job, done=data["done"], total=data["total"])
+        return Response(ProgressField().to_representation(job))
 
 
 class JobResubmitView(APIView):

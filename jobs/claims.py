@@ -11,6 +11,13 @@ Shapes from resource.k8s.io/v1 (kubernetes staging/src/k8s.io/api/resource/v1/ty
 """
 
 CLAIM = "gpus"  # the pod's name for its claim and the request's name inside it
+# The scheduler's DRA plugin on a pod whose claim does not exist (kubernetes staging/src/k8s.io/
+# dynamic-resource-allocation/resourceclaim/resourceclaim.go, ErrClaimNotFound): the portal creates a job's template
+# before its pods, so what keeps the resourceclaim controller from creating the claim is the team's ResourceQuota,
+# which caps the flavor's devices at guaranteed + burst (tenants.sharing.quota_resource). A scheduler whose queue
+# does not count claims (Volcano's proportion plugin; its capacity plugin before v1.15) lets such a job past
+# enqueue, so only this says why it waits.
+CLAIM_NOT_CREATED_MARKER = "ResourceClaim not created yet"
 RESOURCE_API = "resource.k8s.io/v1"
 
 

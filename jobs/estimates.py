@@ -7,21 +7,27 @@ The submit form's preview and "what would start it sooner" ask the same forecast
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from backends import backend_for, forecast
+from portal import kube
 from quotas.desired import parent_name
 from quotas.models import Quota
 from tenants.choices import PreemptionPolicy, TeamState
 from tenants.models import Cluster, Team
 
-from . import runtimes
+from . import inventory, runtimes
 from .choices import TERMINAL_STATES, JobState, Placement
 from .models import Job
+
+log = logging.getLogger(__name__)
 
 HISTORY_DAYS = 30
 HISTORY_RUNS = 50  # the latest comparable runs kept per team, image and kind
@@ -69,11 +75,28 @@ def history(*, cluster: Cluster, keys: set[tuple[int, str, str]], now: datetime)
 
 
 def run_span(job: Job, runs: list[dict], now: datetime) -> forecast.Span:
-    """The job's run time from the best evidence: comparable runs (same flavor and size first), its limit."""
+    """The job's run time from the best evidence: its own progress, comparable runs (same flavor and size
+    first), its limit."""
     running_since = _running_since(job)
     elapsed = (now - running_since).total_seconds() if running_since else 0.0
+    if running_since and (progressed := progress_span(job, running_since, now)):
+        return progressed
     return runtimes.span_from_runs([(r["seconds"], r["flavor"], r["gpus"]) for r in runs], flavor=job.flavor_id,
                                    units=job.total_gpus, limit=job.max_runtime_minutes * 60.0, elapsed=elapsed)
+
+
+def progress_span(job: Job, running_since: datetime, now: datetime) -> forecast.Span | None:
+    """The run time projected from the job's latest progress report (its run time then over the share done), where
+    that report may be relied on (`runtimes.usable_progress`)."""
+    if job.progress_at is None:
+        return None
+    at_report = (job.progress_at - running_since).total_seconds()
+    share = runtimes.usable_progress(done=job.progress_done, total=job.progress_total,
+                                     reports=job.progress_reports, since_start=at_report,
+                                     age=(now - job.progress_at).total_seconds())
+    if share is None:
+        return None
+    return runtimes.span(limit=job.max_runtime_minutes * 60.0, elapsed=at_report, progress=share)
 
 
 def _running_since(job: Job) -> datetime | None:
@@ -93,7 +116,7 @@ def work_for(job: Job, span: forecast.Span, *, key: int | None = None, seq: tupl
         started=since.timestamp() if since else None,
         may_preempt=tier.preemption_policy != PreemptionPolicy.NEVER,
         level=job.topology_level if job.topology_mode == Placement.REQUIRED else "",
-        domain=(job.placement or {}).get("domain", "") if since else "")
+        domain=(job.placement or {}).get("domain", "") if since else "", workers=max(1, job.workers))
 
 
 def cluster_jobs(cluster: Cluster) -> list[Job]:
@@ -112,7 +135,49 @@ def cluster_inputs(cluster: Cluster, now: datetime, extra: list[Job] = ()):
     for i, job in enumerate(extra):
         span = run_span(job, runs.get((job.team_id, job.image, job.kind), []), now)
         works.append(work_for(job, span, key=PREVIEW_KEY - i, seq=(now.timestamp(), float("inf"), i)))
-    return cluster_world(cluster), jobs, works
+    world, works = with_domains(cluster, cluster_world(cluster), works, {job.pk: job.placement for job in jobs})
+    return world, jobs, works
+
+
+def with_domains(cluster: Cluster, world: forecast.World, works: list[forecast.Work], placements: dict[int, dict]):
+    """Where a waiting job must keep within one topology domain, the world's domains and the running jobs' share
+    of each, read from the cluster's Nodes and Pods (`inventory`; a job whose pods are on none of the flavor's
+    nodes, from the placement its scheduler recorded): such a job waits for one domain with room, not for the
+    flavor's total. Unchanged where none waits so, or the cluster could not be read."""
+    if not cluster.topology_levels or not any(w.level and not w.running for w in works):
+        return world, works
+    found = topology_inventory(cluster, running={w.key for w in works if w.running})
+    if found is None:
+        return world, works
+    levels = cluster.topology_levels
+    works = [replace(w, held=found.held.get(w.key) or inventory.placement_held(placements.get(w.key), levels,
+                                                                              w.units))
+             if w.running else w for w in works]
+    return replace(world, domains=found.sizes), works
+
+
+NODES_TTL = 60.0  # seconds a cluster's Nodes are reused (they change rarely; pods are read on every refresh)
+_nodes: dict[int, tuple[float, list[dict]]] = {}
+
+
+def topology_inventory(cluster: Cluster, *, running: set[int]) -> inventory.Inventory | None:
+    """The cluster's topology domains and what the running jobs hold in them; None (logged) when the cluster
+    could not be read: the estimates then count the flavor's total, as before the domains were known."""
+    try:
+        client = kube.client_for_cluster(cluster)
+        read_at, nodes = _nodes.get(cluster.pk, (-NODES_TTL, []))
+        if time.monotonic() - read_at >= NODES_TTL:
+            nodes = client.list("v1", "Node")
+            _nodes[cluster.pk] = (time.monotonic(), nodes)
+        pods = client.list("v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    except kube.KubeError as exc:
+        log.warning("estimates of %s count no topology domains: its nodes and pods could not be read (%s)",
+                    cluster.name, exc)
+        return None
+    flavors = [inventory.FlavorNodes(f.name, f.scheduled_resource(cluster.mig_strategy),
+                                     f.scheduled_node_labels(cluster.mig_strategy)) for f in cluster.flavors.all()]
+    return inventory.domain_inventory(nodes=nodes, pods=pods, flavors=flavors, levels=cluster.topology_levels,
+                                      running=running)
 
 
 # --- what the rows keep ---------------------------------------------------------------------------------------------
@@ -128,8 +193,10 @@ def clock(ts: float, now: float) -> str:
     return f"{when:%H:%M} UTC" if when.date() == datetime.fromtimestamp(now, UTC).date() else f"{when:%b %d %H:%M} UTC"
 
 
-def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float) -> dict:
-    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence."""
+def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float,
+             free: dict[tuple[str, str], int] | None = None) -> dict:
+    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence.
+    `free`: per (flavor, level) the most units free now in one topology domain, where the domains are known."""
     work = works[estimate.key]
     if estimate.never:
         return {"kind": "never", "basis": {"reason": estimate.never},
@@ -137,12 +204,21 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
     if estimate.end:
         early, likely, late = estimate.end
         basis = {"run": {"evidence": work.span.evidence, "detail": work.span.detail}}
-        sentence = (f"Expected to end around {clock(likely, now)}{_between(early, late, now)}: {work.span.detail}.")
+        if work.span.evidence == "progress":  # "train-42 is 60 % done after 3 h, so it ends around 15:00 UTC"
+            sentence = (f"{work.name or 'It'} {_progress_words(work.span.detail)}, so it ends around "
+                        f"{clock(likely, now)}{_between(early, late, now)}.")
+        else:
+            sentence = f"Expected to end around {clock(likely, now)}{_between(early, late, now)}: {work.span.detail}."
         return {"kind": "end", **_times(estimate.end), "basis": basis, "sentence": sentence}
     early, likely, late = estimate.start
     basis: dict = {"ahead": estimate.ahead, "queue": work.queue, "run": {"evidence": work.span.evidence,
                                                                          "detail": work.span.detail}}
     facts = []
+    roomiest = (free or {}).get((work.flavor, work.level)) if work.level else None
+    if roomiest is not None and roomiest < work.units and likely - now >= 60:
+        basis["domain"] = {"level": work.level, "needs": work.units, "most_free": roomiest}
+        facts.append(f"it needs {work.units} {work.flavor} in one {work.level}, and no {work.level} has more than "
+                     f"{roomiest} free")
     if estimate.ahead:
         facts.append(f"{estimate.ahead} job{'s are' if estimate.ahead != 1 else ' is'} ahead of it in "
                      f"{work.queue}'s queue")
@@ -152,7 +228,8 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
         basis["waits_for"] = {"job": other.key, "name": other.name, "ends": iso(ends),
                               "evidence": other.span.evidence, "detail": other.span.detail}
         why = (f"its runtime limit is {clock(ends, now)}" if other.span.evidence == "limit"
-               else other.span.detail)
+               else f"{other.name or 'it'} {_progress_words(other.span.detail)}, so it ends around "
+                    f"{clock(ends, now)}" if other.span.evidence == "progress" else other.span.detail)
         facts.append(f"{other.units} {other.flavor} free up when {other.name or f'job {other.key}'} ends ({why})")
     if estimate.preempts:
         basis["preempts"] = list(estimate.preempts)
@@ -164,6 +241,11 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
         sentence = f"Likely to start around {clock(likely, now)}{_between(early, late, now)}"
         sentence += (": " + ", and ".join(facts) + ".") if facts else "."
     return {"kind": "start", **_times(estimate.start), "basis": basis, "sentence": sentence}
+
+
+def _progress_words(detail: str) -> str:
+    """"it is 60 % done after 3 h" as said of a named job: "is 60 % done after 3 h"."""
+    return detail.removeprefix("it ")
 
 
 def _times(trio) -> dict:
@@ -180,7 +262,8 @@ def cluster_documents(cluster: Cluster, now: datetime, extra: list[Job] = ()) ->
     world, jobs, works = cluster_inputs(cluster, now, extra)
     estimates = backend_for(cluster).estimate(world, works, now.timestamp())
     by_key = {w.key: w for w in works}
-    return jobs, {key: document(e, by_key, now.timestamp()) for key, e in estimates.items()}
+    free = inventory.most_free(world.domains, works)
+    return jobs, {key: document(e, by_key, now.timestamp(), free) for key, e in estimates.items()}
 
 
 # --- the refresh ----------------------------------------------------------------------------------------------------

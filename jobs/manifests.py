@@ -91,8 +91,12 @@ def _resources(spec: JobSpec, gpus: int | None = None) -> dict:
     return {"requests": requests, "limits": limits}
 
 
+JOB_ID_ENV = "GPU_PORTAL_JOB_ID"  # the job's own id, for its code to report progress under (Portal.report_progress)
+
+
 def _env(spec: JobSpec, extra: list[dict] | None = None) -> list[dict]:
-    return (extra or []) + [{"name": k, "value": v} for k, v in spec.env]
+    own = {"name": JOB_ID_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_LABEL}']"}}}
+    return [own, *(extra or []), *({"name": k, "value": v} for k, v in spec.env)]
 
 
 def _container(spec: JobSpec, *, name: str, env: list[dict] | None = None, gpus: int | None = None) -> dict:

@@ -112,6 +112,13 @@ class Job(Reconciled):
         help_text="When it will likely start (waiting) or end (running), recomputed when its cluster changes: "
                   "earliest, likely, latest, basis and a sentence; or why it cannot start under today's quotas.",
     )
+    # The latest progress the job's own code reported (Portal.report_progress): only the latest report is kept, as
+    # Kubeflow Trainer's TrainJob status.trainerStatus keeps one; `progress_reports` counts the reports of the same
+    # total since it last changed, so the forecast can tell a trend from a single number.
+    progress_done = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    progress_total = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    progress_at = models.DateTimeField(null=True, blank=True, editable=False)
+    progress_reports = models.PositiveIntegerField(default=0, editable=False)
     kept_object_name = models.CharField(
         max_length=63, blank=True, editable=False,
         help_text="The name its objects were given under an earlier naming rule; empty when derived as today.",
@@ -123,6 +130,12 @@ class Job(Reconciled):
             # The job list's order within a team: a page is read straight off the index, however deep.
             models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_newest_first"),
             models.Index(fields=["cluster", "state"]),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(progress_total__isnull=True)
+                | models.Q(progress_total__gt=0, progress_done__lte=models.F("progress_total")),
+                name="job_progress_within_total"),
         ]
 
     def __str__(self):
@@ -148,6 +161,13 @@ class Job(Reconciled):
             return None
         # Rows synced before admission times were clamped to the submission may say a second earlier.
         return max(0.0, (self.admitted_at - self.submitted_at).total_seconds())
+
+    @property
+    def progress(self) -> float | None:
+        """The share done by the latest report, 0 to 1; None before any."""
+        if not self.progress_total:
+            return None
+        return self.progress_done / self.progress_total
 
     @property
     def run_seconds(self) -> float | None:

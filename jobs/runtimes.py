@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from backends.forecast import Span
 
+PROGRESS_STALE_AFTER = 30 * 60  # seconds: an older report is ignored (the job may hang, or its reporting broke)
+PROGRESS_MEANINGFUL = 0.05  # a single report counts from this share done (before it, start-up time dominates)
 MIN_SAMPLES = 3  # a closer match with fewer runs than this gives way to a broader one with more
 OUTLIVED_SHARE = 0.25  # a run that outlived every comparable one is expected to end within this share of their median
 
@@ -36,13 +38,29 @@ def choose_samples(levels: list[list[float]]) -> tuple[list[float], int]:
     return [], -1
 
 
+def usable_progress(*, done: int | None, total: int | None, reports: int, since_start: float,
+                    age: float) -> float | None:
+    """The share done that a projection may rest on, or None. A report counts when it is fresh (at most
+    PROGRESS_STALE_AFTER old: past that the job may be stuck, and history or the limit say more), came during
+    the current run (`since_start`, the run's time when it was reported, is positive; a report from before a
+    preemption is of another run) and is either one of a series (two or more of the same total) or a single
+    one past PROGRESS_MEANINGFUL."""
+    if not total or done is None or age > PROGRESS_STALE_AFTER or since_start <= 0:
+        return None
+    share = done / total
+    if share <= 0 or (reports < 2 and share < PROGRESS_MEANINGFUL):
+        return None
+    return min(share, 1.0)
+
+
 def span(*, limit: float, samples: list[float] = (), elapsed: float = 0.0, progress: float | None = None,
          described: str = "comparable runs") -> Span:
     """The job's whole run time (from its start) as early, likely and late, each at most `limit`."""
-    if progress is not None and 0 < progress < 1 and elapsed > 0:
+    if progress is not None and 0 < progress <= 1 and elapsed > 0:  # `elapsed`: the run's time at the report
         total = elapsed / progress
-        return _capped(total * 0.9, total, total * 1.1, limit, "progress",
-                       f"it is {progress:.0%} done after {minutes(elapsed)}")
+        left = total - elapsed  # the range is on what is left: the pace may change, the part done is done
+        return _capped(elapsed + 0.8 * left, total, elapsed + 1.25 * left, limit, "progress",
+                       f"it is {progress * 100:.0f} % done after {minutes(elapsed)}")
     runs = sorted(samples)
     if not runs:
         return Span(max(elapsed, 0.0), limit, limit, "limit", "its runtime limit")

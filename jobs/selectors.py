@@ -31,7 +31,7 @@ from tenants.selectors import visible_team_ids
 
 from . import hypernodes, placement, pods
 from .choices import TERMINAL_STATES, JobState, Placement, WaitReason
-from .claims import RESOURCE_API
+from .claims import CLAIM_NOT_CREATED_MARKER, RESOURCE_API
 from .filters import JobFilter, filter_lookup
 from .manifests import JobSpec, job_manifests
 from .models import Job, JobTemplate
@@ -406,6 +406,9 @@ def why_waiting(*, job: Job) -> str:
         sentence = (f"Its pods did not all start in time after Kueue admitted it (waitForPodsReady), so Kueue "
                     f"released its quota and queues it again after a backoff: team quota {held}, {in_use} in use by "
                     f"{count} job{'' if count == 1 else 's'}")
+    elif CLAIM_NOT_CREATED_MARKER in job.state_message:  # the team's ResourceQuota refused a worker's claim
+        sentence += ("; the team's ResourceQuota refuses its workers' device claims until devices are free (the "
+                     "scheduler's queue does not count them)")
     elif "tasks in gang unschedulable" in job.state_message:  # Volcano's gang words: past enqueue, so not quota
         within = (f" within one {job.topology_level} (hard network topology)"
                   if job.topology_level and job.topology_mode == Placement.REQUIRED else "")

@@ -108,6 +108,44 @@ class JobListSerializer(EstimateFieldsMixin):
         }
 
 
+MAX_PROGRESS = 2**63 - 1  # the column's range (PositiveBigIntegerField)
+
+
+class ProgressSerializer(serializers.Serializer):
+    """The latest progress the job reported (`progressPercentage` and `lastUpdatedTime` of Kubeflow Trainer's
+    TrainJob trainerStatus, with the step counts it came from)."""
+
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    percentage = serializers.FloatField(help_text="done / total × 100, rounded to a tenth.")
+    reported_at = serializers.DateTimeField(help_text="When the latest report came (ISO 8601 UTC).")
+    reports = serializers.IntegerField(help_text="Reports of this total so far (the forecast projects from a trend "
+                                                 "of two or more, or from a single report past a few percent).")
+
+
+@extend_schema_field(ProgressSerializer(allow_null=True))
+class ProgressField(serializers.Field):
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, job):
+        if job.progress_total is None:
+            return None
+        return {"done": job.progress_done, "total": job.progress_total,
+                "percentage": round(100 * job.progress, 1), "reported_at": _iso(job.progress_at),
+                "reports": job.progress_reports}
+
+
+class JobProgressReportSerializer(serializers.Serializer):
+    done = serializers.IntegerField(min_value=0, max_value=MAX_PROGRESS, help_text="Steps (or samples, epochs) done.")
+    total = serializers.IntegerField(min_value=1, max_value=MAX_PROGRESS, help_text="Steps in the whole run.")
+
+    def validate(self, attrs):
+        if attrs["done"] > attrs["total"]:
+            raise serializers.ValidationError({"done": [f"At most total ({attrs['total']})."]})
+        return attrs
+
+
 class JobSerializer(EstimateFieldsMixin):
     id = serializers.IntegerField()
     team = serializers.CharField(source="team.slug")
@@ -150,6 +188,7 @@ class JobSerializer(EstimateFieldsMixin):
     topology_mode = serializers.CharField()
     placement = serializers.DictField(help_text="Where the cluster placed the job and why: flavor, spot, "
                                                 "topology domain, eviction.")
+    progress = ProgressField(help_text="The latest progress the job's own code reported; null before any.")
 
 
 class JobSubmitSerializer(serializers.Serializer):

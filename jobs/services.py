@@ -5,10 +5,11 @@ after admission); cancel deletes them and keeps the row."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from backends.observe import Observed
@@ -23,7 +24,7 @@ from tenants.selectors import team_role
 from tenants.services import audit_record
 
 from . import holds, placement, pods, selectors, sync, tasks
-from .choices import JobKind, JobState, Placement
+from .choices import TERMINAL_STATES, JobKind, JobState, Placement
 from .manifests import JOB_LABEL
 from .models import Job, JobTemplate
 
@@ -152,6 +153,27 @@ def job_cancel(*, actor, job: Job, source_ip: str | None = None) -> Job:
     _request_cancel(job)
     audit_record(actor=actor, action="job.cancel", obj=job, team=job.team, source_ip=source_ip)
     job.refresh_from_db()
+    return job
+
+
+def job_progress_report(*, actor, job: Job, done: int, total: int, now: datetime | None = None) -> Job:
+    """Keep the job's latest progress report (its training code's `done` of `total` steps, samples or epochs) and
+    have the cluster's estimates recomputed with it. Only the team's admins and members report; a job that has
+    ended takes no more reports. One conditional UPDATE, no row lock: reports are frequent and the latest wins.
+    Not audited: a training loop may report every minute, and a report changes no one's rights or spending."""
+    if team_role(user=actor, team=job.team) not in (Role.ADMIN, Role.MEMBER):
+        raise PermissionDenied("Only the team's admins and members can report a job's progress.")
+    if not 0 <= done <= total or total < 1:
+        raise ValidationError({"done": "Progress is done of total: 0 <= done <= total, and total at least 1."})
+    reports = Case(When(progress_total=total, then=F("progress_reports") + 1), default=Value(1))
+    updated = (Job.objects.filter(pk=job.pk).exclude(state__in=TERMINAL_STATES)
+               .update(progress_done=done, progress_total=total, progress_at=now or timezone.now(),
+                       progress_reports=reports))
+    if not updated:
+        raise Conflict(f"The job has already {job.get_state_display().lower()}; it takes no more progress reports.")
+    # Debounced as the status sync's refreshes are: a busy cluster's reports within seconds share one refresh.
+    transaction.on_commit(lambda cluster_id=job.cluster_id: tasks.job_estimates_refresh_soon(cluster_id))
+    job.refresh_from_db(fields=["progress_done", "progress_total", "progress_at", "progress_reports"])
     return job
 
 

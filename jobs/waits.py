@@ -4,7 +4,9 @@ A waiting job's reason is read from the scheduler's own words, the same markers 
 Kueue's topology-aware scheduling names the topology that has no room (pkg/scheduler/flavorassigner, v0.19.2),
 Volcano's gang plugin says "tasks in gang unschedulable" once a job is past enqueue (pkg/scheduler/plugins/gang,
 v1.15.1), and Kueue's waitForPodsReady evicts a job whose pods did not all start in time after admission
-(v0.19.2). All mean placement, not quota. A job the portal holds for its team's budget says "budget".
+(v0.19.2). All mean placement, not quota, unless the scheduler says a worker's ResourceClaim is not created yet:
+the team's ResourceQuota refused it (`claims.CLAIM_NOT_CREATED_MARKER`), which is quota. A job the portal holds for
+its team's budget says "budget".
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.db.models import Q
 from backends.observe import PODS_READY_TIMEOUT_MARKER
 
 from .choices import JobState, WaitReason
+from .claims import CLAIM_NOT_CREATED_MARKER
 from .models import Job, JobWait
 
 WAITING = {JobState.PENDING, JobState.QUEUED}
@@ -29,6 +32,8 @@ def wait_reason(state: str, message: str) -> str | None:
     text = message or ""
     if "budget" in text.lower():
         return WaitReason.BUDGET
+    if CLAIM_NOT_CREATED_MARKER in text:  # the team's ResourceQuota refused a worker's device claim
+        return WaitReason.QUOTA
     if any(marker in text for marker in PLACEMENT_MARKERS):
         return WaitReason.PLACEMENT
     return WaitReason.QUOTA

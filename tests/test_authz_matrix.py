@@ -227,6 +227,7 @@ MATRIX = {
     "api:workspace-resume": Row(workspace, {"post": TEAM_WRITE_CONFLICT}, setup=_workspace),
     "api:workspace-keep": Row(workspace, {"post": TEAM_WRITE_CONFLICT}, setup=_workspace),
     "api:job-cancel": Row(job, {"post": TEAM_WRITE}),
+    "api:job-progress": Row(job, {"post": TEAM_WRITE}, data={"post": lambda w: {"done": 10, "total": 100}}),
     "api:job-resubmit": Row(job, {"post": TEAM_WRITE}, setup=_end_job),
     "api:job-yaml": Row(job, {"get": TEAM_READ}),
     "api:job-why-waiting": Row(job, {"get": TEAM_READ}),

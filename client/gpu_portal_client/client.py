@@ -167,6 +167,12 @@ class Portal:
     def job(self, job_id: int) -> Job:
         return Job(self, self.get(f"jobs/{int(job_id)}/"))
 
+    def report_progress(self, job_id: int, *, done: int, total: int) -> dict:
+        """Tell the portal how far a running job is (from its training loop: `done` of `total` steps); the job's
+        expected end, and the start estimates of the jobs waiting for its GPUs, are projected from it. Only the
+        latest report is kept; one a minute or so is plenty."""
+        return self.post(f"jobs/{int(job_id)}/progress/", {"done": int(done), "total": int(total)})
+
     def jobs(self, **filters) -> Iterator[dict]:
         """Job summaries, newest first; filters: team, state, kind, user, flavor, cluster, submitted_after/before."""
         return self.pages("jobs/", **filters)
@@ -243,6 +249,11 @@ class Job(_Record):
 
     def resubmit(self) -> Job:
         return Job(self.portal, self.portal.post(f"jobs/{self.id}/resubmit/"))
+
+    def report_progress(self, *, done: int, total: int) -> dict:
+        """The job's progress (see Portal.report_progress); also kept as `job.progress`."""
+        self.data = {**self.data, "progress": self.portal.report_progress(self.id, done=done, total=total)}
+        return self.data["progress"]
 
     def why_waiting(self) -> str:
         return self.portal.get(f"jobs/{self.id}/why-waiting/")["message"]

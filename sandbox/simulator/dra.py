@@ -56,6 +56,25 @@ def _cel(expression: str, device: dict) -> bool:
         return False
 
 
+def device_classes() -> list[dict]:
+    """The DeviceClasses NVIDIA's DRA driver chart installs: a CEL selector on the driver and the device's type."""
+    return [{"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": {"selectors": [{"cel": {
+        "expression": f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"}}]}}
+        for name, kind in CLASSES.items()]
+
+
+def resource_slice(node: str, index: int, *, gpus: int = 8, product: str = "NVIDIA H100 80GB HBM3",
+                   memory: str = "80Gi") -> dict:
+    """The slice the driver's kubelet plugin publishes for `node` (pool = node name): its GPUs as devices."""
+    devices = [{"name": f"gpu-{gpu}", "attributes": {
+        "type": {"string": "gpu"}, "productName": {"string": product},
+        "architecture": {"string": "Hopper"}, "uuid": {"string": f"GPU-{index:04d}-{gpu:04d}"}},
+        "capacity": {"memory": {"value": memory}}} for gpu in range(gpus)]
+    return {"apiVersion": API, "kind": "ResourceSlice", "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {"driver": DRIVER, "nodeName": node, "devices": devices,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}}
+
+
 class Devices:
     def __init__(self, objects, *, nodes: int = 0, gpus_per_node: int = 8, product: str = "NVIDIA H100 80GB HBM3",
                  memory: str = "80Gi", seed: int = 0, kueue_mappings: dict[str, str] | None = None):
@@ -72,23 +91,14 @@ class Devices:
         """What the DRA driver's chart and kubelet plugins create: its DeviceClasses and one slice per node."""
         if not self.nodes or not self.installed():
             return
-        for name, kind in CLASSES.items():
-            if self.objects.get(API, "DeviceClass", None, name) is None:
-                expression = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
-                self.objects.create({"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name},
-                                     "spec": {"selectors": [{"cel": {"expression": expression}}]}})
+        for manifest in device_classes():
+            if self.objects.get(API, "DeviceClass", None, manifest["metadata"]["name"]) is None:
+                self.objects.create(manifest)
         for index in range(self.nodes):
-            node = f"gpu-node-{index}"
-            name = f"{node}-{DRIVER}"
-            if self.objects.get(API, "ResourceSlice", None, name) is not None:
-                continue
-            devices = [{"name": f"gpu-{gpu}", "attributes": {
-                "type": {"string": "gpu"}, "productName": {"string": self.product},
-                "architecture": {"string": "Hopper"}, "uuid": {"string": f"GPU-{index:04d}-{gpu:04d}"}},
-                "capacity": {"memory": {"value": self.memory}}} for gpu in range(self.gpus_per_node)]
-            self.objects.create({"apiVersion": API, "kind": "ResourceSlice", "metadata": {"name": name},
-                                 "spec": {"driver": DRIVER, "nodeName": node, "devices": devices,
-                                          "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}})
+            manifest = resource_slice(f"gpu-node-{index}", index, gpus=self.gpus_per_node, product=self.product,
+                                      memory=self.memory)
+            if self.objects.get(API, "ResourceSlice", None, manifest["metadata"]["name"]) is None:
+                self.objects.create(manifest)
         namespace, name, key = KUEUE_CONFIG
         if self.mappings and self.objects.installed("kueue.x-k8s.io/v1beta2", "Workload") and self.objects.get(
                 "v1", "ConfigMap", namespace, name) is None:

@@ -3,8 +3,9 @@ actions/reclaim): which running tasks may give way to a waiting gang, and taking
 
 Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable do (framework/session_plugins.go):
 the plugins of a tier that have a say (enablePreemptable / enableReclaimable not false) intersect their choices,
-and the first tier with a non-empty answer decides. Victims are then taken lowest priority first until the
-preemptor's gang can be placed.
+and the first tier with a non-empty answer decides. Victims are then taken as Session.BuildVictimsPriorityQueue
+orders them (the job order reversed: lowest priority, then the newest created, first; a job's pods last first)
+until the preemptor's gang can be placed.
 """
 
 from __future__ import annotations
@@ -21,19 +22,15 @@ def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
     each only when configured. Answers (job, how many of its pods go)."""
     chosen: dict[tuple, int] = {}
     order = []
-    mine = config["queues"][job.queue]
-    # actions/reclaim: a queue that already has its deserved share (Session.Overused) reclaims nothing.
-    overused = bool(mine["deserved"]) and all(scheduler.usage[job.queue].get(k, 0) >= v
-                                              for k, v in mine["deserved"].items() if v)
     for action, same in (("preempt", True), ("reclaim", False)):
-        if action not in config["actions"] or (action == "reclaim" and overused):
+        if action not in config["actions"] or (action == "reclaim" and not _preemptive(scheduler, job, config)):
             continue
         tasks = [(other, i) for queue, jobs in scheduler.running.items() if (queue == job.queue) == same
                  for other in jobs.values() if other is not job
                  and (same or config["queues"].get(queue, {}).get("reclaimable", True))
                  for i in range(other.limit or 0)]
         order.extend(_allowed(scheduler, action, job, tasks, config))
-    order.sort(key=lambda t: (t[0].priority, -t[0].admitted_at, -t[1]))
+    order.sort(key=lambda t: (t[0].priority, -t[0].seq, -t[1]))
     saved = {q: dict(u) for q, u in scheduler.usage.items()}
     saved_nodes = {n: dict(u) for n, u in scheduler.node_used.items()}
     try:
@@ -52,6 +49,21 @@ def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
         scheduler.node_used.clear()
         scheduler.node_used.update({n: defaultdict(Decimal, u) for n, u in saved_nodes.items()})
     return []
+
+
+def _preemptive(scheduler, job: Tracked, config: dict) -> bool:
+    """Whether the job's queue may reclaim for it (Session.Preemptive; capacity.go preemptiveFn, asked task by task
+    as the gang's tasks are pipelined): what the queue holds plus the gang's minimum stays within its deserved share
+    on some resource the job asks for, and within its capability. Without the capacity plugin, proportion's
+    Session.Overused: a queue holding its deserved share in every resource reclaims nothing."""
+    mine, held = config["queues"][job.queue], scheduler.usage[job.queue]
+    if "capacity" not in config["plugins"]:
+        return not (bool(mine["deserved"]) and all(held.get(k, 0) >= v for k, v in mine["deserved"].items() if v))
+    need = {k: v for k, v in scheduler.min_resources(job).items() if v}
+    if any(scheduler._allocated(name, config).get(k, 0) + v > bound[k]
+           for name, bound in scheduler._limits(job.queue, config) for k, v in need.items() if k in bound):
+        return False
+    return any(held.get(k, 0) + v <= mine["deserved"][k] for k, v in need.items() if mine["deserved"].get(k))
 
 
 def _allowed(scheduler, action: str, preemptor: Tracked, tasks: list, config: dict) -> list:
@@ -91,9 +103,30 @@ def _gang(scheduler, preemptor, tasks, config):
 
 
 def _overused(scheduler, preemptor, tasks, config):
-    """proportion/capacity reclaimableFn: tasks of queues allocated above their deserved share."""
+    """proportion reclaimableFn: tasks of queues allocated above their deserved share."""
     return [t for t in tasks if any(scheduler.usage[t[0].queue].get(k, 0) > v for k, v in
                                     config["queues"].get(t[0].queue, {}).get("deserved", {}).items())]
+
+
+def _above_deserved(scheduler, preemptor, tasks, config):
+    """capacity.go reclaimableFn, victims in order (lowest priority, newest created first): a task may go while its
+    queue, less the tasks already chosen, holds more than its deserved share in a resource the task uses and,
+    without it, still holds its guarantee (checkGuaranteeConstraint). A queue is never taken below its guarantee, so two
+    queues cannot take the same capacity back and forth."""
+    held: dict[str, dict] = {}
+    found = []
+    for other, index in sorted(tasks, key=lambda t: (t[0].priority, -t[0].seq, -t[1])):
+        queue = config["queues"].get(other.queue, {})
+        allocated = held.setdefault(other.queue, dict(scheduler.usage[other.queue]))
+        asks = {k: v for k, v in scheduler.pods_of(other)[index].requests.items() if v}
+        if any(allocated.get(k, 0) - asks.get(k, 0) < v for k, v in queue.get("guarantee", {}).items() if v):
+            continue
+        if not any(allocated.get(k, 0) > queue.get("deserved", {}).get(k, 0) for k in asks):
+            continue
+        for k, v in asks.items():
+            allocated[k] = allocated.get(k, 0) - v
+        found.append((other, index))
+    return found
 
 
 def _everyone(scheduler, preemptor, tasks, config):
@@ -118,4 +151,5 @@ def shrink(scheduler, victim: Tracked, count: int, now: float, preemptor: Tracke
 
 
 PLUGIN_FNS = {"preempt": {"priority": _by_priority, "gang": _gang, "conformance": _everyone},
-              "reclaim": {"gang": _gang, "conformance": _everyone, "proportion": _overused, "capacity": _overused}}
+              "reclaim": {"gang": _gang, "conformance": _everyone, "proportion": _overused,
+                          "capacity": _above_deserved}}

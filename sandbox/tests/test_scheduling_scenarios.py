@@ -302,14 +302,7 @@ def test_volcano_reclaims_from_a_queue_above_its_deserved_share_when_configured(
     """docs/user-guide/how_to_use_capacity_plugin.md's configuration (capacity with hierarchy, the reclaim action);
     actions/reclaim and capacity.go's reclaimableFn: a queue under its deserved share takes back from one above
     it. The victim, left below its gang minimum, is evicted whole and waits again (PodEvicted)."""
-    volcano_setup(sb, {"qa": (8, 16), "qb": (8, 8)})
-    conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
-        {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
-        {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
-                     {"name": "capacity", "enableHierarchy": True}]}]}
-    create(sb, "v1", "Namespace", {"metadata": {"name": "volcano-system"}})
-    create(sb, "v1", "ConfigMap", {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-                                   "data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+    _reclaiming(sb)
     vc_job(sb, "team-a", "borrower", queue="qa", workers=2, gpus=8, priority="high")
     step(sb, 0)
     assert len(pods(sb, "team-a", "borrower")) == 2
@@ -319,6 +312,54 @@ def test_volcano_reclaims_from_a_queue_above_its_deserved_share_when_configured(
     assert (state["phase"], state["reason"]) == ("Pending", "PodEvicted")
     assert state["message"] == "Evicted by reclaim to schedule team-b/owner"
     assert pods(sb, "team-a", "borrower") == [] and len(pods(sb, "team-b", "owner")) == 1
+
+
+def _reclaiming(sb, qb_capability=8):
+    """Queues qa (deserved 8, capability 16) and qb (deserved 8) on 16 GPUs, with the capacity plugin and the
+    reclaim action as the portal configures them."""
+    volcano_setup(sb, {"qa": (8, 16), "qb": (8, qb_capability)})
+    conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
+        {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
+        {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
+                     {"name": "capacity", "enableHierarchy": True}]}]}
+    create(sb, "v1", "Namespace", {"metadata": {"name": "volcano-system"}})
+    create(sb, "v1", "ConfigMap", {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                                   "data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+
+
+def test_volcano_reclaims_no_pod_that_would_take_its_queue_below_its_guarantee(sb):
+    """capacity.go reclaimableFn (checkGuaranteeConstraint): a pod goes only if its queue keeps its guarantee
+    without it. qa holds 12 of its deserved 8 in one pod; taking it would leave qa 0: qb's job waits instead (the
+    queue taken below its guarantee would take the capacity back, and so on: a reclaim loop)."""
+    _reclaiming(sb)
+    vc_job(sb, "team-a", "big", queue="qa", gpus=12)
+    vc_job(sb, "team-b", "small", queue="qb", gpus=4)
+    step(sb, 0)
+    vc_job(sb, "team-b", "owner", queue="qb", gpus=4)
+    for t in (1, 2, 3):
+        step(sb, t)
+    assert len(pods(sb, "team-a", "big")) == 1 and pods(sb, "team-b", "owner") == []
+    assert podgroup_of(sb, "team-b", "owner")["status"]["phase"] == "Inqueue"
+
+
+def test_volcano_reclaims_only_for_a_job_its_queue_has_deserved_room_for(sb):
+    """capacity.go preemptiveFn: a queue reclaims for a job only while its allocation plus the job stays within its
+    deserved share (within its capability of 16, past enqueue). qb holds 4 of its 8: a job of 8 would take it to 12
+    and reclaims nothing; one of 4 reclaims qa's newest pod (qa keeps its guarantee of 8 without it)."""
+    _reclaiming(sb, qb_capability=16)
+    for t, name in enumerate(("a1", "a2", "a3")):
+        vc_job(sb, "team-a", name, queue="qa", gpus=4)
+        step(sb, t)
+    vc_job(sb, "team-b", "b1", queue="qb", gpus=4)
+    step(sb, 3)
+    vc_job(sb, "team-b", "wide", queue="qb", gpus=8)
+    step(sb, 4)
+    assert [len(pods(sb, "team-a", name)) for name in ("a1", "a2", "a3")] == [1, 1, 1]
+    assert pods(sb, "team-b", "wide") == []
+    vc_job(sb, "team-b", "narrow", queue="qb", gpus=4)
+    step(sb, 5)
+    assert [len(pods(sb, "team-a", name)) for name in ("a1", "a2", "a3")] == [1, 1, 0]
+    assert len(pods(sb, "team-b", "narrow")) == 1 and pods(sb, "team-b", "wide") == []
 
 
 @pytest.mark.parametrize(("used_on_first", "expected"), [

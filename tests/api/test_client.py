@@ -95,6 +95,22 @@ def test_a_queued_job_says_why_and_can_be_cancelled(portal, world):
     assert again.resubmit_of == third.id and again.id not in (second.id, third.id)
 
 
+def test_a_training_loop_reports_its_progress(portal, world):
+    job = portal.submit_pytorch(name="finetune", image="ghcr.io/acme/train:1.2", command=["torchrun", "train.py"],
+                                flavor="h100", workers=1, gpus_per_worker=8, cpu_per_worker=4,
+                                memory_gib_per_worker=32)
+    for step in (100, 250):
+        reported = job.report_progress(done=step, total=1000)
+    assert (reported["done"], reported["percentage"], reported["reports"]) == (250, 25.0, 2)
+    assert job.progress == reported and job.refresh().progress == reported
+    assert portal.report_progress(job.id, done=300, total=1000)["done"] == 300
+    with pytest.raises(ValidationError) as refused:
+        job.report_progress(done=1001, total=1000)
+    assert "done" in refused.value.fields
+    with pytest.raises(NotFound):
+        portal.report_progress(10**9, done=1, total=2)
+
+
 def test_quota_and_listing(portal, world):
     (quota,) = portal.quota()
     assert (quota["flavor"], quota["guaranteed_units"], quota["burst_units"]) == ("h100", 8, 8)

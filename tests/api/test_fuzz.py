@@ -33,6 +33,7 @@ STORED_STATE_FIELDS = {
     # a flavor offered to the team; starts in the future, ends after it starts; units within the flavor's capacity
     "POST /api/v1/reservations/": {"flavor", "cluster", "starts_at", "ends_at", "units"},
     "GET /api/v1/quota-requests/{id}/impact/": set(),
+    "POST /api/v1/jobs/{id}/progress/": {"done"},  # at most total: a rule joining two values
     # As a job's run, plus: an image the platform offers (a setting), a name not taken in the team.
     "POST /api/v1/workspaces/": {"flavor", "cluster", "priority", "priority_tier", "gpus", "cpu", "memory_gib",
                                  "image", "name", "team"},

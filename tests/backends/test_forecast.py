@@ -194,9 +194,11 @@ def test_volcano_with_the_capacity_plugin_bounds_a_queue_by_its_capability_and_r
     assert world.reclaim and not world.preempt
     result = forecast(world, [waiting(1, "a", 12)], VolcanoPolicy(capacity_plugin=True), NOW)
     assert starts(result, 1) == [0]  # within a's capability of 16, b's guarantee notwithstanding
-    works = [running(1, "a", 16, ends_in=1000), waiting(2, "b", 8)]
+    works = [replace(running(1, "a", 16, ends_in=1000), workers=2), waiting(2, "b", 8)]
     result = forecast(world, works, VolcanoPolicy(capacity_plugin=True), NOW)
     assert starts(result, 2) == [0] and result[2].preempts == (1,)  # b takes its deserved 8 back
+    works = [running(1, "a", 16, ends_in=1000), waiting(2, "b", 8)]  # one pod of 16: a would be left below 8
+    assert starts(forecast(world, works, VolcanoPolicy(capacity_plugin=True), NOW), 2) == [1000]
 
 
 def test_volcano_reclaims_only_from_a_queue_above_its_deserved_share():
@@ -205,10 +207,31 @@ def test_volcano_reclaims_only_from_a_queue_above_its_deserved_share():
                          capacity={"h100": 12}, resources={})
     works = [running(1, "a", 8, ends_in=1000), running(2, "b", 4, ends_in=5000), waiting(3, "b", 4)]
     assert starts(forecast(world, works, policy, NOW), 3) == [1000]  # a holds exactly its deserved 8: kept
+
+
+def test_volcano_reclaims_no_job_that_would_take_its_queue_below_its_guarantee():
+    """capacity.go reclaimableFn (checkGuaranteeConstraint): a's 10 is above its deserved 8, but only its newest
+    job of 2 may go (a keeps 8); the 4 more b needs wait for a's jobs to end."""
+    policy = VolcanoPolicy(capacity_plugin=True)
+    world = policy.world([Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 0)], cohort="",
+                         capacity={"h100": 12}, resources={})
     works = [running(1, "a", 4, ends_in=1000), running(4, "a", 4, ends_in=1000, started=NOW - 10),
              running(5, "a", 2, ends_in=1000, started=NOW - 5), running(2, "b", 2, ends_in=5000), waiting(3, "b", 4)]
     result = forecast(world, works, policy, NOW)
-    assert starts(result, 3) == [0] and result[3].preempts == (5, 4)  # a above 8: the newest go first
+    assert starts(result, 3) == [1000] and result[3].preempts == ()
+
+
+def test_volcano_reclaims_only_for_a_job_within_its_queues_deserved_share():
+    """capacity.go preemptiveFn: b holds 4 of its deserved 8, so it reclaims for a job of 4 but not for one of 8
+    (it would hold 12), though a is above its own share."""
+    policy = VolcanoPolicy(capacity_plugin=True)
+    world = policy.world([Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 8)], cohort="",
+                         capacity={"h100": 16}, resources={})
+    works = [running(1, "a", 4, ends_in=1000), running(4, "a", 4, ends_in=1000, started=NOW - 10),
+             running(5, "a", 4, ends_in=1000, started=NOW - 5), running(2, "b", 4, ends_in=5000)]
+    assert starts(forecast(world, [*works, waiting(3, "b", 8)], policy, NOW), 3) == [1000]
+    result = forecast(world, [*works, waiting(3, "b", 4)], policy, NOW)
+    assert starts(result, 3) == [0] and result[3].preempts == (5,)  # a above 8: its newest goes
 
 
 def test_volcano_preempts_and_reclaims_only_when_configured():

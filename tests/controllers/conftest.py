@@ -22,6 +22,19 @@ from tests.requires import unavailable
 
 OBSERVATIONS = Path(__file__).resolve().parents[2] / "var" / "controllers" / "observations.json"
 TARGETS = ("controllers", "simulator")
+# The lane's DRA flavor: NVIDIA's driver's whole-GPU DeviceClass, counted by Kueue as the logical resource the
+# flavor names (the portal's `deviceClassMappings` entry, backends.kueue.kueue_mapping), on two nodes of 8 devices.
+DRA_FLAVOR = {"name": "h100-dra", "sharing": "dra", "device_class": "gpu.nvidia.com",
+              "resource_name": "gpu.nvidia.com/devices", "gpus_per_node": 8, "capacity": 16}
+DRA_NODES = 2
+
+
+def dra_mapping() -> dict:
+    """What the portal tells an operator to add to Kueue's Configuration for the lane's DRA flavor."""
+    from backends.kueue import kueue_mapping
+    from tenants.models import GpuFlavor
+
+    return kueue_mapping(GpuFlavor(**DRA_FLAVOR))
 
 
 def _start(schedulers, crds_dir, settings, **options):
@@ -46,23 +59,31 @@ class Target:
     `simulator` (the sandbox with its Kueue and Volcano, ticking in real time; pods run until told otherwise)."""
 
     def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None,
-                 ray: bool = False):
+                 ray: bool = False, dra: bool = False):
         """`pods_ready_timeout`: Kueue's waitForPodsReady timeout in seconds (its default is 30 minutes); on the
         simulator, pods then take a day to start, so only the timeout ends their wait. `ray`: the KubeRay operator
-        runs beside the scheduler (the simulator writes KubeRay's part itself)."""
+        runs beside the scheduler (the simulator writes KubeRay's part itself). `dra`: Kueue's Configuration maps
+        the DRA flavor's DeviceClass (`dra_mapping`); the simulator publishes its own DRA driver's slices."""
         self.kind, self.scheduler = kind, scheduler
         self.plane = self.sandbox = None
         if kind == "controllers":
-            options = {}
+            kueue_config = {}
             if pods_ready_timeout is not None:
-                options["kueue_config"] = {"waitForPodsReady": {"timeout": f"{pods_ready_timeout}s"}}
-            self.plane = _start((scheduler, "kuberay") if ray else (scheduler,), crds_dir, settings, **options)
+                kueue_config["waitForPodsReady"] = {"timeout": f"{pods_ready_timeout}s"}
+            if dra:
+                kueue_config["resources"] = {"deviceClassMappings": [dra_mapping()]}
+            self.plane = _start((scheduler, "kuberay") if ray else (scheduler,), crds_dir, settings,
+                                kueue_config=kueue_config)
         else:
             from sandbox import Sandbox
 
             simulation = {"duration": 24 * 3600, "startup": 1}
             if pods_ready_timeout is not None:
                 simulation |= {"startup": 24 * 3600, "pods_ready_timeout": pods_ready_timeout}
+            if dra:
+                mapping = dra_mapping()
+                simulation |= {"dra_nodes": DRA_NODES, "dra_gpus_per_node": DRA_FLAVOR["gpus_per_node"],
+                               "kueue_mappings": {cls: mapping["name"] for cls in mapping["deviceClassNames"]}}
             self.sandbox = Sandbox(crd_dirs=[crds_dir], builtin_custom_kinds=True, simulate=True, tick=0.2,
                                    simulation=simulation).start()
 
@@ -83,6 +104,16 @@ class Target:
 
             node = {"kubernetes.io/hostname": name, **labels}
             add_node(self.sandbox.store, name, node, allocatable)
+
+    def publish_devices(self, nodes: list[str]) -> None:
+        """NVIDIA's DRA driver on the nodes, as its chart and kubelet plugin would publish it: the DeviceClasses and
+        one ResourceSlice of 8 GPUs per node. The simulator publishes the same for its own nodes (`dra=True`)."""
+        if self.plane is not None:
+            from sandbox.simulator.dra import device_classes, resource_slice
+            from tools import controllers
+
+            controllers.publish_devices(self.plane, device_classes() + [
+                resource_slice(node, index, gpus=DRA_FLAVOR["gpus_per_node"]) for index, node in enumerate(nodes)])
 
     def discover_hypernodes(self, levels: list) -> None:
         """Volcano's label discoverer configured for `levels`, as the admin console tells an operator to
@@ -132,6 +163,22 @@ def kueue_target_pods_ready_timeout(request, crds_dir, settings):
     return target
 
 
+@pytest.fixture(params=TARGETS)
+def kueue_target_dra(request, crds_dir, settings):
+    """Kueue with its Configuration mapping the DRA flavor's class, for a DRA driver's devices."""
+    target = Target(request.param, "kueue", crds_dir, settings, dra=True)
+    request.addfinalizer(target.stop)
+    return target
+
+
+@pytest.fixture(params=TARGETS)
+def volcano_target_dra(request, crds_dir, settings):
+    """Volcano, for a DRA driver's devices."""
+    target = Target(request.param, "volcano", crds_dir, settings, dra=True)
+    request.addfinalizer(target.stop)
+    return target
+
+
 @pytest.fixture(params=[(scheduler, kind) for scheduler in ("kueue", "volcano") for kind in TARGETS],
                 ids=lambda param: "-".join(param))
 def ray_target(request, crds_dir, settings):
@@ -161,21 +208,26 @@ def flavor_nodes(target: Target, flavor, count: int | None = None, *, cpu: int =
     """The flavor's GPUs as fake nodes (`count` of them, by default capacity / gpus_per_node) with its labels and
     taints."""
     names = []
+    # A DRA flavor's GPUs are devices in ResourceSlices (`Target.publish_devices`), not a node resource.
+    gpus = {} if flavor.device_class else {flavor.resource_name: flavor.gpus_per_node}
     for index in range(flavor.capacity // flavor.gpus_per_node if count is None else count):
         name = f"{flavor.name}-{index}"
         labels = {**flavor.node_labels, **((extra_labels or {}).get(index, {}))}
         target.add_node(name, labels=labels, taints=list(flavor.node_taints or []), allocatable={
-            flavor.resource_name: flavor.gpus_per_node, "cpu": cpu, "memory": f"{memory_gib}Gi", "pods": 110})
+            **gpus, "cpu": cpu, "memory": f"{memory_gib}Gi", "pods": 110})
         names.append(name)
+    if flavor.device_class:
+        target.publish_devices(names)
     return names
 
 
 def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes: int | None = None,
-                   cpu_cores: int = 256, levels: list | None = None, node_labels: dict | None = None) -> dict:
+                   cpu_cores: int = 256, levels: list | None = None, node_labels: dict | None = None,
+                   dra: bool = False) -> dict:
     """tests.jobs.conftest.build_world on the target: the same rows (one h100 flavor of 64 GPUs, team nlp with a
     member and an approved quota, three tiers), the cluster registered as an operator would, and the flavor's
     nodes (`nodes` of them, by default all eight). `levels`: the cluster's topology levels; `node_labels`: node
-    index -> the topology labels of that node."""
+    index -> the topology labels of that node. `dra`: the flavor is `DRA_FLAVOR` (16 devices on two nodes)."""
     from tenants.choices import Role
     from tests.factories import (
         ClusterFactory,
@@ -189,7 +241,8 @@ def build_world_on(target: Target, *, guaranteed: int = 8, burst: int = 8, nodes
     scheduler = target.scheduler
     cluster = ClusterFactory(scheduler=scheduler, cohort="gpu" if scheduler == "kueue" else "",
                              topology_levels=levels or [], **target.cluster_fields())
-    flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=64)
+    flavor = GpuFlavorFactory(cluster=cluster, **(DRA_FLAVOR if dra else {"name": "h100", "gpus_per_node": 8,
+                                                                          "capacity": 64}))
     flavor_nodes(target, flavor, nodes, extra_labels=node_labels)
     tiers = {name: PriorityTierFactory(name=name, value=value, preemption_policy=policy, is_default=default)
              for name, value, policy, default in (("urgent", 100000, "PreemptLowerPriority", False),

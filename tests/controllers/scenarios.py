@@ -129,6 +129,50 @@ def pod_counts(piece: dict) -> int:
     return sum(counts.get("individual") or [])
 
 
+# --- Dynamic Resource Allocation: a DRA flavor's devices claimed by each worker ------------------------------
+
+
+def devices_claimed(world, run_on_commit) -> dict:
+    """Quota 8 + 0 on the DRA flavor, two nodes of 8 devices: a 2 x 4-device job runs, each worker's claim
+    allocated 4 devices from a node's slice; then a 1 x 4-device job, over the quota. Returns once the second has
+    settled: waiting with the scheduler's words, or running where nothing counts the devices against the queue."""
+    first = submit(world, run_on_commit, name="first", workers=2, gpus_per_worker=4, kind="batch")
+    sync_until(world, lambda r: r[first.pk].state == JobState.RUNNING, what="first running")
+    second = submit(world, run_on_commit, name="second", workers=1, gpus_per_worker=4, kind="batch")
+    sync_until(world, lambda r: r[second.pk].state == JobState.RUNNING
+               or (r[second.pk].state == JobState.QUEUED and r[second.pk].state_message),
+               what="second running or queued with the scheduler's reason")
+    return {"first": first, "second": second}
+
+
+def allocated_devices(world, job) -> list[tuple[str, str]]:
+    """The (pool, device) pairs allocated to the job's ResourceClaims (one claim per worker pod, from the job's
+    template), as the scheduler's DRA plugin wrote them."""
+    client = kube.client_for_cluster(world["cluster"])
+    claims = client.list("resource.k8s.io/v1", "ResourceClaim", namespace=job.team.slug,
+                         label_selector=f"gpu-portal.io/job={job.pk}")
+    return sorted((result["pool"], result["device"]) for claim in claims
+                  for result in (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+                      "results") or [])
+
+
+def claims_on_their_pods_nodes(world, job) -> bool:
+    """Every pod of the job runs on the node whose slice (pool) its claim's devices came from."""
+    client = kube.client_for_cluster(world["cluster"])
+    namespace, selector = job.team.slug, f"gpu-portal.io/job={job.pk}"
+    claims = {c["metadata"]["name"]: c for c in client.list("resource.k8s.io/v1", "ResourceClaim",
+                                                            namespace=namespace, label_selector=selector)}
+    found = client.list("v1", "Pod", namespace=namespace, label_selector=selector)
+    for pod in found:
+        node = (pod.get("spec") or {}).get("nodeName")
+        [status] = (pod.get("status") or {}).get("resourceClaimStatuses") or [{}]
+        claim = claims.get(status.get("resourceClaimName", ""), {})
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        if not node or not results or {r["pool"] for r in results} != {node}:
+            return False
+    return bool(found)
+
+
 # --- KubeRay, under either scheduler --------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from jobs.choices import JobState
 from portal import kube
 from quotas import selectors as quota_selectors
 from tests.controllers import scenarios
-from tests.controllers.conftest import build_world_on, wait_for
+from tests.controllers.conftest import build_world_on, pod_story, wait_for
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
@@ -177,3 +177,48 @@ def test_a_rack_bound_job_under_kueues_topology_aware_scheduling(kueue_target, r
         return held.in_use == 16
 
     wait_for(in_use, what="16 in use from Kueue's ClusterQueue status")
+
+def test_devices_claimed_through_dra_are_counted_by_kueue_and_allocated_by_kube_scheduler(kueue_target_dra,
+                                                                                          run_on_commit,
+                                                                                          observations):
+    """Dynamic Resource Allocation: the DRA flavor's quota becomes the ClusterQueue's quota of the logical resource
+    the portal maps the DeviceClass to in Kueue's Configuration (`deviceClassMappings`); Kueue counts each worker's
+    claim (from the job's ResourceClaimTemplate) against it, kube-scheduler allocates the devices from the nodes'
+    ResourceSlices, and kwok runs the pods. The job over the quota waits in Kueue's words."""
+    target = kueue_target_dra
+    world = build_world_on(target, guaranteed=8, burst=0, dra=True)
+    jobs = scenarios.devices_claimed(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("kueue: devices claimed through DRA", {})[target.kind] = seen
+    assert seen["admitted"] == ["first"]
+    first = seen["jobs"]["first"]
+    assert first["state"] == JobState.RUNNING
+    assert first["placement"] == "Placed on flavor h100-dra."
+    # The Workload counts each pod's 4 claimed devices as the mapped resource: 2 pods, 8 devices.
+    client = kube.client_for_cluster(world["cluster"])
+    [workload] = [w for w in client.list("kueue.x-k8s.io/v1beta2", "Workload", namespace="nlp")
+                  if w["metadata"]["ownerReferences"][0]["name"] == jobs["first"].object_name]
+    [assignment] = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["flavors"]["gpu.nvidia.com/devices"] == "h100-dra"
+    assert assignment["resourceUsage"]["gpu.nvidia.com/devices"] == "8"
+    # Each worker's claim holds 4 devices of one node's slice (the pool is the node).
+    devices = scenarios.allocated_devices(world, jobs["first"])
+    assert len(devices) == 8 and len(set(devices)) == 8, devices
+    if target.kind == "controllers":
+        # kube-scheduler allocated each claim on the node it bound the claim's pod to: the slice's pool.
+        assert scenarios.claims_on_their_pods_nodes(world, jobs["first"]), pod_story(world)
+    waiting = seen["jobs"]["second"]
+    assert waiting["state"] == JobState.QUEUED
+    assert waiting["message"] == ("couldn't assign flavors to pod set main: insufficient unused quota for "
+                                  "gpu.nvidia.com/devices in flavor h100-dra, 4 more needed"), waiting["message"]
+    assert waiting["why_waiting"] == (
+        "Waiting for 4 gpu.nvidia.com/devices of flavor h100-dra: team quota 8 guaranteed + 0 burst, 8 in use by 1 "
+        f"job. Scheduler: {waiting['message']}"), waiting["why_waiting"]
+    assert scenarios.allocated_devices(world, jobs["second"]) == []
+
+    def in_use():
+        reconcile.reconcile_sweep()
+        [held] = quota_selectors.team_held_quotas(team=world["team"])
+        return held.in_use == 8
+
+    wait_for(in_use, what="8 devices in use from Kueue's ClusterQueue status")

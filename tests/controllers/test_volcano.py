@@ -7,11 +7,12 @@ bench/CONTROLLERS.md."""
 import pytest
 
 from composition import reconcile
-from jobs.choices import JobState
+from jobs.choices import JobState, WaitReason
+from jobs.waits import wait_reason
 from portal import kube
 from quotas import selectors as quota_selectors
 from tests.controllers import scenarios
-from tests.controllers.conftest import build_world_on, wait_for
+from tests.controllers.conftest import build_world_on, pod_story, wait_for
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
@@ -88,3 +89,57 @@ def test_a_rack_bound_job_is_placed_in_a_hypernode_of_the_label_discoverer(volca
         "Placement, not quota, is what blocks: Volcano let the job into its queue (32 guaranteed + 0 burst, 16 in "
         "use), but its nodes have no room for all 2 workers together within one rack (hard network topology)"), \
         waiting["why_waiting"]
+
+
+
+def test_devices_claimed_through_dra_under_volcano(volcano_target_dra, run_on_commit, observations):
+    """Dynamic Resource Allocation under Volcano: its predicates plugin (Kubernetes' DynamicResources plugin inside)
+    allocates each worker's claim from the nodes' ResourceSlices and the job runs. Counting claims against a Queue
+    (`deviceclass/<class>`) is v1.15's capacity plugin (pkg/scheduler/plugins/capacity/capacity.go,
+    DeviceClassCountPrefix), which the simulator plays; the v1.14.1 built here counts none (nor does proportion, in
+    either release), so the job over the quota passes enqueue and it is the team's ResourceQuota, which caps the
+    flavor's devices at guaranteed + burst, that refuses its worker's claim: Volcano then says only that the claim
+    is not created yet. The page says quota either way."""
+    target = volcano_target_dra
+    world = build_world_on(target, guaranteed=8, burst=0, dra=True)
+    jobs = scenarios.devices_claimed(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    observations.setdefault("volcano: devices claimed through DRA", {})[target.kind] = seen
+    assert seen["jobs"]["first"]["state"] == JobState.RUNNING
+    devices = scenarios.allocated_devices(world, jobs["first"])
+    assert len(devices) == 8 and len(set(devices)) == 8, devices
+    assert scenarios.allocated_devices(world, jobs["second"]) == []
+    waiting = seen["jobs"]["second"]
+    assert waiting["state"] == JobState.QUEUED
+    assert wait_reason(waiting["state"], waiting["message"]) == WaitReason.QUOTA
+    held = ("Waiting for 4 gpu.nvidia.com/devices of flavor h100-dra: team quota 8 guaranteed + 0 burst, 8 in use by "
+            "1 job")
+    if target.kind == "controllers":
+        # Volcano's scheduler bound each pod to the node whose slice its claim's devices came from.
+        assert scenarios.claims_on_their_pods_nodes(world, jobs["first"]), pod_story(world)
+        assert waiting["phase"] == "Inqueue"
+        assert waiting["message"].endswith(
+            '0/2 nodes are unavailable: 2 plugin DynamicResources pre-predicates failed pod "nlp/<job:second>-main-0": '
+            "ResourceClaim not created yet."), waiting["message"]
+        assert waiting["why_waiting"] == (
+            f"{held}; the team's ResourceQuota refuses its workers' device claims until devices are free (the "
+            f"scheduler's queue does not count them). Scheduler: {waiting['message']}"), waiting["why_waiting"]
+        # The resourceclaim controller's own words, on the pod (kubernetes pkg/controller/resourceclaim).
+        client = kube.client_for_cluster(world["cluster"])
+        refusals = {e["message"].split(" is forbidden: ")[-1] for e in client.list("v1", "Event", namespace="nlp")
+                    if e.get("reason") == "FailedResourceClaimCreation"}
+        assert refusals == {
+            "exceeded quota: gpu-portal-quota, requested: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=4, "
+            "used: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=8, limited: "
+            "gpu.nvidia.com.deviceclass.resource.k8s.io/devices=8"}, refusals
+    else:
+        assert waiting["phase"] == "Pending"
+        assert waiting["message"] == "queue resource quota insufficient: insufficient deviceclass/gpu.nvidia.com"
+        assert waiting["why_waiting"] == f"{held}. Scheduler: {waiting['message']}", waiting["why_waiting"]
+
+    def in_use():
+        reconcile.reconcile_sweep()
+        [held] = quota_selectors.team_held_quotas(team=world["team"])
+        return held.in_use == 8
+
+    wait_for(in_use, what="8 devices in use from the cluster's status")

@@ -48,6 +48,7 @@ def test_pytorch_on_kueue_is_an_indexed_job_with_a_headless_service():
     assert env["PET_NPROC_PER_NODE"] == "4" and env["HF_HOME"] == "/cache"
     index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     assert env["RANK"] == {"fieldRef": {"fieldPath": index}}
+    assert env["GPU_PORTAL_JOB_ID"] == {"fieldRef": {"fieldPath": "metadata.labels['gpu-portal.io/job']"}}
     assert job["spec"]["template"]["metadata"]["labels"] == LABELS
 
 

@@ -165,6 +165,23 @@ def test_why_waiting_says_what_the_team_holds(world):
     assert "insufficient unused quota" in sentence
 
 
+def test_why_waiting_says_the_resource_quota_refuses_a_dra_jobs_claims(world):
+    """A scheduler whose queue does not count DRA claims (Volcano's proportion plugin) lets the job in; the team's
+    ResourceQuota refuses its workers' claims, and the scheduler's DRA plugin says only that the claim is not
+    created: quota, not placement."""
+    words = ("1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 "
+             "Unschedulable. Origin reason is big-main-0: 0/2 nodes are unavailable: 2 plugin DynamicResources "
+             'pre-predicates failed pod "nlp/big-main-0": ResourceClaim not created yet.')
+    job = Job.objects.create(team=world["team"], cluster=world["cluster"], flavor=world["flavor"],
+                             priority_tier=world["tier"], kind="batch", name="big", image="x/y:1", workers=1,
+                             gpus_per_worker=4, submitted_by=world["member"], state=JobState.QUEUED,
+                             state_message=words)
+    assert selectors.why_waiting(job=job) == (
+        "Waiting for 4 nvidia.com/gpu of flavor h100: team quota 8 guaranteed + 8 burst, 0 in use by 0 jobs; the "
+        "team's ResourceQuota refuses its workers' device claims until devices are free (the scheduler's queue does "
+        f"not count them). Scheduler: {words}")
+
+
 @pytest.mark.parametrize(("world", "flavor", "where", "held", "in_use", "count"), [
     ("kueue", "h100", "with flavor h100", 128, 120, "1 job"),  # each flavor of the ClusterQueue has its own
     ("volcano", "nvidia.com/gpu", "in this cluster", 160, 152, "2 jobs"),  # the queue's capability pools them

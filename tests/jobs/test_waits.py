@@ -19,6 +19,10 @@ T0 = datetime(2026, 6, 1, 9, tzinfo=UTC)
     ("queued", 'couldn\'t assign flavors to pod set main: topology "default" doesn\'t allow to fit', "placement"),
     ("queued", "0/4 tasks in gang unschedulable: pod group is not ready", "placement"),
     ("queued", "Exceeded the PodsReady timeout nlp/job-train-1-3f2a1", "placement"),
+    # Past Volcano's enqueue, but the team's ResourceQuota refused the worker's device claim: quota.
+    ("queued", "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 "
+               "Unschedulable. Origin reason is x-main-0: 0/2 nodes are unavailable: 2 plugin DynamicResources "
+               'pre-predicates failed pod "nlp/x-main-0": ResourceClaim not created yet.', "quota"),
     ("pending", "Held: the team's monthly budget is spent", "budget"),
     ("running", "", None),
     ("succeeded", "", None),

@@ -49,6 +49,7 @@ KUEUE_INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster")
 # portal's HyperNode placement relies on added to the second tier when the installer's default lacks it.
 VOLCANO_INSTALLER = "installer/volcano-development.yaml"
 VOLCANO_NAMESPACE = "volcano-system"
+VOLCANO_DRA_ARGUMENT = "predicate.DynamicResourceAllocationEnable"
 _VOLCANO_DEPLOYMENTS = {"volcano-scheduler": "vc-scheduler", "volcano-controllers": "vc-controller-manager",
                         "volcano-admission": "vc-webhook-manager"}
 # In-pod paths and service names of the installer's arguments, replaced by what runs here.
@@ -275,6 +276,11 @@ class Controllers:
         plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
         if "network-topology-aware" not in plugins:
             conf["tiers"][-1]["plugins"].append({"name": "network-topology-aware"})
+        for plugin in (p for tier in conf["tiers"] for p in tier["plugins"] if p["name"] == "predicates"):
+            # v1.14's predicates plugin allocates ResourceClaims (Kubernetes' DynamicResources plugin) only when
+            # told to (pkg/scheduler/plugins/predicates/predicates.go, predicate.DynamicResourceAllocationEnable,
+            # false by default; v1.15 defaults it to the DynamicResourceAllocation feature gate, on since 1.34).
+            plugin.setdefault("arguments", {})[VOLCANO_DRA_ARGUMENT] = True
         (self.workdir / "volcano-scheduler.conf").write_text(yaml.safe_dump(conf))
         kubeconfig = f"--kubeconfig={self.plane.kubeconfig}"
         tls = [f"--tls-cert-file={self.pki.serving_cert}", f"--tls-private-key-file={self.pki.serving_key}",
@@ -352,3 +358,14 @@ def add_node(plane: ControlPlane, name: str, *, labels: dict, allocatable: dict,
                                  content_type="application/merge-patch+json")
     if status >= 300:
         raise ControlPlaneError(f"node {name} status: {status} {body.get('message', body)}")
+
+
+def publish_devices(plane: ControlPlane, objects: list[dict]) -> None:
+    """What a DRA driver publishes, without a kubelet plugin: its DeviceClasses (its chart installs them) and a
+    ResourceSlice per node (its kubelet plugin's), both cluster-scoped `resource.k8s.io/v1`. kube-scheduler's
+    DynamicResources plugin (and Volcano's predicates plugin) allocate claims from the slices and write the claim's
+    allocation; kwok then runs the pod, as no kubelet prepares the devices."""
+    plural = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}
+    for obj in objects:
+        plane.apply(obj, f"/apis/resource.k8s.io/v1/{plural[obj['kind']]}/{obj['metadata']['name']}")
+
