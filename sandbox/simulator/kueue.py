@@ -284,21 +284,16 @@ class Kueue:
 
     def _pick_flavor(self, group, wanted, selector, node, assumed, preemption, config, pod_set, placements,
                      tas_only):
-        """findFlavorForPodSets: the flavors of one resource group in order, each first checked as
-        checkFlavorForPodSets does (TAS, then taints, then node affinity); the first where every resource fits
-        ends the search (whenCanBorrow MayStopSearch, borrowing or not); one that needs preemption is remembered
-        and the search goes on (whenCanPreempt TryNextFlavor)."""
+        """findFlavorForPodSets: the flavors of one resource group in order (each checked first: `kueue_tas.refused`);
+        the first where every resource fits ends the search (whenCanBorrow MayStopSearch, borrowing or not); one
+        that needs preemption is remembered and the search goes on (whenCanPreempt TryNextFlavor)."""
         best, best_mode, best_modes, reasons = None, NOFIT, {}, []
         covered, flavors = group
         for flavor in flavors:
             labels = config["rf"].get(flavor, {})
-            refused = (kueue_tas.mismatch(config["tas"], flavor, pod_set, covered, tas_only)
-                       or kueue_tas.untolerated(config["tas"], flavor, pod_set.template))
+            refused = kueue_tas.refused(config["tas"], flavor, labels, selector, pod_set, covered, tas_only)
             if refused:
                 reasons.append(refused)
-                continue
-            if any(k in labels and labels[k] != v for k, v in selector.items()):  # flavorSelector: own keys only
-                reasons.append(f"flavor {flavor} doesn't match node affinity")
                 continue
             mode, frmodes = FIT, {}
             for resource, value in wanted.items():

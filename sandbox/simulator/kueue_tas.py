@@ -115,6 +115,18 @@ def mismatch(tas: dict, flavor: str, pod_set, covered: list[str], tas_only_queue
     return ""
 
 
+def refused(tas: dict, flavor: str, labels: dict, selector: dict, pod_set, covered: list[str],
+            tas_only_queue: bool) -> str:
+    """checkFlavorForPodSets: why the flavor cannot take the pod set (TAS, then taints, then node affinity on the
+    flavor's own label keys: flavorSelector); '' when it can."""
+    if any(key in labels and labels[key] != value for key, value in selector.items()):
+        affinity = f"flavor {flavor} doesn't match node affinity"
+    else:
+        affinity = ""
+    return (mismatch(tas, flavor, pod_set, covered, tas_only_queue)
+            or untolerated(tas, flavor, pod_set.template) or affinity)
+
+
 def _fits_on(free: dict, requests: dict) -> int:
     counts = [int(free.get(r, Decimal(0)) // v) for r, v in requests.items() if v > 0]
     return min(counts) if counts else 1 << 30
