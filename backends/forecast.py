@@ -206,6 +206,7 @@ class _Replay:
         self.world, self.policy, self.now, self.which = world, policy, now, which
         self.ledger = policy.ledger(world)
         self.domain_used: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.domain_most: dict[tuple[str, str], int] = {}
         self.running: dict[int, tuple[Work, float]] = {}
         self.events: list[tuple[float, int]] = []
         self.buckets: dict[tuple, list[tuple[tuple, Work]]] = defaultdict(list)
@@ -309,8 +310,7 @@ class _Replay:
         return self.room[scope]
 
     def _admit(self, w: Work, t: float, freed: int | None, borrowing: bool) -> bool:
-        domain = self._domain_for(w)
-        if domain is None:
+        if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
             if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
@@ -327,6 +327,7 @@ class _Replay:
         self.starts.setdefault(w.key, t)
         if freed is not None:
             self.freed_by[w.key] = freed
+        domain = self._domain_for(w)  # chosen once it starts: the victims' ends may have made the room
         self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
@@ -358,8 +359,10 @@ class _Replay:
         if w.held:
             for level, name, units in w.held:
                 self.domain_used[(w.flavor, level)][name] += sign * units
+                self.domain_most.pop((w.flavor, level), None)
         elif w.level and domain:
             self.domain_used[(w.flavor, w.level)][domain] += sign * w.units
+            self.domain_most.pop((w.flavor, w.level), None)
 
     def _evict(self, victim: Work) -> None:
         """A preempted job waits again from the start of its run, in its old place in line."""
@@ -391,15 +394,26 @@ class _Replay:
                 found = key
         return found
 
-    def _domain_for(self, w: Work) -> str | None:
-        """The domain a job kept within one would take (the fullest that has room, as a bin-packer would), "" when
-        it needs none or the domains are not known, None when none has room now."""
+    def _domain_room(self, w: Work) -> bool:
+        """Whether a job kept within one domain finds one with room now (always, where it needs none or the
+        domains are not known): against the roomiest domain's room, kept until a start or an end there."""
+        sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
+        if not sizes:
+            return True
+        key = (w.flavor, w.level)
+        if key not in self.domain_most:
+            used = self.domain_used[key]
+            self.domain_most[key] = max(size - used[name] for name, size in sizes.items())
+        return w.units <= self.domain_most[key]
+
+    def _domain_for(self, w: Work) -> str:
+        """The domain a job that has room (`_domain_room`) takes: the fullest with room, as a bin-packer would; ""
+        when it needs none or the domains are not known."""
         sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
         if not sizes:
             return ""
         used = self.domain_used[(w.flavor, w.level)]
-        room = [(size - used[name], name) for name, size in sorted(sizes.items()) if size - used[name] >= w.units]
-        return min(room)[1] if room else None
+        return min((size - used[name], name) for name, size in sizes.items() if size - used[name] >= w.units)[1]
 
 
 def largest_domain(world: World, w: Work) -> int | None:

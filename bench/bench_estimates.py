@@ -397,10 +397,10 @@ def diverging(jobs: list[TraceJob], count: int) -> str:
         actual = j.admitted - j.submit
         if _judged(abs(j.estimate - actual), actual):
             continue
-        known = "never" if j.known_runs is None else _fmt(j.known_runs)
+        runs, later = ("never" if v is None else _fmt(v) for v in (j.known_runs, j.known_all))
         lines.append(f"job-{j.key} {j.team} {j.units} GPU (x{j.workers}) prio {j.priority} at "
                      f"+{_fmt(j.submit - T0)}: estimated {_fmt(j.estimate)}, waited {_fmt(actual)}, "
-                     f"with true run times {known}, evicted {j.evicted}x")
+                     f"with true run times {runs}, and later submissions {later}; evicted {j.evicted}x")
         if len(lines) >= count:
             break
     return "\n".join(lines)
