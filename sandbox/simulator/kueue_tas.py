@@ -5,7 +5,8 @@ Sources (kubernetes-sigs/kueue):
   grouped into domains by the Topology's level labels (pkg/cache/scheduler/tas_flavor_snapshot.go).
 - A pod set annotated kueue.x-k8s.io/podset-required-topology: <level label> must fit whole in one domain of that
   level, else the flavor does not fit, with "topology "<name>" allows to fit only N out of M pod(s)" or "doesn't
-  allow to fit any of M pod(s)" (notFitMessage); -preferred-topology tries one domain, then spreads over the
+  allow to fit any of M pod(s)", and ". Total nodes: N; excluded: resource "<name>": K" for the nodes where not one
+  pod fits (notFitMessage, tasExclusionStats); -preferred-topology tries one domain, then spreads over the
   fewest it can (apis/kueue/v1beta1/topology_types.go). Among the domains that fit, the one with the least room
   is taken (BestFit), so large domains stay free for large gangs.
 - A pod set with neither annotation is placed by TAS only in a ClusterQueue whose flavors all name a topology
@@ -24,7 +25,7 @@ Sources (kubernetes-sigs/kueue):
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from decimal import Decimal
 
 from ..quantity import parse_quantity
@@ -127,9 +128,17 @@ def refused(tas: dict, flavor: str, labels: dict, selector: dict, pod_set, cover
             or untolerated(tas, flavor, pod_set.template) or affinity)
 
 
-def _fits_on(free: dict, requests: dict) -> int:
-    counts = [int(free.get(r, Decimal(0)) // v) for r, v in requests.items() if v > 0]
-    return min(counts) if counts else 1 << 30
+def _fits_on(free: dict, requests: dict) -> tuple[int, str]:
+    """How many pods fit, and the resource that limits it (ties by name: CountInWithLimitingResource)."""
+    counts = sorted((max(0, int(free.get(r, Decimal(0)) // v)), r) for r, v in requests.items() if v > 0)
+    return counts[0] if counts else (1 << 30, "")
+
+
+def _excluded(room: dict) -> str:
+    """notFitMessage's exclusion stats: the nodes where not even one pod fits, by limiting resource."""
+    full = Counter(limiting for _, fits, limiting in room.values() if fits == 0 and limiting)
+    reasons = sorted(f'resource "{resource}": {nodes}' for resource, nodes in full.items())
+    return f". Total nodes: {len(room)}; excluded: {', '.join(reasons)}" if reasons else ""
 
 
 def place(tas: dict, used: dict, flavor: str, node_labels: dict, pod_set) -> tuple[dict | None, str]:
@@ -148,9 +157,9 @@ def place(tas: dict, used: dict, flavor: str, node_labels: dict, pod_set) -> tup
     for name, labels, allocatable in tas["nodes"]:
         if all(labels.get(k) == v for k, v in node_labels.items()) and all(level in labels for level in levels):
             free = {r: allocatable.get(r, Decimal(0)) - used.get(name, {}).get(r, Decimal(0)) for r in allocatable}
-            room[name] = (tuple(labels[level] for level in levels), _fits_on(free, pod_set.requests))
+            room[name] = (tuple(labels[level] for level in levels), *_fits_on(free, pod_set.requests))
     domains: dict[tuple, list[str]] = defaultdict(list)
-    for name, (values, _) in room.items():
+    for name, (values, _, _) in room.items():
         domains[values[:depth]].append(name)
     capacity = {d: sum(room[n][1] for n in names) for d, names in domains.items()}
     count = pod_set.count
@@ -160,7 +169,7 @@ def place(tas: dict, used: dict, flavor: str, node_labels: dict, pod_set) -> tup
     elif mode == "required" or sum(capacity.values()) < count:
         best = max(capacity.values(), default=0)
         what = f"allows to fit only {best} out of" if best else "doesn't allow to fit any of"
-        return None, f'topology "{topology}" {what} {count} pod(s)'
+        return None, f'topology "{topology}" {what} {count} pod(s){_excluded(room)}'
     else:  # preferred, or no level asked: the fewest domains, largest first
         chosen = [n for _, d in sorted(((-c, d) for d, c in capacity.items())) for n in domains[d]]
     counts: dict[str, int] = {}

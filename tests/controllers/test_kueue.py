@@ -137,12 +137,12 @@ def test_a_rack_bound_job_under_kueues_topology_aware_scheduling(kueue_target, r
     r1's nodes) and keeps the next job, with quota to spare, waiting for a rack."""
     world = build_world_on(kueue_target, guaranteed=32, burst=0, nodes=4, levels=scenarios.LEVELS,
                            node_labels=scenarios.RACKS)
-    jobs = scenarios.rack_bound(world, run_on_commit)
+    jobs = scenarios.rack_bound(world, run_on_commit, running=True)
     seen = scenarios.observe(world, jobs)
     observations.setdefault("kueue: a rack-bound job placed by topology", {})[kueue_target.kind] = seen
     assert seen["admitted"] == ["ring"]
     ring = seen["jobs"]["ring"]
-    assert ring["state"] in (JobState.ADMITTED, JobState.RUNNING), ring
+    assert ring["state"] == JobState.RUNNING, ring
     assert ring["placement"] == "Placed on flavor h100; all workers in rack r1 (as required)."
     # What Kueue wrote: one pod set assigned every resource from h100, its 2 pods in rack r1's nodes.
     client = kube.client_for_cluster(world["cluster"])
@@ -165,10 +165,14 @@ def test_a_rack_bound_job_under_kueues_topology_aware_scheduling(kueue_target, r
     assert {rack_of[node] for node in wait_for(placed, what="ring's pods bound to nodes")} == {"r1"}
     waiting = seen["jobs"]["ring-2"]
     assert waiting["state"] == JobState.QUEUED
-    assert 'topology "' in waiting["message"], waiting["message"]
-    assert waiting["why_waiting"].startswith(
+    # Kueue's notFitMessage with its exclusion stats (pkg/cache/scheduler/tas_flavor_snapshot.go): r1's two nodes
+    # are full; the simulator writes the same.
+    assert re.fullmatch(r'couldn\'t assign flavors to pod set main: topology "gpu-portal-[0-9a-f]{10}" allows to fit '
+                        r'only 1 out of 2 pod\(s\)\. Total nodes: 4; excluded: resource "nvidia\.com/gpu": 2',
+                        waiting["message"]), waiting["message"]
+    assert waiting["why_waiting"] == (
         "Placement, not quota, is what blocks: no rack has room for all 2 workers together (32 guaranteed + 0 burst, "
-        "16 in use). Scheduler: "), waiting["why_waiting"]
+        f"16 in use). Scheduler: {waiting['message']}"), waiting["why_waiting"]
 
     # "In use" on the quota page: the ClusterQueue's flavorsUsage for h100, as the sweep records it.
     def in_use():
