@@ -165,6 +165,7 @@ class Volcano:
     prefers_reserved = True  # no flavors, no fallback of its own: a spot-allowed job prefers the reserved nodes
     discovers_hypernodes = True  # from node labels, by its controller's label discovery (`tenants.topology`)
     decays_usage = False  # v1.15 shares out what is allocated now (`decayed_usage`)
+    cpu_memory_per_flavor = False  # the queue's capability pools the team's CPU and memory
     placement_from_pods = True  # the lowest HyperNode holding the gang's nodes (`jobs.hypernodes`)
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -249,6 +250,9 @@ class Volcano:
                 {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
                  "data": {"volcano-scheduler.conf": yaml.safe_dump(conf, sort_keys=False)}}]
+
+    def queue_limit_problem(self, flavors) -> str:
+        return ""
 
     def flavor_setup(self, flavor) -> list[tuple[str, str]]:
         if flavor.sharing != Sharing.DRA:
