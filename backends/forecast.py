@@ -220,7 +220,7 @@ class _Replay:
         self.scopes: dict[object, set[tuple]] = defaultdict(set)
         self.dirty: set = set()
         self.room: dict = {}
-        self.no_victims: dict[str, float] = {}
+        self.no_victims: dict[object, float] = {}
         for w in works:
             if w.running:
                 end = max(now, w.started + w.span.at(which))
@@ -313,7 +313,7 @@ class _Replay:
         if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
-            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
+            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(self._searcher(w), -INF)):
                 return False
             victims = self._victims(w)
             if not victims:
@@ -333,11 +333,16 @@ class _Replay:
 
     def _victims(self, w: Work) -> list[Work] | None:
         """Whom the job would preempt. Once a search failed in a moment, no job of its queue with no higher
-        priority searches again in that moment (a scheduler offers one head per queue per cycle)."""
+        priority searches again in that moment (a scheduler offers one head per queue per cycle); of its queue and
+        size, where the policy's scheduler tries every waiting job (`victims_by_size`: Volcano's reclaim)."""
         victims = self.policy.victims(self.ledger, w)
         if not victims:
-            self.no_victims[w.queue] = max(w.priority, self.no_victims.get(w.queue, -INF))
+            key = self._searcher(w)
+            self.no_victims[key] = max(w.priority, self.no_victims.get(key, -INF))
         return victims
+
+    def _searcher(self, w: Work) -> object:
+        return (w.queue, w.units) if getattr(self.policy, "victims_by_size", False) else w.queue
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:
         self.ledger.charge(w, +1)
