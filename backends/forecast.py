@@ -340,9 +340,10 @@ class _Replay:
         if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
-            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(self._searcher(w), -INF)):
+            searcher = (w.queue, w.units) if getattr(self.policy, "victims_by_size", False) else w.queue
+            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(searcher, -INF)):
                 return False
-            victims = self._victims(w)
+            victims = self._victims(w, searcher)
             if not victims:
                 return False
             for victim in victims:
@@ -358,18 +359,13 @@ class _Replay:
         self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
-    def _victims(self, w: Work) -> list[Work] | None:
-        """Whom the job would preempt. Once a search failed in a moment, no job of its queue with no higher
-        priority searches again in that moment (a scheduler offers one head per queue per cycle); of its queue and
-        size, where the policy's scheduler tries every waiting job (`victims_by_size`: Volcano's reclaim)."""
+    def _victims(self, w: Work, searcher: object) -> list[Work] | None:
+        """Whom the job would preempt. Once a search failed in a moment, no job of its queue (and size, with the
+        policy's `victims_by_size`: Volcano reclaims for every job) with no higher priority searches again then."""
         victims = self.policy.victims(self.ledger, w)
         if not victims:
-            key = self._searcher(w)
-            self.no_victims[key] = max(w.priority, self.no_victims.get(key, -INF))
+            self.no_victims[searcher] = max(w.priority, self.no_victims.get(searcher, -INF))
         return victims
-
-    def _searcher(self, w: Work) -> object:
-        return (w.queue, w.units) if getattr(self.policy, "victims_by_size", False) else w.queue
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:
         self.ledger.charge(w, +1)
