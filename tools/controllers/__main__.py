@@ -41,7 +41,7 @@ def main(argv=None) -> int:
             kueue_config = {"resources": {"deviceClassMappings": [
                 {"name": name, "deviceClassNames": [cls]} for cls, name in dra.NVIDIA_MAPPINGS.items()]}} \
                 if args.dra_nodes else None
-            controllers.start(plane, schedulers, kueue_config=kueue_config)
+            controllers.start(plane, schedulers, kueue_config=kueue_config, dra=bool(args.dra_nodes))
             for prefix, count, pairs, gpus in (("gpu-node", args.nodes, args.node_labels, {"nvidia.com/gpu": 8}),
                                                ("dra-node", args.dra_nodes, args.dra_node_labels, {})):
                 labels = dict(pair.split("=", 1) for pair in pairs.split(",") if pair)
