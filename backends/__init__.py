@@ -19,6 +19,7 @@ A third scheduler (KAI, YuniKorn) is one new module here, imported below, fillin
         cohort_tree = False
         prefers_reserved = True
         placement_from_pods = False
+        cpu_memory_per_flavor = False
         discovers_hypernodes = False
         def team_parent(self, cluster, department): ...
         def team_queue_objects(self, spec, cluster): ...       # from a `TeamQuotaSpec`
@@ -27,6 +28,7 @@ A third scheduler (KAI, YuniKorn) is one new module here, imported below, fillin
         def apply_levels(self, objects, *, children_first): return [objects]
         def scheduler_setup(self): return []                    # its own config the portal's queues need
         def flavor_setup(self, flavor): return []                # what its own config needs for a flavor
+        def queue_limit_problem(self, flavors): return ""       # a limit of its queue objects they exceed
         def flavor_in_use(self, flavor_name, resource, quota_status): return None
         def scheduling_labels(self, spec): ...                 # the labels that send a job to its queue
         def job_objects(self, spec, parts): ...                # assembled from `JobParts`

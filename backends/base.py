@@ -54,6 +54,9 @@ class Backend(Protocol):
     discovers_hypernodes: bool
     # Whether it orders queues by their usage decayed over time (Kueue's admission fair sharing).
     decays_usage: bool
+    # Whether a team's CPU and memory quota is held per GPU flavor (Kueue: each flavor of the ClusterQueue carries
+    # its own), rather than one pool for the team in the cluster (Volcano's queue capability).
+    cpu_memory_per_flavor: bool
 
     # --- queues -------------------------------------------------------------------------------------------
     def team_parent(self, cluster, department: str | None) -> str: ...
@@ -70,6 +73,10 @@ class Backend(Protocol):
     def scheduler_setup(self) -> list[dict]: ...
 
     def flavor_setup(self, flavor) -> list[tuple[str, str]]: ...
+
+    # Why the cluster could not offer these GPU flavors (rows of `tenants.GpuFlavor`) in a team's queue: a limit of
+    # the scheduler's queue objects; "" when it can.
+    def queue_limit_problem(self, flavors: list) -> str: ...
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None: ...
 
@@ -114,7 +121,8 @@ class Backend(Protocol):
     def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],
                        resources: dict[str, str]) -> Any: ...  # a `forecast.World`
 
-    def estimate(self, world, works: list, now: float) -> dict: ...  # job key → `forecast.Estimate`
+    def estimate(self, world, works: list, now: float, later: tuple = ((), (), ())) -> dict: ...  # job key →
+    # `forecast.Estimate`; `later`: per replay, the jobs expected to be submitted later (`arrivals`)
 
     def forecast_policy(self) -> Any: ...  # its `forecast.Policy`
 

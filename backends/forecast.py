@@ -8,7 +8,9 @@ worker at once), and one kept within a topology domain needs a domain with room 
 ranges (`Span`: early, likely, late), so the replay runs three times (every job early, likely, late); the likely
 run gives the estimate, the other two its range. What makes a job start is recorded (whose end freed the room), so
 the estimate can say why. A job can also be given as to be submitted later (`Work.arrives`): it joins its queue
-then, and gets no estimate of its own (what-if: how the later submissions change the others' starts).
+then, and gets no estimate of its own (what-if: how the later submissions change the others' starts); the jobs
+the cluster's history says will be submitted later (`arrivals`) are replayed so, and each estimate says how many of
+them start before it.
 
 Cost: each moment offers only the head of each (queue, flavor, size) bucket, and a bucket stops being offered in a
 moment once a job of its size or smaller has failed there, so a replay is near-linear in the jobs.
@@ -59,6 +61,7 @@ class Work:
     level: str = ""  # a required topology level: every worker within one domain of it
     domain: str = ""  # running: the domain it holds
     arrives: float | None = None  # a job to be submitted later (a what-if): it joins its queue then
+    held: tuple[tuple[str, str, int], ...] = ()  # running: the units its pods hold per (level, domain), where read
     workers: int = 1  # its pods, each units / workers (Volcano reclaims pod by pod)
 
     @property
@@ -119,6 +122,8 @@ class Estimate:
     ahead: int = 0
     freed_by: int | None = None
     preempts: tuple[int, ...] = ()
+    later: int = 0  # expected later submissions (`arrivals`) of its scope the likely replay starts before it
+    later_higher: int = 0  # … of them at a higher priority
 
 
 @dataclass(frozen=True)
@@ -160,12 +165,17 @@ class Policy(Protocol):
     def victims(self, ledger, work: Work) -> list[Work] | None: ...
 
 
-def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dict[int, Estimate]:
-    """Every job's estimate: three replays (every run early, likely, late) combined."""
+def forecast(world: World, works: list[Work], policy: Policy, now: float,
+             later: tuple[tuple[Work, ...], ...] = ((), (), ())) -> dict[int, Estimate]:
+    """Every job's estimate: three replays (every run early, likely, late) combined. `later`: per replay, the jobs
+    expected to be submitted later (`arrivals.expected`), replayed as they arrive; they get no estimate."""
     empty = policy.ledger(world)
-    never = {w.key: why for w in works if not w.running and (why := policy.impossible(world, empty, w))}
-    runs = [_Replay(world, works, policy, now, which, never).run() for which in (EARLY, LIKELY, LATE)]
+    never = {w.key: why for w in [*works, *later[LATE], *later[EARLY]]
+             if not w.running and (why := policy.impossible(world, empty, w))}
+    runs = [_Replay(world, [*works, *later[which]], policy, now, which, never).run()
+            for which in (EARLY, LIKELY, LATE)]
     ahead = _ahead(works, policy)
+    overtaken = _overtaken(runs[LIKELY].starts, later[LIKELY], works, policy)
     result = {}
     for w in works:
         if w.arrives is not None:
@@ -185,8 +195,26 @@ def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dic
             likely = runs[LIKELY]
             result[w.key] = Estimate(w.key, start=trio, ahead=ahead.get(w.key, 0),
                                      freed_by=likely.freed_by.get(w.key),
-                                     preempts=tuple(likely.preempted.get(w.key, ())))
+                                     preempts=tuple(likely.preempted.get(w.key, ())),
+                                     **overtaken.get(w.key, {}))
     return result
+
+
+def _overtaken(starts: dict[int, float], later: tuple[Work, ...], works: list[Work], policy: Policy) -> dict:
+    """Per waiting job, the expected later submissions of its scope (what competes for the same quota) that start
+    before it: how many, and how many of them at a higher priority."""
+    begun: dict = defaultdict(lambda: defaultdict(list))  # scope → priority → start times, in order
+    for w in later:
+        if w.key in starts:
+            bisect.insort(begun[policy.scope(w)][w.priority], starts[w.key])
+    found = {}
+    for w in works:
+        if not w.running and w.arrives is None and w.key in starts and policy.scope(w) in begun:
+            counts = {p: bisect.bisect_left(times, starts[w.key]) for p, times in begun[policy.scope(w)].items()}
+            if sum(counts.values()):
+                found[w.key] = {"later": sum(counts.values()),
+                                "later_higher": sum(n for p, n in counts.items() if p > w.priority)}
+    return found
 
 
 def _ahead(works: list[Work], policy: Policy) -> dict[int, int]:
@@ -205,6 +233,7 @@ class _Replay:
         self.world, self.policy, self.now, self.which = world, policy, now, which
         self.ledger = policy.ledger(world)
         self.domain_used: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.domain_most: dict[tuple[str, str], int] = {}
         self.running: dict[int, tuple[Work, float]] = {}
         self.events: list[tuple[float, int]] = []
         self.buckets: dict[tuple, list[tuple[tuple, Work]]] = defaultdict(list)
@@ -308,8 +337,7 @@ class _Replay:
         return self.room[scope]
 
     def _admit(self, w: Work, t: float, freed: int | None, borrowing: bool) -> bool:
-        domain = self._domain_for(w)
-        if domain is None:
+        if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
             if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
@@ -326,6 +354,7 @@ class _Replay:
         self.starts.setdefault(w.key, t)
         if freed is not None:
             self.freed_by[w.key] = freed
+        domain = self._domain_for(w)  # chosen once it starts: the victims' ends may have made the room
         self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
@@ -339,8 +368,7 @@ class _Replay:
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:
         self.ledger.charge(w, +1)
-        if w.level and domain:
-            self.domain_used[(w.flavor, w.level)][domain] += w.units
+        self._hold(w, domain, +1)
         self.running[w.key] = (w if w.domain == domain else replace(w, domain=domain), end)
         self.ends[w.key] = end
         heapq.heappush(self.events, (end, w.key))
@@ -349,14 +377,24 @@ class _Replay:
         w, _ = self.running.pop(key)
         self.ledger.charge(w, -1)
         self.dirty.add(self.policy.scope(w))
-        if w.level and w.domain:
-            self.domain_used[(w.flavor, w.level)][w.domain] -= w.units
+        self._hold(w, w.domain, -1)
         return w
+
+    def _hold(self, w: Work, domain: str, sign: int) -> None:
+        """Take (or give back) a running job's units in the topology domains: where its pods are, when they were
+        read (a job of any level, or none), else the domain its required level placed it in."""
+        if w.held:
+            for level, name, units in w.held:
+                self.domain_used[(w.flavor, level)][name] += sign * units
+                self.domain_most.pop((w.flavor, level), None)
+        elif w.level and domain:
+            self.domain_used[(w.flavor, w.level)][domain] += sign * w.units
+            self.domain_most.pop((w.flavor, w.level), None)
 
     def _evict(self, victim: Work) -> None:
         """A preempted job waits again from the start of its run, in its old place in line."""
         w = self._stop(victim.key)
-        self._enqueue(replace(w, started=None, domain=""))
+        self._enqueue(replace(w, started=None, domain="", held=()))
         self.ends.pop(w.key, None)
 
     def _next_end(self) -> tuple[float, int | None] | None:
@@ -383,15 +421,26 @@ class _Replay:
                 found = key
         return found
 
-    def _domain_for(self, w: Work) -> str | None:
-        """The domain a job kept within one would take (the fullest that has room, as a bin-packer would), "" when
-        it needs none or the domains are not known, None when none has room now."""
+    def _domain_room(self, w: Work) -> bool:
+        """Whether a job kept within one domain finds one with room now (always, where it needs none or the
+        domains are not known): against the roomiest domain's room, kept until a start or an end there."""
+        sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
+        if not sizes:
+            return True
+        key = (w.flavor, w.level)
+        if key not in self.domain_most:
+            used = self.domain_used[key]
+            self.domain_most[key] = max(size - used[name] for name, size in sizes.items())
+        return w.units <= self.domain_most[key]
+
+    def _domain_for(self, w: Work) -> str:
+        """The domain a job that has room (`_domain_room`) takes: the fullest with room, as a bin-packer would; ""
+        when it needs none or the domains are not known."""
         sizes = self.world.domains.get((w.flavor, w.level)) if w.level else None
         if not sizes:
             return ""
         used = self.domain_used[(w.flavor, w.level)]
-        room = [(size - used[name], name) for name, size in sorted(sizes.items()) if size - used[name] >= w.units]
-        return min(room)[1] if room else None
+        return min((size - used[name], name) for name, size in sizes.items() if size - used[name] >= w.units)[1]
 
 
 def largest_domain(world: World, w: Work) -> int | None:

@@ -86,19 +86,32 @@ NOT_GPU = {"cpu", "memory", "ephemeral-storage", "pods"}
 
 def kueue_placement(workload: dict | None) -> dict:
     """The flavors a Kueue workload was admitted to and, with Topology-Aware Scheduling, the domains its pods are
-    in (status.admission.podSetAssignments[].topologyAssignment: levels, slices of values per level)."""
+    in (status.admission.podSetAssignments[].topologyAssignment: levels, slices of `domainCount` domains whose value
+    at each level is `universal` to all, or `individual`: prefix + each root + suffix; apis/kueue/v1beta2/
+    workload_types.go). Where the topology's lowest level is the hostname Kueue writes that level alone
+    (pkg/cache/scheduler/tas_flavor_snapshot.go, buildAssignment): the wider levels are the nodes' labels
+    (`jobs.nodes`)."""
     assignments = (((workload or {}).get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
     flavors = sorted({f for a in assignments for r, f in (a.get("flavors") or {}).items() if r not in NOT_GPU})
     domains = []
     for assignment in assignments:
         topology = assignment.get("topologyAssignment") or {}
         for piece in topology.get("slices") or []:
-            values = [v.get("universal") or ",".join((v.get("individual") or {}).get("roots") or [])
-                      for v in piece.get("valuesPerLevel") or []]
-            domain = dict(zip(topology.get("levels") or [], values, strict=False))
-            if domain not in domains:
-                domains.append(domain)
+            for index in range(piece.get("domainCount") or 1):
+                values = [_level_value(v, index) for v in piece.get("valuesPerLevel") or []]
+                domain = dict(zip(topology.get("levels") or [], values, strict=False))
+                if domain not in domains:
+                    domains.append(domain)
     return {key: value for key, value in (("flavors", flavors), ("domains", domains)) if value}
+
+
+def _level_value(value: dict, index: int) -> str:
+    if "universal" in value:
+        return value["universal"]
+    individual = value.get("individual") or {}
+    roots = individual.get("roots") or []
+    root = roots[index] if index < len(roots) else ""
+    return f"{individual.get('prefix') or ''}{root}{individual.get('suffix') or ''}"
 
 
 def kueue_batch_job(job: dict, workload: dict | None) -> Observed:
@@ -201,6 +214,7 @@ class Kueue:
     discovers_hypernodes = False
     decays_usage = True  # admission fair sharing, where its Configuration turns it on (`kueue_fairshare`)
     placement_from_pods = False  # the Workload's topologyAssignment says where it is (`kueue_placement`)
+    cpu_memory_per_flavor = True  # each flavor of the team's ClusterQueue carries its own (`cluster_queue_manifest`)
 
     # --- queues -------------------------------------------------------------------------------------------
     def team_parent(self, cluster, department: str | None) -> str:
@@ -217,7 +231,7 @@ class Kueue:
     def cluster_objects(self, cluster, *, flavors, departments, tiers, team_specs) -> list[dict]:
         labels = [level["node_label"] for level in cluster.topology_levels]
         topology = m.topology_name(labels) if labels else ""
-        objects = [m.cpu_resource_flavor_manifest()] + [
+        objects = [
             m.resource_flavor_manifest(flavor_spec(f, cluster.mig_strategy,
                                                    topology if f.sharing in TAS_SHARING else "")) for f in flavors]
         if topology:
@@ -246,6 +260,19 @@ class Kueue:
             return []
         return [("Kueue Configuration (KueueDRAIntegration is beta and on by default in v0.19)",
                  dump({"resources": {"deviceClassMappings": [kueue_mapping(flavor)]}}))]
+
+    def queue_limit_problem(self, flavors) -> str:
+        """A team may hold every flavor of its cluster, all in its ClusterQueue's one resource group
+        (`kueue_manifests.cluster_queue_manifest`): the cluster must stay within that group's limits."""
+        names = {f.resource_name for f in flavors}
+        if len(flavors) > m.MAX_GROUP_FLAVORS:
+            return (f"A Kueue cluster can offer at most {m.MAX_GROUP_FLAVORS} GPU flavors (a team's ClusterQueue lists "
+                    f"them all in one resource group); this would make {len(flavors)}.")
+        if len(names) + 2 > m.MAX_COVERED_RESOURCES:
+            return (f"A Kueue cluster can offer at most {m.MAX_COVERED_RESOURCES - 2} GPU resource names (a team's "
+                    f"ClusterQueue covers them with cpu and memory in one resource group); this would make "
+                    f"{len(names)}.")
+        return ""
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None:
         """Kueue counts per flavor (the ClusterQueue's `flavorsUsage`)."""
@@ -366,9 +393,10 @@ class Kueue:
         """The cluster's queues, as this scheduler is given them, from what each team holds (`forecast.Holding`)."""
         return self.forecast_policy().world(holdings, cohort=cohort, capacity=capacity, resources=resources)
 
-    def estimate(self, world: forecast.World, works: list, now: float) -> dict:
-        """When each waiting job will start and each running one end (`forecast.Estimate` by job key)."""
-        return forecast.forecast(world, works, self.forecast_policy(), now)
+    def estimate(self, world: forecast.World, works: list, now: float, later: tuple = ((), (), ())) -> dict:
+        """When each waiting job will start and each running one end (`forecast.Estimate` by job key), allowing for
+        the jobs expected to be submitted later (`arrivals.Outlook.replays`)."""
+        return forecast.forecast(world, works, self.forecast_policy(), now, later)
 
     def forecast_policy(self):
         return KueuePolicy()

@@ -4,18 +4,20 @@ Indexed batch/v1 Job, with the headless Service a PyTorch job's pods rendezvous 
 PyTorchJob integration is off by default since v0.19). Values in, plain dicts out, deterministic names."""
 
 import hashlib
-from collections import defaultdict
 
 from portal.naming import cluster_labels, team_labels
 from portal.upstream import KUEUE_API as KUEUE
 
-from .specs import FlavorSpec, QuotaSpec, TeamQuotaSpec, gib
+from .specs import FlavorSpec, TeamQuotaSpec, gib
 
-CPU_FLAVOR = "gpu-portal-cpu"
 LOCAL_QUEUE = "default"  # Kueue's webhook also sends unlabelled jobs to a LocalQueue named "default"
 NS_NAME_LABEL = "kubernetes.io/metadata.name"
 TOPOLOGY_PREFIX = "gpu-portal-"  # the cluster's one Kueue Topology, named by every TAS ResourceFlavor
 RENDEZVOUS_PORT = 29500
+# The ClusterQueue's limits on one resource group (apis/kueue/v1beta2/clusterqueue_types.go, MaxItems): the team's
+# one group lists cpu and memory beside its GPU resource names, and a flavor per GPU flavor it holds.
+MAX_COVERED_RESOURCES = 64
+MAX_GROUP_FLAVORS = 64
 
 
 def resource_flavor_manifest(flavor: FlavorSpec) -> dict:
@@ -34,12 +36,6 @@ def resource_flavor_manifest(flavor: FlavorSpec) -> dict:
         "metadata": {"name": flavor.name, "labels": cluster_labels()},
         "spec": spec,
     }
-
-
-def cpu_resource_flavor_manifest() -> dict:
-    """CPU and memory are covered by a flavor of their own, so each GPU group can list just its resource."""
-    return {"apiVersion": KUEUE, "kind": "ResourceFlavor",
-            "metadata": {"name": CPU_FLAVOR, "labels": cluster_labels()}, "spec": {}}
 
 
 def workload_priority_class_manifest(*, name: str, value: int, description: str) -> dict:
@@ -78,40 +74,38 @@ def _quantity(resource: str, value: int) -> str:
 
 
 def cluster_queue_manifest(team: TeamQuotaSpec) -> dict:
-    """One resource group for CPU and memory, then one per GPU resource name with a flavor per GPU flavor the
-    team holds: nominalQuota = guaranteed, borrowingLimit = burst (only inside a cohort, as Kueue requires).
+    """One resource group covering cpu, memory and every GPU resource name the team holds, with a flavor per GPU
+    flavor, as Kueue's docs set up node types: each flavor carries its quota's own CPU and memory and its GPUs
+    (nominalQuota = guaranteed, borrowingLimit = burst, only inside a cohort, as Kueue requires), and "0" for the
+    GPU resource names it does not provide (every flavor of a group lists every covered resource, in order).
 
-    Reserved flavors come before spot ones in each group: Kueue tries a group's flavors in order and, with
-    whenCanBorrow MayStopSearch and whenCanPreempt TryNextFlavor, moves on to the next only when one is full
-    and would need preemption (kueue pkg/scheduler/flavorassigner/flavorassigner.go,
-    shouldTryNextFlavor), so spot is where a job lands once reserved capacity is used up. A fair-sharing
-    weight other than 1 is written (apis/kueue/v1beta2 FairSharing.Weight; the default is 1)."""
-    totals = team.totals()
-    groups = [
-        {
-            "coveredResources": ["cpu", "memory"],
-            "flavors": [
-                {
-                    "name": CPU_FLAVOR,
-                    "resources": [
-                        {"name": "cpu", "nominalQuota": _quantity("cpu", totals["cpu"])},
-                        {"name": "memory", "nominalQuota": _quantity("memory", totals["memory"])},
-                    ],
-                }
-            ],
-        }
-    ]
-    by_resource: dict[str, list[QuotaSpec]] = defaultdict(list)
-    for quota in team.quotas:
-        by_resource[quota.flavor.resource_name].append(quota)
-    for resource in sorted(by_resource):
-        flavors = []
-        for quota in sorted(by_resource[resource], key=lambda q: (q.flavor.spot, q.flavor.name)):
-            entry = {"name": resource, "nominalQuota": str(quota.guaranteed)}
+    So a pod set's CPU, memory and GPUs all come from one flavor: Kueue's topology-aware scheduling places a pod set
+    only when every resource it requests is assigned from a flavor with the topology
+    (pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS), and a queue whose
+    flavors all name one places pod sets without a topology request too (implied TAS). CPU-only pods fit a GPU
+    flavor with 0 GPUs, so no label-less CPU flavor is listed (it would end implied TAS for the whole queue).
+    CPU and memory have no borrowingLimit in a cohort: a flavor's jobs may borrow them from the same flavor's
+    unused CPU and memory in the cohort, while the GPUs' borrowingLimit bounds the burst.
+
+    Reserved flavors come before spot ones: Kueue tries a group's flavors in order and, with whenCanBorrow
+    MayStopSearch and whenCanPreempt TryNextFlavor, moves on to the next only when one is full and would need
+    preemption (kueue pkg/scheduler/flavorassigner/flavorassigner.go, shouldTryNextFlavor), so spot is where a job
+    lands once reserved capacity is used up. A fair-sharing weight other than 1 is written
+    (apis/kueue/v1beta2 FairSharing.Weight; the default is 1). `queue_limit_problem` keeps a team within the CRD's
+    limits of one group."""
+    gpus = sorted({quota.flavor.resource_name for quota in team.quotas})
+    flavors = []
+    for quota in sorted(team.quotas, key=lambda q: (q.flavor.spot, q.flavor.name)):
+        resources = [{"name": "cpu", "nominalQuota": _quantity("cpu", quota.cpu_cores)},
+                     {"name": "memory", "nominalQuota": _quantity("memory", quota.memory_gib)}]
+        for resource in gpus:
+            own = resource == quota.flavor.resource_name
+            entry = {"name": resource, "nominalQuota": str(quota.guaranteed if own else 0)}
             if team.cohort:
-                entry["borrowingLimit"] = str(quota.burst)
-            flavors.append({"name": quota.flavor.name, "resources": [entry]})
-        groups.append({"coveredResources": [resource], "flavors": flavors})
+                entry["borrowingLimit"] = str(quota.burst if own else 0)
+            resources.append(entry)
+        flavors.append({"name": quota.flavor.name, "resources": resources})
+    groups = [{"coveredResources": ["cpu", "memory", *gpus], "flavors": flavors}] if flavors else []
     fungibility = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
     spec = {
         "namespaceSelector": {"matchLabels": {NS_NAME_LABEL: team.namespace}},

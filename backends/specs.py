@@ -11,6 +11,8 @@ from tenants.sharing import DEVICES_SUFFIX
 def gib(value: int) -> str:
     """`value` GiB as kube-apiserver writes a quantity back (Quantity.String(): the largest binary unit with a whole
     amount, so 4096Gi is 4Ti): an object holding it then reads back as written, and a sweep finds nothing to redo."""
+    if not value:
+        return "0"  # Quantity.String() of zero, whatever its unit
     units = ["Gi", "Ti", "Pi", "Ei"]
     unit = 0
     while value and value % 1024 == 0 and unit < len(units) - 1:

@@ -165,6 +165,7 @@ class Volcano:
     prefers_reserved = True  # no flavors, no fallback of its own: a spot-allowed job prefers the reserved nodes
     discovers_hypernodes = True  # from node labels, by its controller's label discovery (`tenants.topology`)
     decays_usage = False  # v1.15 shares out what is allocated now (`decayed_usage`)
+    cpu_memory_per_flavor = False  # the queue's capability pools the team's CPU and memory
     placement_from_pods = True  # the lowest HyperNode holding the gang's nodes (`jobs.hypernodes`)
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -250,6 +251,9 @@ class Volcano:
                  "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
                  "data": {"volcano-scheduler.conf": yaml.safe_dump(conf, sort_keys=False)}}]
 
+    def queue_limit_problem(self, flavors) -> str:
+        return ""
+
     def flavor_setup(self, flavor) -> list[tuple[str, str]]:
         if flavor.sharing != Sharing.DRA:
             return []
@@ -306,9 +310,10 @@ class Volcano:
         """The cluster's queues, as this scheduler is given them, from what each team holds (`forecast.Holding`)."""
         return self.forecast_policy().world(holdings, cohort=cohort, capacity=capacity, resources=resources)
 
-    def estimate(self, world: forecast.World, works: list, now: float) -> dict:
-        """When each waiting job will start and each running one end (`forecast.Estimate` by job key)."""
-        return forecast.forecast(world, works, self.forecast_policy(), now)
+    def estimate(self, world: forecast.World, works: list, now: float, later: tuple = ((), (), ())) -> dict:
+        """When each waiting job will start and each running one end (`forecast.Estimate` by job key), allowing for
+        the jobs expected to be submitted later (`arrivals.Outlook.replays`)."""
+        return forecast.forecast(world, works, self.forecast_policy(), now, later)
 
     def forecast_policy(self):
         return VolcanoPolicy(capacity_plugin=True)

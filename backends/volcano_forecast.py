@@ -1,15 +1,17 @@
 """Volcano's admission for the forecast (`forecast.Policy`), as Volcano treats the portal's queues
 (capability = guaranteed + burst, deserved = guarantee = guaranteed, per resource name: flavors of one resource add
-up). Jobs go by priority then first come across queues (plugins/priority JobOrderFn); a job that does not fit does
-not block the next. The enqueue action admits a PodGroup when its queue's allocation plus the gang's minimum stays
-within the queue's bound: with the capacity plugin (the portal's configuration) its capability (plugins/capacity),
-with proportion its real capability, at most the cluster less every other queue's guarantee (plugins/proportion);
-allocate then needs the whole gang free in the cluster (plugins/gang: minAvailable is every worker). Preempt (same
-queue, lower priority) and reclaim run only when the scheduler's configuration lists those actions (actions/preempt,
-actions/reclaim). Reclaim, with the capacity plugin: a queue reclaims for a job only while its
-allocation plus the job stays within its deserved share (preemptiveFn), and takes pods of other queues only while
-each such queue stays above its deserved share and keeps its guarantee (reclaimableFn), lowest priority and newest
-first; a victim goes whole, since a portal job's gang is all of its pods."""
+up). Jobs go by priority then first come (plugins/priority JobOrderFn); with the capacity plugin the queues take
+turns, the one with the lowest share (allocated over deserved) first (its QueueOrderFn, as actions/allocate pops
+them), otherwise across queues by the job order. A job that does not fit does not block the next. The enqueue
+action admits a PodGroup when its queue's allocation plus the gang's minimum stays within the queue's bound: with
+the capacity plugin (the portal's configuration) its capability (plugins/capacity), with proportion its real
+capability, at most the cluster less every other queue's guarantee (plugins/proportion); allocate then needs the
+whole gang free in the cluster (plugins/gang: minAvailable is every worker). Preempt (same queue, lower priority)
+and reclaim run only when the scheduler's configuration lists those actions (actions/preempt, actions/reclaim).
+Reclaim, with the capacity plugin: a queue reclaims for a job only while its allocation plus the job stays within
+its deserved share (preemptiveFn), and takes pods of other queues only while each such queue stays above its
+deserved share and keeps its guarantee (reclaimableFn), lowest priority and newest first; a victim goes whole,
+since a portal job's gang is all of its pods."""
 
 from __future__ import annotations
 
@@ -62,6 +64,14 @@ class Shares:
         else:
             self.running[work.queue].pop(work.key, None)
 
+    def share(self, queue: str) -> tuple[float, bool]:
+        """capacity.go updateQueueAttrShare and compareShareWithDeserved: the largest allocated / deserved, 1
+        without a deserved share (such a queue after one with it, on a tie)."""
+        deserved = {r: v for r, v in self.guarantee[queue].items() if v}
+        if not deserved:
+            return (1.0, True)
+        return (max(self.used[queue][r] / v for r, v in deserved.items()), False)
+
     def may_reclaim(self, queue: str, r: str, units: int) -> bool:
         """Whether the queue may reclaim for a job of `units`: with the capacity plugin, its allocation plus the
         job stays within its deserved share (capacity.go preemptiveFn, asked as each pod is pipelined); with
@@ -104,7 +114,7 @@ class VolcanoPolicy:
         queues = {team: Queue(team, e["parent"], e["nominal"], e["borrowing"], {}, e["held"])
                   for team, e in teams.items()}
         return World(queues=queues, capacity=capacity, resources=resources, preempt=False,
-                     reclaim=self.capacity_plugin)
+                     reclaim=self.capacity_plugin, fair=self.capacity_plugin)
 
     def ledger(self, world: World) -> Shares:
         self._resources = dict(world.resources)
@@ -123,6 +133,12 @@ class VolcanoPolicy:
 
     def order(self, work: Work) -> tuple:
         return (-work.priority, work.seq, work.key)
+
+    def pick(self, world: World, shares: Shares, heads: list[Work]) -> int:
+        """With the capacity plugin, allocate takes the queue with the lowest share (allocated over deserved, the
+        largest over its resources; 1 without any) first (capacity.go QueueOrderFn), then that queue's next job
+        in order; shares move as jobs start."""
+        return min(range(len(heads)), key=lambda i: (shares.share(heads[i].queue), self.order(heads[i])))
 
     def scope(self, work: Work) -> str:
         return self._resources.get(work.flavor, work.flavor)

@@ -7,21 +7,27 @@ The submit form's preview and "what would start it sooner" ask the same forecast
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from backends import backend_for, forecast
+from backends import arrivals, backend_for, forecast
+from portal import kube
 from quotas.desired import parent_name
 from quotas.models import Quota
 from tenants.choices import PreemptionPolicy, TeamState
 from tenants.models import Cluster, Team
 
-from . import runtimes
+from . import inventory, runtimes
 from .choices import TERMINAL_STATES, JobState, Placement
 from .models import Job
+
+log = logging.getLogger(__name__)
 
 HISTORY_DAYS = 30
 HISTORY_RUNS = 50  # the latest comparable runs kept per team, image and kind
@@ -129,7 +135,89 @@ def cluster_inputs(cluster: Cluster, now: datetime, extra: list[Job] = ()):
     for i, job in enumerate(extra):
         span = run_span(job, runs.get((job.team_id, job.image, job.kind), []), now)
         works.append(work_for(job, span, key=PREVIEW_KEY - i, seq=(now.timestamp(), float("inf"), i)))
-    return cluster_world(cluster), jobs, works
+    world, works = with_domains(cluster, cluster_world(cluster), works, {job.pk: job.placement for job in jobs})
+    return world, jobs, works
+
+
+def with_domains(cluster: Cluster, world: forecast.World, works: list[forecast.Work], placements: dict[int, dict]):
+    """Where a waiting job must keep within one topology domain, the world's domains and the running jobs' share
+    of each, read from the cluster's Nodes and Pods (`inventory`; a job whose pods are on none of the flavor's
+    nodes, from the placement its scheduler recorded): such a job waits for one domain with room, not for the
+    flavor's total. Unchanged where none waits so, or the cluster could not be read."""
+    if not cluster.topology_levels or not any(w.level and not w.running for w in works):
+        return world, works
+    found = topology_inventory(cluster, running={w.key for w in works if w.running})
+    if found is None:
+        return world, works
+    levels = cluster.topology_levels
+    works = [replace(w, held=found.held.get(w.key) or inventory.placement_held(placements.get(w.key), levels,
+                                                                              w.units))
+             if w.running else w for w in works]
+    return replace(world, domains=found.sizes), works
+
+
+NODES_TTL = 60.0  # seconds a cluster's Nodes are reused (they change rarely; pods are read on every refresh)
+_nodes: dict[int, tuple[float, list[dict]]] = {}
+
+
+def topology_inventory(cluster: Cluster, *, running: set[int]) -> inventory.Inventory | None:
+    """The cluster's topology domains and what the running jobs hold in them; None (logged) when the cluster
+    could not be read: the estimates then count the flavor's total, as before the domains were known."""
+    try:
+        client = kube.client_for_cluster(cluster)
+        read_at, nodes = _nodes.get(cluster.pk, (-NODES_TTL, []))
+        if time.monotonic() - read_at >= NODES_TTL:
+            nodes = client.list("v1", "Node")
+            _nodes[cluster.pk] = (time.monotonic(), nodes)
+        pods = client.list("v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    except kube.KubeError as exc:
+        log.warning("estimates of %s count no topology domains: its nodes and pods could not be read (%s)",
+                    cluster.name, exc)
+        return None
+    flavors = [inventory.FlavorNodes(f.name, f.scheduled_resource(cluster.mig_strategy),
+                                     f.scheduled_node_labels(cluster.mig_strategy)) for f in cluster.flavors.all()]
+    return inventory.domain_inventory(nodes=nodes, pods=pods, flavors=flavors, levels=cluster.topology_levels,
+                                      running=running)
+
+
+def recent_submissions(cluster: Cluster, now: datetime,
+                       works: list[forecast.Work]) -> tuple[list[arrivals.Submitted], float]:
+    """The cluster's submissions of the arrivals' window that took or will take quota, newest first, with how long
+    each ran (a job still running or waiting: as its estimate expects); and since when they are all known (the
+    cluster's creation, or the oldest read when there were more than the most read)."""
+    active = {w.key: w for w in works}
+    rows = (Job.objects.filter(cluster=cluster, submitted_at__gte=now - timedelta(seconds=arrivals.WINDOW),
+                               submitted_at__lte=now)
+            .order_by("-submitted_at", "-pk")
+            .values_list("pk", "submitted_at", "team__slug", "flavor__name", "workers", "gpus_per_worker",
+                         "priority_tier__value", "priority_tier__preemption_policy", "topology_level",
+                         "topology_mode", "admitted_at", "started_at", "finished_at")[:arrivals.MAX_HISTORY])
+    rows = list(rows)
+    since = cluster.created_at.timestamp()
+    if len(rows) == arrivals.MAX_HISTORY:
+        since = max(since, rows[-1][1].timestamp())
+    found = []
+    for pk, submitted, team, flavor, workers, gpw, priority, preemption, level, mode, admitted, started, finished \
+            in rows:
+        began = admitted or started
+        if pk in active:
+            seconds = active[pk].span.likely
+        elif began is not None and finished is not None:
+            seconds = max(0.0, (finished - began).total_seconds())
+        else:
+            continue  # ended without running: it took no quota
+        found.append(arrivals.Submitted(
+            submitted.timestamp(), team, flavor, workers * gpw, priority, seconds,
+            may_preempt=preemption != PreemptionPolicy.NEVER, level=level if mode == Placement.REQUIRED else ""))
+    return found, since
+
+
+def cluster_estimates(cluster: Cluster, world: forecast.World, works: list[forecast.Work],
+                      now: datetime) -> tuple[dict[int, forecast.Estimate], arrivals.Outlook]:
+    """The backend's estimates, allowing for the jobs the cluster's recent history says will be submitted later."""
+    past, since = recent_submissions(cluster, now, works)
+    outlook = arrivals.expected(past, now.timestamp(), since=since)
+    return backend_for(cluster).estimate(world, works, now.timestamp(), outlook.replays), outlook
 
 
 # --- what the rows keep ---------------------------------------------------------------------------------------------
@@ -145,8 +233,11 @@ def clock(ts: float, now: float) -> str:
     return f"{when:%H:%M} UTC" if when.date() == datetime.fromtimestamp(now, UTC).date() else f"{when:%b %d %H:%M} UTC"
 
 
-def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float) -> dict:
-    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence."""
+def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float,
+             free: dict[tuple[str, str], int] | None = None, outlook: arrivals.Outlook = arrivals.NONE) -> dict:
+    """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence.
+    `free`: per (flavor, level) the most units free now in one topology domain, where the domains are known;
+    `outlook`: the later submissions the estimate allowed for."""
     work = works[estimate.key]
     if estimate.never:
         return {"kind": "never", "basis": {"reason": estimate.never},
@@ -164,6 +255,11 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
     basis: dict = {"ahead": estimate.ahead, "queue": work.queue, "run": {"evidence": work.span.evidence,
                                                                          "detail": work.span.detail}}
     facts = []
+    roomiest = (free or {}).get((work.flavor, work.level)) if work.level else None
+    if roomiest is not None and roomiest < work.units and likely - now >= 60:
+        basis["domain"] = {"level": work.level, "needs": work.units, "most_free": roomiest}
+        facts.append(f"it needs {work.units} {work.flavor} in one {work.level}, and no {work.level} has more than "
+                     f"{roomiest} free")
     if estimate.ahead:
         facts.append(f"{estimate.ahead} job{'s are' if estimate.ahead != 1 else ' is'} ahead of it in "
                      f"{work.queue}'s queue")
@@ -180,12 +276,30 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
         basis["preempts"] = list(estimate.preempts)
         facts.append(f"it would preempt {len(estimate.preempts)} lower-priority or borrowing job"
                      f"{'s' if len(estimate.preempts) != 1 else ''}")
+    if estimate.later:
+        basis["later"] = {"count": estimate.later, "higher_priority": estimate.later_higher,
+                          "observed_hours": round(outlook.observed / 3600, 1), "submitted": outlook.submitted}
+        facts.append(_later(estimate, outlook))
     if likely - now < 60 and not estimate.preempts:
         sentence = "Likely to start within a minute: there is room for it now."
     else:
         sentence = f"Likely to start around {clock(likely, now)}{_between(early, late, now)}"
         sentence += (": " + ", and ".join(facts) + ".") if facts else "."
     return {"kind": "start", **_times(estimate.start), "basis": basis, "sentence": sentence}
+
+
+def _later(estimate: forecast.Estimate, outlook: arrivals.Outlook) -> str:
+    """The fact in words: "allowing for about 3 jobs (2 of higher priority) expected to be submitted meanwhile and
+    start first, as in the last 7 days"."""
+    count, higher = estimate.later, estimate.later_higher
+    jobs = f"about {count} job{'s' if count != 1 else ''}"
+    if higher == count:
+        jobs = f"about {count} higher-priority job{'s' if count != 1 else ''}"
+    elif higher:
+        jobs += f" ({higher} of higher priority)"
+    days = outlook.observed / 86400
+    window = f"{round(days)} days" if days >= 1.5 else f"{max(1, round(outlook.observed / 3600))} hours"
+    return f"allowing for {jobs} expected to be submitted meanwhile and start first, as in the last {window}"
 
 
 def _progress_words(detail: str) -> str:
@@ -205,9 +319,10 @@ def _between(early: float, late: float, now: float) -> str:
 
 def cluster_documents(cluster: Cluster, now: datetime, extra: list[Job] = ()) -> tuple[list[Job], dict[int, dict]]:
     world, jobs, works = cluster_inputs(cluster, now, extra)
-    estimates = backend_for(cluster).estimate(world, works, now.timestamp())
+    estimates, outlook = cluster_estimates(cluster, world, works, now)
     by_key = {w.key: w for w in works}
-    return jobs, {key: document(e, by_key, now.timestamp()) for key, e in estimates.items()}
+    free = inventory.most_free(world.domains, works)
+    return jobs, {key: document(e, by_key, now.timestamp(), free, outlook=outlook) for key, e in estimates.items()}
 
 
 # --- the refresh ----------------------------------------------------------------------------------------------------

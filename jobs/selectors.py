@@ -311,10 +311,18 @@ def team_flavor_quota(*, team, flavor) -> Quota | None:
     return Quota.objects.filter(team=team, flavor=flavor).first()
 
 
-def team_cpu_memory_quota(*, team, cluster) -> dict[str, int]:
-    """The team's CPU cores and memory GiB in the cluster: one pool across its flavors, as its queues hold them."""
-    totals = Quota.objects.filter(team=team, flavor__cluster=cluster).aggregate(cpu_cores=Sum("cpu_cores"),
-                                                                                 memory_gib=Sum("memory_gib"))
+def cpu_memory_scope(*, flavor, cluster) -> dict:
+    """Whose CPU and memory quota a job on `flavor` (in `cluster`) draws on, as its scheduler holds it: the
+    flavor's own (Kueue), or the team's pool in the cluster (Volcano). A filter for Job rows."""
+    return {"flavor": flavor} if backend_for(cluster).cpu_memory_per_flavor else {"cluster": cluster}
+
+
+def team_cpu_memory_quota(*, team, flavor, cluster) -> dict[str, int]:
+    """The team's CPU cores and memory GiB a job on `flavor` may use (`cpu_memory_scope`)."""
+    scope = cpu_memory_scope(flavor=flavor, cluster=cluster)
+    rows = Quota.objects.filter(team=team, **({"flavor": flavor} if "flavor" in scope
+                                              else {"flavor__cluster": cluster}))
+    totals = rows.aggregate(cpu_cores=Sum("cpu_cores"), memory_gib=Sum("memory_gib"))
     return {name: value or 0 for name, value in totals.items()}
 
 
@@ -413,17 +421,19 @@ def why_waiting(*, job: Job) -> str:
 
 
 def _short_of_sentence(job: Job, resource: str) -> str:
-    """The job waits for the team's CPU or memory quota in the cluster (one pool across its flavors), not for GPUs:
-    what all its pods ask for, a Ray job's head and KubeRay's submitter included (`pods`), against what the team
-    holds and what its started jobs there take."""
+    """The job waits for the team's CPU or memory quota (its flavor's, or the team's pool in the cluster:
+    `cpu_memory_scope`), not for GPUs: what all its pods ask for, a Ray job's head and KubeRay's submitter included
+    (`pods`), against what the team holds and what its started jobs drawing on the same quota take."""
     def size(one) -> pods.PodTotals:
         return pods.pod_totals(kind=one.kind, workers=one.workers, cpu_per_worker=one.cpu_per_worker,
                                memory_gib_per_worker=one.memory_gib_per_worker)
 
+    scope = cpu_memory_scope(flavor=job.flavor, cluster=job.cluster)
     started = [size(one) for one in Job.objects.filter(
-        team=job.team, cluster=job.cluster, state__in=[JobState.ADMITTED, JobState.RUNNING]).only(
+        team=job.team, state__in=[JobState.ADMITTED, JobState.RUNNING], **scope).only(
         "kind", "workers", "cpu_per_worker", "memory_gib_per_worker")]
-    totals, held = size(job), team_cpu_memory_quota(team=job.team, cluster=job.cluster)
+    totals, held = size(job), team_cpu_memory_quota(team=job.team, flavor=job.flavor, cluster=job.cluster)
+    where = f"with flavor {job.flavor.name}" if "flavor" in scope else "in this cluster"
     if resource == "cpu":
         what, unit, asked, holds = "CPU", " CPUs", totals.cpu, held["cpu_cores"]
         in_use = sum((one.cpu for one in started), Decimal(0))
@@ -432,4 +442,4 @@ def _short_of_sentence(job: Job, resource: str) -> str:
         in_use = sum((one.memory_gib for one in started), Decimal(0))
     jobs = f"{len(started)} job{'' if len(started) == 1 else 's'}"
     return (f"Waiting for {what}, not GPUs: its pods ask for {pods.number(asked)}{unit} in all ({totals.parts}); "
-            f"the team's {what} quota in this cluster is {holds}{unit}, {pods.number(in_use)} in use by {jobs}")
+            f"the team's {what} quota {where} is {holds}{unit}, {pods.number(in_use)} in use by {jobs}")

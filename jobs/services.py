@@ -35,9 +35,10 @@ def job_check_feasible(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | No
                        gpus_per_worker: int, kind: str = "", cpu_per_worker: int = 0,
                        memory_gib_per_worker: int = 0) -> None:
     """Refuse, with the numbers, a job that could never start (submit and preview both ask this). With its kind
-    and pod size, also one whose pods ask for more CPU or memory than the team holds in the cluster (a Ray job's
-    head and KubeRay's submitter count too: `pods`)."""
-    errors = _beyond_cpu_or_memory(team=team, cluster=flavor.cluster, kind=kind, workers=workers,
+    and pod size, also one whose pods ask for more CPU or memory than the team holds for them (the flavor's own, or
+    the team's in the cluster: `selectors.cpu_memory_scope`; a Ray job's head and KubeRay's submitter count too:
+    `pods`)."""
+    errors = _beyond_cpu_or_memory(team=team, flavor=flavor, kind=kind, workers=workers,
                                    cpu_per_worker=cpu_per_worker, memory_gib_per_worker=memory_gib_per_worker)
     if tier is None:
         errors["priority_tier"] = "Choose one of the platform's priority tiers."
@@ -57,20 +58,23 @@ def job_check_feasible(*, team: Team, flavor: GpuFlavor, tier: PriorityTier | No
         raise ValidationError(errors)
 
 
-def _beyond_cpu_or_memory(*, team, cluster, kind: str, workers: int, cpu_per_worker: int,
+def _beyond_cpu_or_memory(*, team, flavor, kind: str, workers: int, cpu_per_worker: int,
                           memory_gib_per_worker: int) -> dict[str, str]:
     if not kind or not cpu_per_worker or not memory_gib_per_worker:
         return {}
     totals = pods.pod_totals(kind=kind, workers=workers, cpu_per_worker=cpu_per_worker,
                              memory_gib_per_worker=memory_gib_per_worker)
-    held = selectors.team_cpu_memory_quota(team=team, cluster=cluster)
+    held = selectors.team_cpu_memory_quota(team=team, flavor=flavor, cluster=flavor.cluster)
+    where = (f"with flavor {flavor.name}" if "flavor" in selectors.cpu_memory_scope(flavor=flavor,
+                                                                                     cluster=flavor.cluster)
+             else f"in {flavor.cluster.name}")
     errors = {}
     for field, what, asked, has, unit in (
             ("cpu_per_worker", "CPU", totals.cpu, held["cpu_cores"], " CPUs"),
             ("memory_gib_per_worker", "memory", totals.memory_gib, held["memory_gib"], " GiB")):
         if has and asked > has:
             errors[field] = (f"Its pods ask for {pods.number(asked)}{unit} in all ({totals.parts}), more than the "
-                             f"team's {what} quota of {has}{unit} in {cluster.name}: it could never start.")
+                             f"team's {what} quota of {has}{unit} {where}: it could never start.")
     return errors
 
 

@@ -22,7 +22,7 @@ from tenants.models import Cluster
 from tenants.selectors import active_clusters
 from tenants.services import notify_users
 
-from . import hypernodes, selectors, status, tasks, waits
+from . import hypernodes, nodes, selectors, status, tasks, waits
 from .choices import TERMINAL_STATES, JobKind, JobState, WaitReason
 from .manifests import JOB_LABEL
 from .models import Job
@@ -195,10 +195,12 @@ def job_changes(members: list[Job], objects: dict[str, dict], records: dict[str,
         pods = job_pods()
     changed = []
     for job, observed in observations:
+        if job.topology_level and nodes.lacks_level(job, observed.placement):
+            observed = replace(observed, placement=nodes.with_levels(job, observed.placement))
         found = pods.get(str(job.pk), status.JobPods())
         if job.pk in unplaced and found.nodes:
-            topology, nodes = selectors.volcano_topology(cluster=job.cluster, nodes=set(found.nodes))
-            observed = replace(observed, placement=hypernodes.placement(topology, nodes))
+            topology, labelled = selectors.volcano_topology(cluster=job.cluster, nodes=set(found.nodes))
+            observed = replace(observed, placement=hypernodes.placement(topology, labelled))
         changes = _state_changes(job, observed, now, found.started)
         if changes:
             changed.append((job, changes))

@@ -23,7 +23,7 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("v1", "Pod"): Kind("pods", True),
     ("v1", "PersistentVolumeClaim"): Kind("persistentvolumeclaims", True),  # a workspace's home volume
     ("v1", "Event"): Kind("events", True),
-    ("v1", "Node"): Kind("nodes", False),  # only where a Volcano HyperNode chooses its nodes by label
+    ("v1", "Node"): Kind("nodes", False),  # HyperNode members chosen by label; topology domains' GPUs (estimates)
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind("rolebindings", True),
     ("networking.k8s.io/v1", "NetworkPolicy"): Kind("networkpolicies", True),
     ("networking.k8s.io/v1", "Ingress"): Kind("ingresses", True),  # a workspace's way in, where hosts are given

@@ -15,6 +15,7 @@ from math import floor
 from django.core.exceptions import ValidationError
 from django.db.models import Sum
 
+from backends import backend_for
 from tenants import checks
 from tenants.choices import TeamState
 from tenants.models import Cluster, GpuFlavor, Team
@@ -90,6 +91,15 @@ def check_flavor_capacity(*, flavor: GpuFlavor, capacity: int, overcommit) -> No
                          f"guaranteed units, but teams already hold {guaranteed} ({_holders(locked)}). Lower "
                          f"their quotas first, or keep at least {guaranteed} allowed."}
         )
+
+
+def check_flavor_queue_limits(*, flavor: GpuFlavor, capacity: int, overcommit) -> None:
+    """A new flavor, or one moved to another resource name, must keep the cluster within what its scheduler's team
+    queue can list (Kueue: one resource group for every flavor, `Backend.queue_limit_problem`)."""
+    others = list(GpuFlavor.objects.filter(cluster=flavor.cluster_id).exclude(pk=flavor.pk))
+    problem = backend_for(flavor.cluster).queue_limit_problem([*others, flavor])
+    if problem:
+        raise ValidationError(problem)
 
 
 def check_cluster_overcommit(*, cluster: Cluster, overcommit) -> None:
@@ -207,4 +217,5 @@ def register() -> None:
     """Hand the checks to the tenancy writes, which run them before a resume or a capacity edit is saved."""
     checks.register_capacity_check("resume", check_resume)
     checks.register_capacity_check("flavor", check_flavor_capacity)
+    checks.register_capacity_check("flavor", check_flavor_queue_limits)
     checks.register_capacity_check("cluster", check_cluster_overcommit)

@@ -13,9 +13,11 @@ class QuotaRequestForm(forms.Form):
     burst = forms.IntegerField(min_value=0, max_value=MAX_UNITS, initial=0, label="Burst units (new total)",
                                help_text="Units the team may borrow from idle capacity")
     cpu_cores = forms.IntegerField(min_value=0, max_value=MAX_CPU_CORES, required=False, label="CPU cores",
-                                   help_text="Defaults to 8 cores per guaranteed GPU")
+                                   help_text="What this flavor's jobs run with; defaults to 8 cores per guaranteed "
+                                             "GPU")
     memory_gib = forms.IntegerField(min_value=0, max_value=MAX_MEMORY_GIB, required=False, label="Memory (GiB)",
-                                    help_text="Defaults to 64 GiB per guaranteed GPU")
+                                    help_text="What this flavor's jobs run with; defaults to 64 GiB per guaranteed "
+                                              "GPU")
     storage_gib = forms.IntegerField(min_value=0, max_value=MAX_STORAGE_GIB, required=False, initial=0,
                                      label="Storage (GiB)")
     ends_at = forms.DateTimeField(required=False, label="Ends at (UTC, optional)",

@@ -261,8 +261,9 @@ class Kueue:
                     reasons, failed = [f"resource {resource} unavailable in ClusterQueue"], True
                     break
                 wanted = {r: requests[r] for r in group[0] if r in requests}
-                best, best_modes, group_reasons = self._pick_flavor(group[1], wanted, selector, node, assumed,
-                                                                    preemption, config, pod_set, placements)
+                best, best_modes, group_reasons = self._pick_flavor(group, wanted, selector, node, assumed,
+                                                                    preemption, config, pod_set, placements,
+                                                                    kueue_tas.tas_only(config["tas"], cq["groups"]))
                 if best is None:
                     reasons, failed = group_reasons, True  # the failing group's status replaces the pod set's
                     break
@@ -281,19 +282,18 @@ class Kueue:
                     assumed[(chosen[resource], resource)] += value
         return flavors, modes, "; ".join(messages)
 
-    def _pick_flavor(self, flavors, wanted, selector, node, assumed, preemption, config, pod_set, placements):
-        """findFlavorForPodSets: the flavors of one resource group in order; the first where every resource fits
-        ends the search (whenCanBorrow MayStopSearch, borrowing or not); one that needs preemption is remembered
-        and the search goes on (whenCanPreempt TryNextFlavor)."""
+    def _pick_flavor(self, group, wanted, selector, node, assumed, preemption, config, pod_set, placements,
+                     tas_only):
+        """findFlavorForPodSets: the flavors of one resource group in order (each checked first: `kueue_tas.refused`);
+        the first where every resource fits ends the search (whenCanBorrow MayStopSearch, borrowing or not); one
+        that needs preemption is remembered and the search goes on (whenCanPreempt TryNextFlavor)."""
         best, best_mode, best_modes, reasons = None, NOFIT, {}, []
+        covered, flavors = group
         for flavor in flavors:
             labels = config["rf"].get(flavor, {})
-            if any(k in labels and labels[k] != v for k, v in selector.items()):  # flavorSelector: own keys only
-                reasons.append(f"flavor {flavor} doesn't match node affinity")
-                continue
-            tainted = kueue_tas.untolerated(config["tas"], flavor, pod_set.template)
-            if tainted:
-                reasons.append(tainted)
+            refused = kueue_tas.refused(config["tas"], flavor, labels, selector, pod_set, covered, tas_only)
+            if refused:
+                reasons.append(refused)
                 continue
             mode, frmodes = FIT, {}
             for resource, value in wanted.items():
@@ -358,6 +358,7 @@ class Kueue:
             if node is not None:
                 (quota_tree.add_usage if sign > 0 else quota_tree.remove_usage)(node, fr, value)
         kueue_tas.charge(self.node_usage, job, sign)
+        job.nodes = kueue_tas.pod_nodes(job) if sign > 0 else []  # where kube-scheduler binds TAS-placed pods
         if sign > 0:
             self.admitted[job.cluster_queue][job.key] = job
         else:

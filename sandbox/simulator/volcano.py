@@ -146,7 +146,8 @@ class Volcano:
                 "capability": _amounts(spec.get("capability")), "deserved": _amounts(spec.get("deserved")),
                 "guarantee": _amounts((spec.get("guarantee") or {}).get("resource")),
                 "reclaimable": spec.get("reclaimable", True), "parent": spec.get("parent", ""), "leaf": True,
-                "open": ((q.get("status") or {}).get("state") or "Open") == "Open"}
+                "open": ((q.get("status") or {}).get("state") or "Open") == "Open",
+                "priority": int(spec.get("priority") or 0)}
         for q in queues.values():
             if q["parent"] in queues:
                 queues[q["parent"]]["leaf"] = False
@@ -170,8 +171,46 @@ class Volcano:
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
-    def order(self, jobs: list[Tracked], config: dict) -> list[Tracked]:
-        return jobs  # by priority then creation already: the priority plugin's JobOrderFn, then FIFO
+    def order(self, jobs: list[Tracked], config: dict):
+        """Jobs come by priority then creation (the priority plugin's JobOrderFn, then FIFO). With the capacity
+        plugin, enqueue and allocate take them queue by queue: each time the queue first in the capacity plugin's
+        QueueOrderFn (its priority, then the lowest share, allocated over deserved, compared at the level where two
+        queues' ancestors part), then that queue's next job; shares move as jobs are allocated."""
+        if "capacity" not in config["plugins"]:
+            return jobs
+        return self._by_share(jobs, config)
+
+    def _by_share(self, jobs: list[Tracked], config: dict):
+        by_queue: dict[str, list[Tracked]] = defaultdict(list)
+        for job in jobs:
+            by_queue[job.queue].append(job)
+        place = {job.key: i for i, job in enumerate(jobs)}
+        while by_queue:
+            name = min(by_queue, key=lambda q: (self._queue_key(q, config), place[by_queue[q][0].key]))
+            job = by_queue[name].pop(0)
+            if not by_queue[name]:
+                del by_queue[name]
+            yield job
+
+    def _queue_key(self, name: str, config: dict) -> tuple:
+        """capacity.go QueueOrderFn: the queue's priority first, then its share, compared between the two queues'
+        ancestors just below the one they share (compareShareWithDeserved: a queue with a deserved share first on
+        a tie; a tie otherwise goes to the job first in order)."""
+        queues, path, seen = config["queues"], [], set()
+        while name in queues and name not in seen and name != "root":
+            seen.add(name)
+            path.append(name)
+            name = queues[name]["parent"] or "root"
+        levels = tuple((self._share(q, config), not queues[q]["deserved"]) for q in reversed(path))
+        return (-queues[path[0]]["priority"] if path else 0, levels)
+
+    def _share(self, name: str, config: dict) -> float:
+        """updateQueueAttrShare: the largest allocated / deserved over the deserved resources; 1 without any."""
+        deserved = {k: v for k, v in config["queues"][name]["deserved"].items() if v}
+        if not deserved:
+            return 1.0
+        allocated = self._allocated(name, config)
+        return max(float(allocated.get(k, 0) / v) for k, v in deserved.items())
 
     def schedule(self, job: Tracked, config: dict, now: float) -> None:
         if job.record_refused:  # no PodGroup, nothing for the scheduler to see: the controller tries again

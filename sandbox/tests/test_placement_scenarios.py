@@ -159,14 +159,58 @@ def test_required_block_places_the_gang_inside_it_and_preferred_rack_spreads():
         gang(sb, "block-gang", 3, level=LEVELS[0])
         step(sb, 0)
         placed = assignment(sb, "block-gang")["topologyAssignment"]
-        assert placed["levels"] == LEVELS
-        assert {s["valuesPerLevel"][0]["universal"] for s in placed["slices"]} == {"b1"}
+        assert placed["levels"] == LEVELS[-1:]  # the hostname alone, the lowest level (buildAssignment)
+        assert {s["valuesPerLevel"][0]["universal"] for s in placed["slices"]} == {"n1", "n2", "n3"}  # block b1
         assert sum(s["podCounts"]["universal"] for s in placed["slices"]) == 3
         gang(sb, "soft-gang", 1, level=LEVELS[1], mode="preferred")
         step(sb, 1)
         assert kueue_state(sb, "team-a", "soft-gang") == "admitted"
-        assert assignment(sb, "soft-gang")["topologyAssignment"]["slices"][0]["valuesPerLevel"][1] == {
-            "universal": "r3"}  # the only node left
+        assert assignment(sb, "soft-gang")["topologyAssignment"]["slices"][0]["valuesPerLevel"][0] == {
+            "universal": "n4"}  # the only node left, in r3
+
+
+def _cpu_gang(sb, name, *, level=""):
+    """Two 8-GPU workers that also ask for CPU, with or without a required rack."""
+    annotations = {"kueue.x-k8s.io/podset-required-topology": level} if level else {}
+    template = {"metadata": {"annotations": annotations}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}, "limits": {"nvidia.com/gpu": "8"}}}]}}
+    create(sb, "batch/v1", "Job", {"metadata": {"name": name, "namespace": "team-a",
+                                                "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+                                   "spec": {"parallelism": 2, "completions": 2, "template": template}})
+
+
+@pytest.mark.parametrize("one_group", [False, True])
+def test_a_pod_set_takes_every_resource_from_a_topology_flavor_or_none(one_group):
+    """pkg/scheduler/flavorassigner/tas_flavorassigner.go (checkPodSetAndFlavorMatchForTAS) and
+    pkg/cache/scheduler/clusterqueue.go (isTASOnly): with CPU in a group of its own under a flavor that names no
+    topology, a pod set asking for a rack is refused that flavor, and one asking for none is refused the TAS
+    flavor. One group covering cpu and nvidia.com/gpu with the TAS flavor places both: the first in one rack, the
+    second by implied TAS (every flavor of the queue names a topology)."""
+    with Sandbox(simulate=True, tick=None, simulation={"duration": 100, "startup": 5}) as sb:
+        create(sb, "v1", "Namespace", {"metadata": {"name": "team-a"}})
+        tas_cluster(sb)
+        if one_group:
+            groups = [{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+                {"name": "cpu", "nominalQuota": "64"}, {"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]}]
+        else:
+            flavors(sb, "cpu")
+            groups = [{"coveredResources": ["cpu"], "flavors": [{"name": "cpu", "resources": [
+                {"name": "cpu", "nominalQuota": "64"}]}]}, gpu_group(32)]
+        sb.store.patch(sb.store.kind(KUEUE, "ClusterQueue"), None, "cq-a", {"spec": {"resourceGroups": groups}},
+                       "application/merge-patch+json")
+        _cpu_gang(sb, "ring", level=LEVELS[1])
+        _cpu_gang(sb, "loose")
+        step(sb, 0)
+        if one_group:
+            assert (kueue_state(sb, "team-a", "ring"), kueue_state(sb, "team-a", "loose")) == ("admitted", "admitted")
+            placed = assignment(sb, "ring")["topologyAssignment"]
+            assert {s["valuesPerLevel"][0]["universal"] for s in placed["slices"]} == {"n1", "n2"}  # rack r1
+            assert set(assignment(sb, "ring")["flavors"].values()) == {"h100"}
+            return
+        assert condition(workload_of(sb, "team-a", "ring"), "QuotaReserved")["message"] == (
+            'couldn\'t assign flavors to pod set main: Flavor "cpu" does not support TopologyAwareScheduling')
+        assert condition(workload_of(sb, "team-a", "loose"), "QuotaReserved")["message"] == (
+            'couldn\'t assign flavors to pod set main: Flavor "h100" supports only TopologyAwareScheduling')
 
 
 def test_spot_takes_over_when_reserved_is_full_and_a_lost_spot_node_sends_the_job_back(sb):

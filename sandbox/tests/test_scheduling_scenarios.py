@@ -362,6 +362,20 @@ def test_volcano_reclaims_only_for_a_job_its_queue_has_deserved_room_for(sb):
     assert len(pods(sb, "team-b", "narrow")) == 1 and pods(sb, "team-b", "wide") == []
 
 
+def test_volcano_capacity_plugin_allocates_the_queue_with_the_lowest_share_first(sb):
+    """capacity.go QueueOrderFn as actions/allocate pops queues: the queue with the lowest allocated / deserved goes
+    first, whatever the jobs' submission order. qa holds its deserved 8, qb half of its 8: of two jobs of 4 for the
+    last 4 GPUs, qb's (submitted second) gets them; qa's waits (past its deserved share it may not reclaim)."""
+    _reclaiming(sb)
+    vc_job(sb, "team-a", "a1", queue="qa", gpus=8)
+    vc_job(sb, "team-b", "b1", queue="qb", gpus=4)
+    step(sb, 0)
+    vc_job(sb, "team-a", "a2", queue="qa", gpus=4)
+    vc_job(sb, "team-b", "b2", queue="qb", gpus=4)
+    step(sb, 1)
+    assert pods(sb, "team-a", "a2") == [] and len(pods(sb, "team-b", "b2")) == 1
+
+
 @pytest.mark.parametrize(("used_on_first", "expected"), [
     (0, "spot"),  # the first flavor fits: the search stops there
     (4, "spot"),  # the first flavor fits by borrowing: whenCanBorrow MayStopSearch stops there too

@@ -83,4 +83,20 @@ def test_a_report_costs_a_fixed_number_of_queries(world, api_as):
         counts.append(len(queries))
     # token + user, the scoped job, the role, the update, the re-read (and the token's last use at most once a
     # minute): no more however many jobs or reports there are
-    assert counts[0] == counts[1] <= 7, counts
+    assert counts[0] == counts[1] <= 5, counts
+
+
+def test_a_report_is_kept_and_answered_while_redis_is_down(world, api_as, caplog, run_on_commit):
+    import logging
+
+    from django.test import override_settings
+
+    from tests.api.test_degraded import _closed_port
+
+    down = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
+                        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
+    api = api_as(world.member)
+    with override_settings(CACHES=down), caplog.at_level(logging.WARNING, logger="jobs.tasks"), run_on_commit():
+        response = api.post(url(world.job), {"done": 4, "total": 10}, format="json")
+    assert response.status_code == 200 and Job.objects.get(pk=world.job.pk).progress_done == 4
+    assert any("could not queue a refresh" in r.getMessage() for r in caplog.records)

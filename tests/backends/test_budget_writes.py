@@ -19,7 +19,7 @@ def workload(name, *, check="Pending", message="", flavor=None, reserved_at="202
               "conditions": [{"type": "Admitted", "status": "True" if admitted else "False"}]}
     if flavor:
         status["admission"] = {"clusterQueue": "nlp", "podSetAssignments": [
-            {"name": "main", "flavors": {"cpu": "gpu-portal-cpu", "nvidia.com/gpu": flavor}}]}
+            {"name": "main", "flavors": {"cpu": flavor, "nvidia.com/gpu": flavor}}]}
         status["conditions"].append({"type": "QuotaReserved", "status": "True", "lastTransitionTime": reserved_at})
     return {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": {"name": name, "namespace": "nlp"},
             "status": status}

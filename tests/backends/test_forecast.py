@@ -254,6 +254,20 @@ def test_volcano_preempts_and_reclaims_only_when_configured():
     assert starts(result, 4) == [0] and result[4].preempts == (2,)  # b is above its deserved 8: its newest goes
 
 
+def test_volcano_with_the_capacity_plugin_serves_the_queue_with_the_lowest_share_first():
+    """capacity.go QueueOrderFn (actions/allocate pops the queue with the lowest allocated / deserved): b, at half
+    its share, gets the last 4 before a's earlier job; by the job order alone a's would go first."""
+    holdings = [Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 8)]
+    works = [running(1, "a", 8, ends_in=1000), running(2, "b", 4, ends_in=5000), waiting(3, "a", 4),
+             waiting(4, "b", 4)]
+    policy = VolcanoPolicy(capacity_plugin=True)
+    world = policy.world(holdings, cohort="", capacity={"h100": 16}, resources={})
+    assert starts(forecast(world, works, policy, NOW), 3, 4) == [600, 0]  # when b's job of 600 s ends
+    by_order = World(**{**world.__dict__, "fair": False})
+    result = forecast(by_order, works, policy, NOW)
+    assert starts(result, 3, 4) == [0, 0] and result[4].preempts == (3,)  # a's would start, and be reclaimed
+
+
 def test_volcano_counts_flavors_of_one_resource_together():
     world = World(queues={"a": Queue("a", "", {"h100": 4, "h100-b": 4}, {})},
                   capacity={"h100": 4, "h100-b": 4}, resources={"h100": "nvidia.com/gpu", "h100-b": "nvidia.com/gpu"})

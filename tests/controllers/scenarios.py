@@ -105,14 +105,14 @@ RACKS = {0: {"example.com/block": "b1", "example.com/rack": "r1"},
          3: {"example.com/block": "b1", "example.com/rack": "r3"}}
 
 
-def rack_bound(world, run_on_commit) -> dict:
+def rack_bound(world, run_on_commit, *, running: bool = False) -> dict:
     """Quota 32 on four nodes (racks r1: 2, r2: 1, r3: 1): a 2 x 8-GPU job required to keep within one rack lands
-    in r1; the next one, the same, has quota and free GPUs but no rack with room for both workers, so it waits for
-    placement."""
+    in r1 (`running`: and its pods run there); the next one, the same, has quota and free GPUs but no rack with room
+    for both workers, so it waits for placement."""
     ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
                   topology_level="rack")
-    sync_until(world, lambda r: r[ring.pk].state in STARTED and r[ring.pk].placement.get("domains"),
-               what="ring placed in a rack")
+    sync_until(world, lambda r: (r[ring.pk].state == JobState.RUNNING if running else r[ring.pk].state in STARTED)
+               and r[ring.pk].placement.get("domains"), what="ring placed in a rack")
     second = submit(world, run_on_commit, name="ring-2", workers=2, gpus_per_worker=8, kind="batch",
                     topology_level="rack")
     sync_until(world, lambda r: r[second.pk].state == JobState.QUEUED
@@ -121,13 +121,12 @@ def rack_bound(world, run_on_commit) -> dict:
     return {"ring": ring, "ring-2": second}
 
 
-def rack_bound_refused(world, run_on_commit) -> dict:
-    """The first job of `rack_bound`, on the real Kueue: it never gets a flavor (see test_kueue)."""
-    ring = submit(world, run_on_commit, name="ring", workers=2, gpus_per_worker=8, kind="batch",
-                  topology_level="rack")
-    sync_until(world, lambda r: r[ring.pk].state == JobState.QUEUED and r[ring.pk].state_message,
-               what="ring queued with Kueue's reason")
-    return {"ring": ring}
+def pod_counts(piece: dict) -> int:
+    """The pods one slice of a topologyAssignment holds (v1beta2: the same count in every domain, or one each)."""
+    counts = piece.get("podCounts") or {}
+    if "universal" in counts:
+        return counts["universal"] * piece.get("domainCount", 1)
+    return sum(counts.get("individual") or [])
 
 
 # --- Dynamic Resource Allocation: a DRA flavor's devices claimed by each worker ------------------------------

@@ -19,9 +19,12 @@ pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
 # The scheduler's words for the submitter's 500m that does not fit: Kueue's flavor assigner on the submitter pod
 # set (pkg/scheduler/flavorassigner), Volcano's proportion plugin refusing the PodGroup at enqueue (an Event).
+# Whose CPU quota: the flavor's own under Kueue (each flavor of the ClusterQueue carries its CPU), the team's in the
+# cluster under Volcano (the queue's capability).
+CPU_QUOTA = {"kueue": "with flavor h100", "volcano": "in this cluster"}
 WAITING_WORDS = {
     "kueue": "couldn't assign flavors to pod set submitter: insufficient unused quota for cpu in flavor "
-             "gpu-portal-cpu, 500m more needed",
+             "h100, 500m more needed",
     "volcano": "queue resource quota insufficient: insufficient cpu",
 }
 
@@ -40,7 +43,7 @@ def test_a_rayjob_waits_for_its_submitter_then_runs(ray_target, run_on_commit, o
     # Head 4 + worker 4 fill the 8 CPUs left beside the batch job's 8; KubeRay's submitter (500m) does not fit.
     assert waiting["why_waiting"] == (
         "Waiting for CPU, not GPUs: its pods ask for 8.5 CPUs in all (a Ray head, 1 worker and KubeRay's submitter "
-        "of 0.5 CPU and 200Mi); the team's CPU quota in this cluster is 16 CPUs, 8 in use by 1 job. "
+        f"of 0.5 CPU and 200Mi); the team's CPU quota {CPU_QUOTA[scheduler]} is 16 CPUs, 8 in use by 1 job. "
         f"Scheduler: {waiting['message']}")
     if scheduler == "kueue":
         assert waiting["conditions"]["QuotaReserved"] == "False Pending"

@@ -130,35 +130,57 @@ def test_a_job_whose_pods_never_become_ready_is_evicted_and_queued_again(kueue_t
 
 
 def test_a_rack_bound_job_under_kueues_topology_aware_scheduling(kueue_target, run_on_commit, observations):
-    """Kueue TAS: the cluster's levels become a Topology that the flavor's ResourceFlavor names. The simulator places
-    the pod set inside one rack and keeps the next job, with quota to spare, waiting for a rack. The real Kueue
-    refuses the portal's job outright: its ClusterQueue covers CPU and memory with the cluster's CPU flavor, which
-    names no topology, and Kueue assigns a pod set that requires a topology only flavors that have one
-    (pkg/scheduler/flavorassigner). Until the portal's ClusterQueue gives a topology job's CPU and memory a flavor
-    with the topology, its topology-bound jobs never start on Kueue; bench/CONTROLLERS.md lists the difference."""
+    """Kueue TAS: the cluster's levels become a Topology that the flavor's ResourceFlavor names, and the team's
+    ClusterQueue covers CPU, memory and GPUs with that flavor in one resource group, so a pod set that requires a
+    rack gets all its resources from a flavor with the topology (pkg/scheduler/flavorassigner/
+    tas_flavorassigner.go). Kueue places both workers inside rack r1 (the Workload's topologyAssignment, the pods on
+    r1's nodes) and keeps the next job, with quota to spare, waiting for a rack."""
     world = build_world_on(kueue_target, guaranteed=32, burst=0, nodes=4, levels=scenarios.LEVELS,
                            node_labels=scenarios.RACKS)
-    if kueue_target.kind == "controllers":
-        jobs = scenarios.rack_bound_refused(world, run_on_commit)
-    else:
-        jobs = scenarios.rack_bound(world, run_on_commit)
+    jobs = scenarios.rack_bound(world, run_on_commit, running=True)
     seen = scenarios.observe(world, jobs)
     observations.setdefault("kueue: a rack-bound job placed by topology", {})[kueue_target.kind] = seen
-    if kueue_target.kind == "controllers":
-        ring = seen["jobs"]["ring"]
-        assert ring["state"] == JobState.QUEUED
-        assert ring["message"] == ('couldn\'t assign flavors to pod set main: Flavor "gpu-portal-cpu" does not support '
-                                   'TopologyAwareScheduling'), ring["message"]
-        return
     assert seen["admitted"] == ["ring"]
-    assert seen["jobs"]["ring"]["placement"] == "Placed on flavor h100; all workers in rack r1 (as required)."
+    ring = seen["jobs"]["ring"]
+    assert ring["state"] == JobState.RUNNING, ring
+    assert ring["placement"] == "Placed on flavor h100; all workers in rack r1 (as required)."
+    # What Kueue wrote: one pod set assigned every resource from h100, its 2 pods in rack r1's nodes.
+    client = kube.client_for_cluster(world["cluster"])
+    ring_row = jobs["ring"]
+    ring_row.refresh_from_db()
+    [workload] = [w for w in client.list("kueue.x-k8s.io/v1beta2", "Workload", namespace="nlp")
+                  if any(ref["name"] == ring_row.object_name for ref in w["metadata"].get("ownerReferences") or [])]
+    [assignment] = workload["status"]["admission"]["podSetAssignments"]
+    assert set(assignment["flavors"].values()) == {"h100"}, assignment["flavors"]
+    topology = assignment["topologyAssignment"]
+    assert topology["levels"] and sum(scenarios.pod_counts(piece) for piece in topology["slices"]) == 2, topology
+    rack_of = {node["metadata"]["name"]: node["metadata"]["labels"].get("example.com/rack")
+               for node in client.list("v1", "Node")}
+
+    def placed():
+        pods = client.list("v1", "Pod", namespace="nlp", label_selector=f"gpu-portal.io/job={ring_row.pk}")
+        nodes = [p["spec"].get("nodeName") for p in pods]
+        return len(nodes) == 2 and all(nodes) and nodes
+
+    assert {rack_of[node] for node in wait_for(placed, what="ring's pods bound to nodes")} == {"r1"}
     waiting = seen["jobs"]["ring-2"]
     assert waiting["state"] == JobState.QUEUED
-    assert 'topology "' in waiting["message"], waiting["message"]
-    assert waiting["why_waiting"].startswith(
+    # Kueue's notFitMessage with its exclusion stats (pkg/cache/scheduler/tas_flavor_snapshot.go): r1's two nodes
+    # are full; the simulator writes the same.
+    assert re.fullmatch(r'couldn\'t assign flavors to pod set main: topology "gpu-portal-[0-9a-f]{10}" allows to fit '
+                        r'only 1 out of 2 pod\(s\)\. Total nodes: 4; excluded: resource "nvidia\.com/gpu": 2',
+                        waiting["message"]), waiting["message"]
+    assert waiting["why_waiting"] == (
         "Placement, not quota, is what blocks: no rack has room for all 2 workers together (32 guaranteed + 0 burst, "
-        "16 in use). Scheduler: "), waiting["why_waiting"]
+        f"16 in use). Scheduler: {waiting['message']}"), waiting["why_waiting"]
 
+    # "In use" on the quota page: the ClusterQueue's flavorsUsage for h100, as the sweep records it.
+    def in_use():
+        reconcile.reconcile_sweep()
+        [held] = quota_selectors.team_held_quotas(team=world["team"])
+        return held.in_use == 16
+
+    wait_for(in_use, what="16 in use from Kueue's ClusterQueue status")
 
 def test_devices_claimed_through_dra_are_counted_by_kueue_and_allocated_by_kube_scheduler(kueue_target_dra,
                                                                                           run_on_commit,

@@ -71,7 +71,8 @@ def placement_setup(sb):
     flavor.save()
     spot = GpuFlavor.objects.create(cluster=cluster, name="h100-spot", capacity=16, spot=True,
                                     node_labels={"example.com/pool": "spot"}, node_taints=[SPOT_TAINT])
-    quota_services.quota_set(actor=admin, team=world["team"], flavor=spot, guaranteed=16, burst=0)
+    quota_services.quota_set(actor=admin, team=world["team"], flavor=spot, guaranteed=16, burst=0, cpu_cores=128,
+                             memory_gib=1024)  # under Kueue a flavor's jobs take their CPU from its own quota
     for name, rack, pool in (("n1", "r1", "reserved"), ("n2", "r1", "reserved"), ("n3", "r2", "reserved"),
                              ("s1", "s1", "spot"), ("s2", "s1", "spot")):
         sb.add_node(name, gpus=8, labels={"example.com/block": "b1", "example.com/rack": rack,
@@ -118,7 +119,7 @@ def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reser
     step(sb, 1)
     job_sync.job_status_sync(cluster=world["cluster"])
     pair = Job.objects.select_related("cluster", "flavor").get(pk=pair.pk)
-    assert pair.state == JobState.ADMITTED
+    assert pair.state == JobState.ADMITTED, pair.state_message
     assert pair.placement["flavors"] == ["h100-spot"]
     assert {d["example.com/rack"] for d in pair.placement["domains"]} == {"s1"}
     assert placement.placement_sentence(pair, selectors.spot_flavor_names(cluster=pair.cluster)) == (
@@ -268,6 +269,7 @@ def test_new_levels_while_jobs_run_remake_the_flavors_and_the_jobs_go_on(placeme
     assert Job.objects.get(pk=running.pk).state == JobState.RUNNING
     after = submit(world, run_on_commit, "after", 1, topology_level="rack")
     step(sb, 11)
+    world["cluster"].refresh_from_db()  # its new levels name the nodes' labels the placement is read with
     job_sync.job_status_sync(cluster=world["cluster"])
     after = Job.objects.select_related("cluster", "flavor").get(pk=after.pk)
     assert after.state == JobState.ADMITTED

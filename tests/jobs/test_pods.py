@@ -32,9 +32,9 @@ def test_number(value, text):
 @pytest.mark.parametrize(
     ("message", "resource"),
     [
-        ("couldn't assign flavors to pod set submitter: insufficient unused quota for cpu in flavor gpu-portal-cpu, "
+        ("couldn't assign flavors to pod set submitter: insufficient unused quota for cpu in flavor h100, "
          "500m more needed", "cpu"),
-        ("couldn't assign flavors to pod set head: insufficient quota for memory in flavor gpu-portal-cpu, "
+        ("couldn't assign flavors to pod set head: insufficient quota for memory in flavor h100, "
          "previously considered podsets requests (0) + current podset request (64Gi) > maximum capacity (32Gi)",
          "memory"),
         ("queue resource quota insufficient: insufficient cpu", "cpu"),

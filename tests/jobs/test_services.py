@@ -58,13 +58,15 @@ def submit(world, **overrides):
         ({"gpus_per_worker": 16, "workers": 1}, "gpus_per_worker", "node has 8 GPUs"),
         ({"workers": 3, "gpus_per_worker": 8}, "workers", "more than the team's h100 limit of 16"),
         ({"name": "Bad_Name"}, "name", "DNS-1123"),
-        # The team holds 128 CPUs and 1024 GiB in the cluster: a Ray job's head and KubeRay's submitter count too.
+        # The team holds 128 CPUs and 1024 GiB with h100 (Kueue gives each flavor its own): a Ray job's head and
+        # KubeRay's submitter count too.
         ({"kind": "ray", "command": ["python", "tune.py"], "workers": 15, "gpus_per_worker": 1,
           "cpu_per_worker": 8}, "cpu_per_worker",
          "Its pods ask for 128.5 CPUs in all (a Ray head, 15 workers and KubeRay's submitter of 0.5 CPU and 200Mi), "
-         "more than the team's CPU quota of 128 CPUs in "),
+         "more than the team's CPU quota of 128 CPUs with flavor h100: it could never start."),
         ({"memory_gib_per_worker": 600}, "memory_gib_per_worker",
-         "Its pods ask for 1200 GiB in all (2 workers), more than the team's memory quota of 1024 GiB in "),
+         "Its pods ask for 1200 GiB in all (2 workers), more than the team's memory quota of 1024 GiB with flavor "
+         "h100"),
     ],
 )
 def test_infeasible_jobs_are_refused_before_anything_is_applied(world, overrides, field, message):
@@ -180,23 +182,34 @@ def test_why_waiting_says_the_resource_quota_refuses_a_dra_jobs_claims(world):
         f"not count them). Scheduler: {words}")
 
 
-def test_why_waiting_says_when_cpu_not_gpus_is_short(world, django_assert_max_num_queries):
-    """Kueue counts a Ray job's submitter as a pod set of its own, so a job can wait for CPU with GPUs to spare."""
+@pytest.mark.parametrize(("world", "flavor", "where", "held", "in_use", "count"), [
+    ("kueue", "h100", "with flavor h100", 128, 120, "1 job"),  # each flavor of the ClusterQueue has its own
+    ("volcano", "nvidia.com/gpu", "in this cluster", 160, 152, "2 jobs"),  # the queue's capability pools them
+], indirect=["world"])
+def test_why_waiting_says_when_cpu_not_gpus_is_short(world, flavor, where, held, in_use, count,
+                                                      django_assert_max_num_queries):
+    """Kueue counts a Ray job's submitter as a pod set of its own, so a job can wait for CPU with GPUs to spare;
+    the CPU it waits for is its flavor's under Kueue, the team's in the cluster under Volcano."""
+    l40s = GpuFlavorFactory(cluster=world["cluster"], name="l40s", gpus_per_node=4, capacity=16)
+    Quota.objects.create(team=world["team"], flavor=l40s, guaranteed=4, burst=0, cpu_cores=32, memory_gib=256)
+
     def job(name, **fields):
-        return Job.objects.create(team=world["team"], cluster=world["cluster"], flavor=world["flavor"],
-                                  priority_tier=world["tier"], name=name, image="x/y:1", submitted_by=world["member"],
-                                  **fields)
+        fields = {"flavor": world["flavor"], **fields}
+        return Job.objects.create(team=world["team"], cluster=world["cluster"], priority_tier=world["tier"],
+                                  name=name, image="x/y:1", submitted_by=world["member"], **fields)
 
     job("busy", kind="pytorch", workers=15, gpus_per_worker=1, cpu_per_worker=8, state=JobState.RUNNING)
-    words = ("couldn't assign flavors to pod set submitter: insufficient unused quota for cpu in flavor "
-             "gpu-portal-cpu, 500m more needed")
+    job("small", kind="batch", workers=1, gpus_per_worker=1, cpu_per_worker=32, flavor=l40s, state=JobState.RUNNING)
+    words = (f"couldn't assign flavors to pod set submitter: insufficient unused quota for cpu in flavor {flavor}, "
+             "500m more needed") if world["cluster"].scheduler == "kueue" else \
+        "queue resource quota insufficient: insufficient cpu"
     tune = job("tune", kind="ray", workers=1, gpus_per_worker=1, cpu_per_worker=4, memory_gib_per_worker=32,
                state=JobState.QUEUED, state_message=words)
     with django_assert_max_num_queries(6):  # the job, then a fixed number whatever the team runs
         sentence = selectors.why_waiting(job=Job.objects.select_related("team", "cluster", "flavor").get(pk=tune.pk))
     assert sentence == (
         "Waiting for CPU, not GPUs: its pods ask for 8.5 CPUs in all (a Ray head, 1 worker and KubeRay's submitter of "
-        "0.5 CPU and 200Mi); the team's CPU quota in this cluster is 128 CPUs, 120 in use by 1 job. "
+        f"0.5 CPU and 200Mi); the team's CPU quota {where} is {held} CPUs, {in_use} in use by {count}. "
         f"Scheduler: {words}")
 
 

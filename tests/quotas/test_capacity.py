@@ -12,6 +12,7 @@ from quotas import services
 from quotas.models import Quota
 from tenants import services as tenant_services
 from tenants.choices import Role, TeamState
+from tenants.models import GpuFlavor
 from tests.factories import (
     ClusterFactory,
     GpuFlavorFactory,
@@ -120,3 +121,28 @@ def test_a_flavor_teams_hold_quota_of_cannot_be_removed(flavor):
     with pytest.raises(Exception, match="protected"):
         tenant_services.admin_object_delete(actor=PlatformAdminFactory(), obj=flavor)
     assert Quota.objects.filter(flavor=flavor).count() == 1
+
+
+@pytest.mark.parametrize(("scheduler", "refused"), [("kueue", True), ("volcano", False)])
+def test_a_kueue_cluster_keeps_its_flavors_within_one_resource_group(scheduler, refused):
+    """A team's ClusterQueue lists every flavor it holds in one resource group, with cpu and memory beside each
+    GPU resource name: at most 64 flavors and 64 covered resources (the CRD's MaxItems). Volcano has no such
+    limit."""
+    cluster = ClusterFactory(scheduler=scheduler)
+    GpuFlavorFactory.create_batch(64, cluster=cluster)
+    extra = GpuFlavorFactory.build(cluster=cluster, name="one-too-many")
+    if refused:
+        with pytest.raises(ValidationError, match="at most 64 GPU flavors .* this would make 65"):
+            tenant_services.gpu_flavor_save(actor=PlatformAdminFactory(), flavor=extra)
+    else:
+        tenant_services.gpu_flavor_save(actor=PlatformAdminFactory(), flavor=extra)
+    # At most 62 GPU resource names beside cpu and memory: 62 more besides nvidia.com/gpu are one too many.
+    for number, flavor in enumerate(GpuFlavor.objects.filter(cluster=cluster).order_by("pk")[:62]):
+        GpuFlavor.objects.filter(pk=flavor.pk).update(resource_name=f"example.com/gpu-{number}")
+    last = GpuFlavor.objects.filter(cluster=cluster).order_by("pk")[61]
+    last.memory_gb = 40
+    if refused:
+        with pytest.raises(ValidationError, match="at most 62 GPU resource names .* this would make 63"):
+            tenant_services.gpu_flavor_save(actor=PlatformAdminFactory(), flavor=last)
+    else:
+        tenant_services.gpu_flavor_save(actor=PlatformAdminFactory(), flavor=last)

@@ -50,9 +50,12 @@ def test_kueue_in_use_per_flavor_from_the_cluster_queue(sandbox, client):
         "hard": {"requests.nvidia.com/gpu": "20", "requests.nvidia.com/mig-1g.10gb": "7", "requests.cpu": "184"},
         "used": {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": "3", "requests.cpu": "40"}})
     set_status(cluster, KUEUE, "ClusterQueue", "nlp", None, {"flavorsUsage": [
-        {"name": "gpu-portal-cpu", "resources": [{"name": "cpu", "total": "40", "borrowed": "0"}]},
-        {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "16", "borrowed": "0"}]},
-        {"name": "mig-1g", "resources": [{"name": "nvidia.com/mig-1g.10gb", "total": "3", "borrowed": "0"}]}]})
+        {"name": "h100", "resources": [{"name": "cpu", "total": "32", "borrowed": "0"},
+                                       {"name": "nvidia.com/gpu", "total": "16", "borrowed": "0"},
+                                       {"name": "nvidia.com/mig-1g.10gb", "total": "0", "borrowed": "0"}]},
+        {"name": "mig-1g", "resources": [{"name": "cpu", "total": "8", "borrowed": "0"},
+                                         {"name": "nvidia.com/gpu", "total": "0", "borrowed": "0"},
+                                         {"name": "nvidia.com/mig-1g.10gb", "total": "3", "borrowed": "0"}]}]})
     assert reconcile.reconcile_sweep()["writes"] == 0  # reading status writes nothing to the cluster
     rows = held(team)
     assert (rows["h100"].in_use, rows["mig-1g"].in_use) == (16, 3)

@@ -3,7 +3,6 @@ import pytest
 from backends.kueue_manifests import (
     cluster_queue_manifest,
     cohort_manifest,
-    cpu_resource_flavor_manifest,
     local_queue_manifest,
     resource_flavor_manifest,
     workload_priority_class_manifest,
@@ -75,17 +74,19 @@ def test_cluster_queue():
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": [
-                {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "gpu-portal-cpu", "resources": [
-                    {"name": "cpu", "nominalQuota": "80"}, {"name": "memory", "nominalQuota": "640Gi"}]}]},
-                {"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8",
-                                                    "borrowingLimit": "4"}]},
-                    {"name": "l40s", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "2",
-                                                    "borrowingLimit": "0"}]},
-                ]},
-                {"coveredResources": ["nvidia.com/mig-1g.10gb"], "flavors": [
-                    {"name": "a100-mig-1g", "resources": [{"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "7",
-                                                           "borrowingLimit": "7"}]},
+                {"coveredResources": ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"], "flavors": [
+                    {"name": "a100-mig-1g", "resources": [
+                        {"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"},
+                        {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "0"},
+                        {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "7", "borrowingLimit": "7"}]},
+                    {"name": "h100", "resources": [
+                        {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"},
+                        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"},
+                        {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "0", "borrowingLimit": "0"}]},
+                    {"name": "l40s", "resources": [
+                        {"name": "cpu", "nominalQuota": "16"}, {"name": "memory", "nominalQuota": "128Gi"},
+                        {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "0"},
+                        {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "0", "borrowingLimit": "0"}]},
                 ]},
             ],
             "stopPolicy": "None",
@@ -96,9 +97,9 @@ def test_cluster_queue():
 def test_cluster_queue_without_cohort_has_no_borrowing_and_a_held_team_is_stopped():
     queue = cluster_queue_manifest(team(QuotaSpec(H100, 8, 4), cohort="", held=True))
     assert "cohortName" not in queue["spec"]
-    assert queue["spec"]["resourceGroups"][1]["flavors"][0]["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": "8"}
-    ]
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "8"}]
     assert queue["spec"]["stopPolicy"] == "Hold"
     assert local_queue_manifest(team(held=True))["spec"] == {"clusterQueue": "nlp", "stopPolicy": "Hold"}
 
@@ -111,7 +112,6 @@ def test_kueue_cluster_objects():
         "spec": {"nodeLabels": {"nvidia.com/gpu.product": "H100"},
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
     }
-    assert cpu_resource_flavor_manifest()["spec"] == {}
     assert workload_priority_class_manifest(name="gpu-portal-urgent", value=100, description="d") == {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
         "metadata": {"name": "gpu-portal-urgent", "labels": CLUSTER_LABELS}, "value": 100, "description": "d",
@@ -157,7 +157,7 @@ def _all_objects():
     spec = team(QuotaSpec(H100, 8, 4, cpu_cores=64, memory_gib=512), QuotaSpec(MIG, 7, 0))
     return [
         resource_quota_manifest(spec), limit_range_manifest(spec), cluster_queue_manifest(spec),
-        local_queue_manifest(spec), resource_flavor_manifest(H100), cpu_resource_flavor_manifest(),
+        local_queue_manifest(spec), resource_flavor_manifest(H100),
         workload_priority_class_manifest(name="gpu-portal-low", value=1, description="x"),
         cohort_manifest(name="ai-research", parent="gpu-east"), volcano_queue_manifest(spec, parent="ai"),
         volcano_queue_manifest(team(QuotaSpec(H100, 1, 1), held=True)),

@@ -38,8 +38,8 @@ def test_fair_sharing_weight_is_written_only_when_not_the_default():
 
 def test_spot_flavors_come_after_reserved_ones_and_fungibility_falls_through_to_them():
     spec = cluster_queue_manifest(team(QuotaSpec(A_SPOT, 16, 0), QuotaSpec(H100, 8, 4)))["spec"]
-    gpu_group = spec["resourceGroups"][1]
-    assert [f["name"] for f in gpu_group["flavors"]] == ["h100", "a-h100-spot"]
+    (group,) = spec["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["h100", "a-h100-spot"]
     assert spec["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
     assert "flavorFungibility" not in cluster_queue_manifest(team(QuotaSpec(H100, 8, 4)))["spec"]
 

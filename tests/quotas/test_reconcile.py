@@ -21,6 +21,7 @@ from tests.factories import (
     TeamFactory,
     TeamNamespaceFactory,
 )
+from tests.kueue_queues import flavor_quota
 
 pytestmark = pytest.mark.django_db
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -65,9 +66,10 @@ def test_kueue_team_objects_follow_the_quota(any_sandbox):
     assert row.sync_state == SyncState.APPLIED, row.sync_message
     queue = get(cluster, KUEUE, "ClusterQueue", "nlp")
     assert queue["spec"]["cohortName"] == "research"
-    groups = {g["coveredResources"][0]: g["flavors"] for g in queue["spec"]["resourceGroups"]}
-    assert groups["nvidia.com/gpu"][0]["resources"][0] == {"name": "nvidia.com/gpu", "nominalQuota": "8",
-                                                           "borrowingLimit": "4"}
+    assert flavor_quota(queue, "h100", "nvidia.com/gpu") == {"name": "nvidia.com/gpu", "nominalQuota": "8",
+                                                             "borrowingLimit": "4"}
+    assert flavor_quota(queue, "h100", "nvidia.com/mig-1g.10gb") == {
+        "name": "nvidia.com/mig-1g.10gb", "nominalQuota": "0", "borrowingLimit": "0"}
     assert get(cluster, KUEUE, "LocalQueue", "default", "nlp")["spec"]["clusterQueue"] == "nlp"
     hard = get(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp")["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "12" and hard["requests.nvidia.com/mig-1g.10gb"] == "7"
@@ -96,8 +98,7 @@ def test_removing_a_flavor_then_all_quota_prunes_the_queues(sandbox):
     grant(team, mig, 0, 0)
     reconcile_all(cluster)
     queue = get(cluster, KUEUE, "ClusterQueue", "nlp")
-    assert [g["coveredResources"] for g in queue["spec"]["resourceGroups"]] == [["cpu", "memory"],
-                                                                                 ["nvidia.com/gpu"]]
+    assert [g["coveredResources"] for g in queue["spec"]["resourceGroups"]] == [["cpu", "memory", "nvidia.com/gpu"]]
     hard = get(cluster, "v1", "ResourceQuota", "gpu-portal-quota", "nlp")["spec"]["hard"]
     assert hard["requests.nvidia.com/mig-1g.10gb"] == "0"
     grant(team, h100, 0, 0)
@@ -149,9 +150,9 @@ def test_an_expired_grant_reverts_and_the_cluster_follows(sandbox, django_captur
     with django_capture_on_commit_callbacks(execute=True):
         services.quota_request_approve(actor=PlatformAdminFactory(), request=request)
     queue = get(cluster, KUEUE, "ClusterQueue", "nlp")
-    assert queue["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] == "16"
+    assert flavor_quota(queue, "h100", "nvidia.com/gpu")["nominalQuota"] == "16"
     Quota.objects.filter(team=team, flavor=h100).update(expires_at=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
         assert services.quota_expire_due() == 1
     queue = get(cluster, KUEUE, "ClusterQueue", "nlp")
-    assert queue["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] == "2"
+    assert flavor_quota(queue, "h100", "nvidia.com/gpu")["nominalQuota"] == "2"

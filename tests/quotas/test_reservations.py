@@ -24,6 +24,7 @@ from tests.factories import (
     TeamFactory,
     TeamNamespaceFactory,
 )
+from tests.kueue_queues import flavor_quota
 from tests.quotas.factories import QuotaRequestFactory
 from tests.quotas.test_reconcile import KUEUE, get, grant, setup_cluster
 
@@ -101,7 +102,7 @@ def test_the_worker_starts_and_ends_it_in_the_cluster(sandbox, django_capture_on
 
     def nominal():
         queue = get(cluster, KUEUE, "ClusterQueue", "nlp")
-        return queue["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"]
+        return flavor_quota(queue, "h100", "nvidia.com/gpu")["nominalQuota"]
 
     assert nominal() == "2"
     mail.outbox.clear()
