@@ -121,7 +121,8 @@ class Backend(Protocol):
     def estimate_world(self, holdings: list, *, cohort: str, capacity: dict[str, int],
                        resources: dict[str, str]) -> Any: ...  # a `forecast.World`
 
-    def estimate(self, world, works: list, now: float) -> dict: ...  # job key → `forecast.Estimate`
+    def estimate(self, world, works: list, now: float, later: tuple = ((), (), ())) -> dict: ...  # job key →
+    # `forecast.Estimate`; `later`: per replay, the jobs expected to be submitted later (`arrivals`)
 
     def forecast_policy(self) -> Any: ...  # its `forecast.Policy`
 

@@ -8,7 +8,9 @@ worker at once), and one kept within a topology domain needs a domain with room 
 ranges (`Span`: early, likely, late), so the replay runs three times (every job early, likely, late); the likely
 run gives the estimate, the other two its range. What makes a job start is recorded (whose end freed the room), so
 the estimate can say why. A job can also be given as to be submitted later (`Work.arrives`): it joins its queue
-then, and gets no estimate of its own (what-if: how the later submissions change the others' starts).
+then, and gets no estimate of its own (what-if: how the later submissions change the others' starts); the jobs
+the cluster's history says will be submitted later (`arrivals`) are replayed so, and each estimate says how many of
+them start before it.
 
 Cost: each moment offers only the head of each (queue, flavor, size) bucket, and a bucket stops being offered in a
 moment once a job of its size or smaller has failed there, so a replay is near-linear in the jobs.
@@ -120,6 +122,8 @@ class Estimate:
     ahead: int = 0
     freed_by: int | None = None
     preempts: tuple[int, ...] = ()
+    later: int = 0  # expected later submissions (`arrivals`) of its scope the likely replay starts before it
+    later_higher: int = 0  # … of them at a higher priority
 
 
 @dataclass(frozen=True)
@@ -161,12 +165,17 @@ class Policy(Protocol):
     def victims(self, ledger, work: Work) -> list[Work] | None: ...
 
 
-def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dict[int, Estimate]:
-    """Every job's estimate: three replays (every run early, likely, late) combined."""
+def forecast(world: World, works: list[Work], policy: Policy, now: float,
+             later: tuple[tuple[Work, ...], ...] = ((), (), ())) -> dict[int, Estimate]:
+    """Every job's estimate: three replays (every run early, likely, late) combined. `later`: per replay, the jobs
+    expected to be submitted later (`arrivals.expected`), replayed as they arrive; they get no estimate."""
     empty = policy.ledger(world)
-    never = {w.key: why for w in works if not w.running and (why := policy.impossible(world, empty, w))}
-    runs = [_Replay(world, works, policy, now, which, never).run() for which in (EARLY, LIKELY, LATE)]
+    never = {w.key: why for w in [*works, *later[LATE], *later[EARLY]]
+             if not w.running and (why := policy.impossible(world, empty, w))}
+    runs = [_Replay(world, [*works, *later[which]], policy, now, which, never).run()
+            for which in (EARLY, LIKELY, LATE)]
     ahead = _ahead(works, policy)
+    overtaken = _overtaken(runs[LIKELY].starts, later[LIKELY], works, policy)
     result = {}
     for w in works:
         if w.arrives is not None:
@@ -186,8 +195,26 @@ def forecast(world: World, works: list[Work], policy: Policy, now: float) -> dic
             likely = runs[LIKELY]
             result[w.key] = Estimate(w.key, start=trio, ahead=ahead.get(w.key, 0),
                                      freed_by=likely.freed_by.get(w.key),
-                                     preempts=tuple(likely.preempted.get(w.key, ())))
+                                     preempts=tuple(likely.preempted.get(w.key, ())),
+                                     **overtaken.get(w.key, {}))
     return result
+
+
+def _overtaken(starts: dict[int, float], later: tuple[Work, ...], works: list[Work], policy: Policy) -> dict:
+    """Per waiting job, the expected later submissions of its scope (what competes for the same quota) that start
+    before it: how many, and how many of them at a higher priority."""
+    begun: dict = defaultdict(lambda: defaultdict(list))  # scope → priority → start times, in order
+    for w in later:
+        if w.key in starts:
+            bisect.insort(begun[policy.scope(w)][w.priority], starts[w.key])
+    found = {}
+    for w in works:
+        if not w.running and w.arrives is None and w.key in starts and policy.scope(w) in begun:
+            counts = {p: bisect.bisect_left(times, starts[w.key]) for p, times in begun[policy.scope(w)].items()}
+            if sum(counts.values()):
+                found[w.key] = {"later": sum(counts.values()),
+                                "later_higher": sum(n for p, n in counts.items() if p > w.priority)}
+    return found
 
 
 def _ahead(works: list[Work], policy: Policy) -> dict[int, int]:
@@ -220,7 +247,7 @@ class _Replay:
         self.scopes: dict[object, set[tuple]] = defaultdict(set)
         self.dirty: set = set()
         self.room: dict = {}
-        self.no_victims: dict[str, float] = {}
+        self.no_victims: dict[object, float] = {}
         for w in works:
             if w.running:
                 end = max(now, w.started + w.span.at(which))
@@ -313,9 +340,10 @@ class _Replay:
         if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
-            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
+            searcher = (w.queue, w.units) if getattr(self.policy, "victims_by_size", False) else w.queue
+            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(searcher, -INF)):
                 return False
-            victims = self._victims(w)
+            victims = self._victims(w, searcher)
             if not victims:
                 return False
             for victim in victims:
@@ -331,12 +359,12 @@ class _Replay:
         self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
-    def _victims(self, w: Work) -> list[Work] | None:
-        """Whom the job would preempt. Once a search failed in a moment, no job of its queue with no higher
-        priority searches again in that moment (a scheduler offers one head per queue per cycle)."""
+    def _victims(self, w: Work, searcher: object) -> list[Work] | None:
+        """Whom the job would preempt. Once a search failed in a moment, no job of its queue (and size, with the
+        policy's `victims_by_size`: Volcano reclaims for every job) with no higher priority searches again then."""
         victims = self.policy.victims(self.ledger, w)
         if not victims:
-            self.no_victims[w.queue] = max(w.priority, self.no_victims.get(w.queue, -INF))
+            self.no_victims[searcher] = max(w.priority, self.no_victims.get(searcher, -INF))
         return victims
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:

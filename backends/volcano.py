@@ -310,9 +310,10 @@ class Volcano:
         """The cluster's queues, as this scheduler is given them, from what each team holds (`forecast.Holding`)."""
         return self.forecast_policy().world(holdings, cohort=cohort, capacity=capacity, resources=resources)
 
-    def estimate(self, world: forecast.World, works: list, now: float) -> dict:
-        """When each waiting job will start and each running one end (`forecast.Estimate` by job key)."""
-        return forecast.forecast(world, works, self.forecast_policy(), now)
+    def estimate(self, world: forecast.World, works: list, now: float, later: tuple = ((), (), ())) -> dict:
+        """When each waiting job will start and each running one end (`forecast.Estimate` by job key), allowing for
+        the jobs expected to be submitted later (`arrivals.Outlook.replays`)."""
+        return forecast.forecast(world, works, self.forecast_policy(), now, later)
 
     def forecast_policy(self):
         return VolcanoPolicy(capacity_plugin=True)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from backends import backend_for, forecast
+from backends import arrivals, backend_for, forecast
 from portal import kube
 from quotas.desired import parent_name
 from quotas.models import Quota
@@ -180,6 +180,46 @@ def topology_inventory(cluster: Cluster, *, running: set[int]) -> inventory.Inve
                                       running=running)
 
 
+def recent_submissions(cluster: Cluster, now: datetime,
+                       works: list[forecast.Work]) -> tuple[list[arrivals.Submitted], float]:
+    """The cluster's submissions of the arrivals' window that took or will take quota, newest first, with how long
+    each ran (a job still running or waiting: as its estimate expects); and since when they are all known (the
+    cluster's creation, or the oldest read when there were more than the most read)."""
+    active = {w.key: w for w in works}
+    rows = (Job.objects.filter(cluster=cluster, submitted_at__gte=now - timedelta(seconds=arrivals.WINDOW),
+                               submitted_at__lte=now)
+            .order_by("-submitted_at", "-pk")
+            .values_list("pk", "submitted_at", "team__slug", "flavor__name", "workers", "gpus_per_worker",
+                         "priority_tier__value", "priority_tier__preemption_policy", "topology_level",
+                         "topology_mode", "admitted_at", "started_at", "finished_at")[:arrivals.MAX_HISTORY])
+    rows = list(rows)
+    since = cluster.created_at.timestamp()
+    if len(rows) == arrivals.MAX_HISTORY:
+        since = max(since, rows[-1][1].timestamp())
+    found = []
+    for pk, submitted, team, flavor, workers, gpw, priority, preemption, level, mode, admitted, started, finished \
+            in rows:
+        began = admitted or started
+        if pk in active:
+            seconds = active[pk].span.likely
+        elif began is not None and finished is not None:
+            seconds = max(0.0, (finished - began).total_seconds())
+        else:
+            continue  # ended without running: it took no quota
+        found.append(arrivals.Submitted(
+            submitted.timestamp(), team, flavor, workers * gpw, priority, seconds,
+            may_preempt=preemption != PreemptionPolicy.NEVER, level=level if mode == Placement.REQUIRED else ""))
+    return found, since
+
+
+def cluster_estimates(cluster: Cluster, world: forecast.World, works: list[forecast.Work],
+                      now: datetime) -> tuple[dict[int, forecast.Estimate], arrivals.Outlook]:
+    """The backend's estimates, allowing for the jobs the cluster's recent history says will be submitted later."""
+    past, since = recent_submissions(cluster, now, works)
+    outlook = arrivals.expected(past, now.timestamp(), since=since)
+    return backend_for(cluster).estimate(world, works, now.timestamp(), outlook.replays), outlook
+
+
 # --- what the rows keep ---------------------------------------------------------------------------------------------
 
 
@@ -194,9 +234,10 @@ def clock(ts: float, now: float) -> str:
 
 
 def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: float,
-             free: dict[tuple[str, str], int] | None = None) -> dict:
+             free: dict[tuple[str, str], int] | None = None, outlook: arrivals.Outlook = arrivals.NONE) -> dict:
     """What a job row keeps of its estimate: kind (start, end, never), the times, the basis, one sentence.
-    `free`: per (flavor, level) the most units free now in one topology domain, where the domains are known."""
+    `free`: per (flavor, level) the most units free now in one topology domain, where the domains are known;
+    `outlook`: the later submissions the estimate allowed for."""
     work = works[estimate.key]
     if estimate.never:
         return {"kind": "never", "basis": {"reason": estimate.never},
@@ -235,12 +276,30 @@ def document(estimate: forecast.Estimate, works: dict[int, forecast.Work], now: 
         basis["preempts"] = list(estimate.preempts)
         facts.append(f"it would preempt {len(estimate.preempts)} lower-priority or borrowing job"
                      f"{'s' if len(estimate.preempts) != 1 else ''}")
+    if estimate.later:
+        basis["later"] = {"count": estimate.later, "higher_priority": estimate.later_higher,
+                          "observed_hours": round(outlook.observed / 3600, 1), "submitted": outlook.submitted}
+        facts.append(_later(estimate, outlook))
     if likely - now < 60 and not estimate.preempts:
         sentence = "Likely to start within a minute: there is room for it now."
     else:
         sentence = f"Likely to start around {clock(likely, now)}{_between(early, late, now)}"
         sentence += (": " + ", and ".join(facts) + ".") if facts else "."
     return {"kind": "start", **_times(estimate.start), "basis": basis, "sentence": sentence}
+
+
+def _later(estimate: forecast.Estimate, outlook: arrivals.Outlook) -> str:
+    """The fact in words: "allowing for about 3 jobs (2 of higher priority) expected to be submitted meanwhile and
+    start first, as in the last 7 days"."""
+    count, higher = estimate.later, estimate.later_higher
+    jobs = f"about {count} job{'s' if count != 1 else ''}"
+    if higher == count:
+        jobs = f"about {count} higher-priority job{'s' if count != 1 else ''}"
+    elif higher:
+        jobs += f" ({higher} of higher priority)"
+    days = outlook.observed / 86400
+    window = f"{round(days)} days" if days >= 1.5 else f"{max(1, round(outlook.observed / 3600))} hours"
+    return f"allowing for {jobs} expected to be submitted meanwhile and start first, as in the last {window}"
 
 
 def _progress_words(detail: str) -> str:
@@ -260,10 +319,10 @@ def _between(early: float, late: float, now: float) -> str:
 
 def cluster_documents(cluster: Cluster, now: datetime, extra: list[Job] = ()) -> tuple[list[Job], dict[int, dict]]:
     world, jobs, works = cluster_inputs(cluster, now, extra)
-    estimates = backend_for(cluster).estimate(world, works, now.timestamp())
+    estimates, outlook = cluster_estimates(cluster, world, works, now)
     by_key = {w.key: w for w in works}
     free = inventory.most_free(world.domains, works)
-    return jobs, {key: document(e, by_key, now.timestamp(), free) for key, e in estimates.items()}
+    return jobs, {key: document(e, by_key, now.timestamp(), free, outlook=outlook) for key, e in estimates.items()}
 
 
 # --- the refresh ----------------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from backends import backend_for
 from tenants.choices import Role
 from tenants.models import GpuFlavor, PriorityTier
 from tenants.selectors import team_role
@@ -116,9 +115,9 @@ def _estimate_without(job: Job, copy: Job, now: datetime) -> dict:
     cluster = copy.flavor.cluster
     world, jobs, works = estimates.cluster_inputs(cluster, now, [copy])
     works = [w for w in works if w.key != job.pk]
-    found = backend_for(cluster).estimate(world, works, now.timestamp())
+    found, outlook = estimates.cluster_estimates(cluster, world, works, now)
     by_key = {w.key: w for w in works}
-    return estimates.document(found[estimates.PREVIEW_KEY], by_key, now.timestamp())
+    return estimates.document(found[estimates.PREVIEW_KEY], by_key, now.timestamp(), outlook=outlook)
 
 
 @transaction.atomic

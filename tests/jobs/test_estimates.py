@@ -186,3 +186,65 @@ def test_the_forecast_world_carries_the_teams_fair_share_weights():
                                  cpu_cores=64, memory_gib=512)
     world = estimates.cluster_world(cluster)
     assert (world.queues["nlp"].weight, world.queues["vision"].weight, world.fair) == (1, 3, True)
+
+
+def test_a_waiting_job_allows_for_the_higher_priority_work_its_cluster_has_been_getting():
+    from datetime import timedelta
+
+    from quotas import services as quota_services
+    from tenants.models import Cluster
+    from tests.factories import (
+        ClusterFactory,
+        GpuFlavorFactory,
+        PlatformAdminFactory,
+        PriorityTierFactory,
+        TeamFactory,
+        TeamNamespaceFactory,
+        UserFactory,
+    )
+
+    now = at(0)
+    cluster = ClusterFactory(scheduler="kueue", cohort="gpu")
+    Cluster.objects.filter(pk=cluster.pk).update(created_at=now - timedelta(days=1))
+    cluster.refresh_from_db()
+    flavor = GpuFlavorFactory(cluster=cluster, name="h100", gpus_per_node=8, capacity=8)
+    team = TeamFactory(slug="nlp")
+    TeamNamespaceFactory(team=team, cluster=cluster)
+    quota_services.quota_set(actor=PlatformAdminFactory(), team=team, flavor=flavor, guaranteed=8, burst=0,
+                             cpu_cores=64, memory_gib=512)
+    high = PriorityTierFactory(name="urgent", value=100, preemption_policy="Never")
+    low = PriorityTierFactory(name="standard", value=0)
+    user = UserFactory()
+
+    def job(name, tier, submitted, state, *, started=None, finished=None, image="ghcr.io/acme/eval:1"):
+        return Job.objects.create(team=team, cluster=cluster, flavor=flavor, kind="batch", priority_tier=tier,
+                                  name=name, image=image, command=["python", "train.py"],
+                                  workers=1, gpus_per_worker=8, max_runtime_minutes=90, submitted_by=user,
+                                  submitted_at=submitted, state=state, admitted_at=started, started_at=started,
+                                  finished_at=finished)
+
+    for hour in range(1, 25):  # an urgent job of half an hour every hour of the last day
+        submitted = now - timedelta(hours=hour)
+        job(f"urgent-{hour}", high, submitted, JobState.SUCCEEDED, started=submitted,
+            finished=submitted + timedelta(minutes=30), image="ghcr.io/acme/serve:1")
+    job("cancelled", high, now - timedelta(minutes=5), JobState.CANCELLED)  # never ran: took no quota
+    running = job("long", low, now - timedelta(hours=1), JobState.RUNNING, started=now - timedelta(minutes=10))
+    waiting = job("next", low, now - timedelta(minutes=1), JobState.QUEUED)
+
+    world, _, works = estimates.cluster_inputs(cluster, now)
+    past, since = estimates.recent_submissions(cluster, now, works)
+    assert since == cluster.created_at.timestamp()
+    assert len(past) == 26 and {s.priority for s in past} == {0, 100}  # not the cancelled one
+    by_time = {s.at: s for s in past}
+    assert by_time[waiting.submitted_at.timestamp()].seconds == 90 * 60  # waiting: as its estimate expects
+    assert by_time[(now - timedelta(hours=3)).timestamp()].seconds == 30 * 60  # ended: as it ran
+
+    _, documents = estimates.cluster_documents(cluster, now)
+    document = documents[waiting.pk]
+    assert documents[running.pk]["likely"] == estimates.iso((now + timedelta(minutes=80)).timestamp())
+    assert document["basis"]["later"]["count"] >= 1
+    assert document["basis"]["later"]["count"] == document["basis"]["later"]["higher_priority"]
+    count = document["basis"]["later"]["count"]
+    assert (f"allowing for about {count} higher-priority job{'s' if count > 1 else ''} expected to be submitted "
+            "meanwhile and start first, as in the last 24 hours.") in document["sentence"]
+    assert likely(Job(estimate=document)) >= now + timedelta(minutes=80 + 30)  # after the running one and one more
