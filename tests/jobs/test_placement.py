@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 
 from backends import kueue as kueue_backend
 from backends import volcano
-from jobs import outcome, placement, selectors, services
+from jobs import nodes, outcome, placement, selectors, services
 from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.manifests import job_manifests
@@ -57,6 +57,24 @@ def test_status_and_outcome_say_where_and_why():
     said = outcome.explain(JobState.PREEMPTED, "Workload was evicted as there was no replacement for unhealthy "
                                                "node(s): s1,s2")
     assert said.startswith("Evicted: the nodes it ran on (s1,s2) went away")
+
+
+def test_kueues_hostname_level_is_read_and_the_rack_taken_from_the_nodes(placement_world):
+    """Kueue v0.19 writes a topology whose lowest level is the hostname at that level alone, folding nodes with a
+    common prefix into `individual` values (apis/kueue/v1beta2/workload_types.go); the job's rack is then its nodes'
+    rack label."""
+    workload = {"status": {"admission": {"podSetAssignments": [{"flavors": {"cpu": "h100", "nvidia.com/gpu": "h100"},
+                "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "slices": [
+                    {"domainCount": 2, "podCounts": {"individual": [1, 1]},
+                     "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["1", "2"]}}]}]}}]}}}
+    placed = kueue_backend.kueue_placement(workload)
+    assert placed == {"flavors": ["h100"],
+                      "domains": [{"kubernetes.io/hostname": "n1"}, {"kubernetes.io/hostname": "n2"}]}
+    job = Job(cluster=placement_world["cluster"], topology_level="rack")
+    assert nodes.lacks_level(job, placed)
+    assert nodes.with_levels(job, placed)["domains"] == [
+        {"example.com/block": "b1", "example.com/rack": "r1", "kubernetes.io/hostname": name} for name in ("n1", "n2")]
+    assert not nodes.lacks_level(job, nodes.with_levels(job, placed))
 
 
 def placement_setup(sb):
