@@ -247,7 +247,7 @@ class _Replay:
         self.scopes: dict[object, set[tuple]] = defaultdict(set)
         self.dirty: set = set()
         self.room: dict = {}
-        self.no_victims: dict[str, float] = {}
+        self.no_victims: dict[object, float] = {}
         for w in works:
             if w.running:
                 end = max(now, w.started + w.span.at(which))
@@ -340,9 +340,10 @@ class _Replay:
         if not self._domain_room(w):
             return False
         if w.units > self._room(w) or not self.policy.fits(self.ledger, w, borrowing):
-            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(w.queue, -INF)):
+            searcher = (w.queue, w.units) if getattr(self.policy, "victims_by_size", False) else w.queue
+            if not (borrowing and w.may_preempt and w.priority > self.no_victims.get(searcher, -INF)):
                 return False
-            victims = self._victims(w)
+            victims = self._victims(w, searcher)
             if not victims:
                 return False
             for victim in victims:
@@ -358,12 +359,12 @@ class _Replay:
         self._start(replace(w, started=t), t + w.span.at(self.which), domain=domain)  # newest first as victims
         return True
 
-    def _victims(self, w: Work) -> list[Work] | None:
-        """Whom the job would preempt. Once a search failed in a moment, no job of its queue with no higher
-        priority searches again in that moment (a scheduler offers one head per queue per cycle)."""
+    def _victims(self, w: Work, searcher: object) -> list[Work] | None:
+        """Whom the job would preempt. Once a search failed in a moment, no job of its queue (and size, with the
+        policy's `victims_by_size`: Volcano reclaims for every job) with no higher priority searches again then."""
         victims = self.policy.victims(self.ledger, w)
         if not victims:
-            self.no_victims[w.queue] = max(w.priority, self.no_victims.get(w.queue, -INF))
+            self.no_victims[searcher] = max(w.priority, self.no_victims.get(searcher, -INF))
         return victims
 
     def _start(self, w: Work, end: float, *, domain: str) -> None:

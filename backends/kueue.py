@@ -45,10 +45,17 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_NAME_LABEL = "kueue.x-k8s.io/job-name"
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
 TAS_SHARING = (Sharing.EXCLUSIVE, Sharing.MIG)  # whole devices a node has so many of: what Kueue's TAS places
 
 
 FIXED_WITH_TOPOLOGY = ("topologyName", "nodeLabels", "tolerations")
+
+
+def places_by_topology(flavor, mig_strategy: str) -> bool:
+    """Whether the flavor's ResourceFlavor names the cluster's Topology, on a cluster that has one
+    (`cluster_objects`; the CRD wants a node label beside topologyName)."""
+    return flavor.sharing in TAS_SHARING and bool(flavor.scheduled_node_labels(mig_strategy))
 
 
 def _same(desired, live) -> bool:
@@ -316,11 +323,16 @@ class Kueue:
                     f"place it by topology.")
         return ""
 
-    def placement_fields(self, *, cluster, level: str, mode: str) -> dict:
+    def placement_fields(self, *, cluster, flavor, level: str, mode: str) -> dict:
         """The pod sets carry the level's node label as a required or preferred topology (kueue
-        apis/kueue/v1beta1/topology_types.go)."""
+        apis/kueue/v1beta1/topology_types.go). A job on a flavor with the cluster's topology that asks for no level
+        still asks for topology-aware scheduling, unconstrained: Kueue gives a pod set with no topology request
+        no flavor that has a topology unless every flavor of its queue has one
+        (pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS), and a team's queue
+        may also hold a shared flavor, which has none."""
         if not level:
-            return {"pod_annotations": {}, "network_topology": {}}
+            tas = bool(cluster.topology_levels) and places_by_topology(flavor, cluster.mig_strategy)
+            return {"pod_annotations": {UNCONSTRAINED_ANNOTATION: "true"} if tas else {}, "network_topology": {}}
         key = REQUIRED_ANNOTATION if mode == Placement.REQUIRED else PREFERRED_ANNOTATION
         return {"pod_annotations": {key: level_label(cluster.topology_levels, level)}, "network_topology": {}}
 

@@ -97,6 +97,8 @@ class Shares:
 
 
 class VolcanoPolicy:
+    victims_by_size = True  # actions/reclaim tries every starving job, not one head per queue
+
     def __init__(self, capacity_plugin: bool = False):
         self.capacity_plugin = capacity_plugin
         self._resources: dict[str, str] = {}

@@ -183,6 +183,19 @@ class Simulator:
         return {"steps": self.step_cpu, "writes": self.objects.write_cpu,
                 "scheduling": self.step_cpu - self.objects.write_cpu}
 
+    def next_event(self) -> float:
+        """When a step would next change something by the clock alone: a job's start after its startup, its end
+        (its duration or its deadline), a preempted job's requeue. A driver with its own clock steps there."""
+        due = [self._requeue_due] if any(self._pending.values()) else []
+        for job in self._active.values():
+            if job.state == "starting":
+                due.append(job.admitted_at + job.startup)
+            elif job.state == "running":
+                due.append(job.running_at + job.duration)
+                if job.deadline is not None and job.deadline < job.duration:
+                    due.append(job.admitted_at + job.deadline)
+        return min(due, default=float("inf"))
+
     def _progress(self, now: float) -> None:
         for job in list(self._active.values()):
             if job.state == "starting" and now >= job.admitted_at + job.startup:

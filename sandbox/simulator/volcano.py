@@ -49,6 +49,7 @@ class Volcano:
         self.running: dict[str, dict[tuple, Tracked]] = defaultdict(dict)
         self.elastic: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         self.node_used: dict[str, dict[str, Decimal]] = {}  # per Node, what the pods placed there request
+        self._conf: tuple[str, dict] = ("", {})  # the scheduler configuration's text, parsed
 
     def installed(self) -> bool:
         return self.objects.installed(*self.record)
@@ -135,8 +136,11 @@ class Volcano:
         self.prepare()
         conf = DEFAULT_CONF
         cm = self.objects.get("v1", "ConfigMap", CONFIG_NAMESPACE, CONFIG_NAME)
-        if cm and (cm.get("data") or {}).get(CONFIG_KEY):
-            conf = yaml.safe_load(cm["data"][CONFIG_KEY]) or {}
+        text = ((cm or {}).get("data") or {}).get(CONFIG_KEY)
+        if text:  # parsed once per text: every scheduling cycle reads it
+            if self._conf[0] != text:
+                self._conf = (text, yaml.safe_load(text) or {})
+            conf = self._conf[1]
         actions = [a.strip() for a in str(conf.get("actions", "")).split(",") if a.strip()]
         plugins = {p.get("name"): p for tier in conf.get("tiers") or [] for p in tier.get("plugins") or []}
         queues = {}

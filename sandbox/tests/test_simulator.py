@@ -647,3 +647,21 @@ def test_ray_job_under_volcano_has_kuberays_podgroup(sb):
     # minResources (ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go, v1.7.0).
     assert podgroup["spec"]["minResources"]["cpu"] == "3500m"
     assert phases == [("Inqueue", "Initializing"), ("Running", "Running"), ("Completed", "Complete")]
+
+
+def test_next_event_says_when_the_clock_alone_changes_something(sb):
+    """A driver with its own clock (the start-estimates replay) steps at each start after its startup and each
+    end, by duration or deadline; nothing pending or active: never."""
+    assert sb.simulator.next_event() == float("inf")
+    kueue_setup(sb, SOLO)
+    kueue_job(sb, "team-a", "short", annotations={"sandbox.gpu-portal.io/duration-seconds": "50"})
+    kueue_job(sb, "team-a", "capped", annotations={"sandbox.gpu-portal.io/duration-seconds": "500"}, deadline=60,
+              gpus=0)
+    step(sb, 0)
+    assert sb.simulator.next_event() == T0 + 5  # both start after 5 s
+    step(sb, 5)
+    assert sb.simulator.next_event() == T0 + 55  # short's end; capped's deadline is at 60
+    step(sb, 55)
+    assert sb.simulator.next_event() == T0 + 60
+    step(sb, 60)
+    assert sb.simulator.next_event() == float("inf")

@@ -254,6 +254,19 @@ def test_volcano_preempts_and_reclaims_only_when_configured():
     assert starts(result, 4) == [0] and result[4].preempts == (2,)  # b is above its deserved 8: its newest goes
 
 
+def test_volcano_reclaims_for_a_smaller_job_after_a_larger_one_of_its_queue_could_not():
+    """actions/reclaim tries every starving job of a queue: b's job of 8 may not reclaim (b would hold 12 of its
+    deserved 8), its later job of 4 may."""
+    policy = VolcanoPolicy(capacity_plugin=True)
+    world = policy.world([Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 8)], cohort="",
+                         capacity={"h100": 16}, resources={})
+    works = [running(1, "a", 4, ends_in=1000), running(4, "a", 4, ends_in=1000, started=NOW - 10),
+             running(5, "a", 4, ends_in=1000, started=NOW - 5), running(2, "b", 4, ends_in=5000),
+             waiting(3, "b", 8), waiting(6, "b", 4)]
+    result = forecast(world, works, policy, NOW)
+    assert starts(result, 6) == [0] and result[6].preempts == (5,)
+
+
 def test_volcano_with_the_capacity_plugin_serves_the_queue_with_the_lowest_share_first():
     """capacity.go QueueOrderFn (actions/allocate pops the queue with the lowest allocated / deserved): b, at half
     its share, gets the last 4 before a's earlier job; by the job order alone a's would go first."""

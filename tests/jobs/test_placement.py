@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 
 from backends import kueue as kueue_backend
 from backends import volcano
-from jobs import outcome, placement, selectors, services
+from jobs import nodes, outcome, placement, selectors, services
 from jobs import sync as job_sync
 from jobs.choices import JobState
 from jobs.manifests import job_manifests
@@ -59,6 +59,24 @@ def test_status_and_outcome_say_where_and_why():
     assert said.startswith("Evicted: the nodes it ran on (s1,s2) went away")
 
 
+def test_kueues_hostname_level_is_read_and_the_rack_taken_from_the_nodes(placement_world):
+    """Kueue v0.19 writes a topology whose lowest level is the hostname at that level alone, folding nodes with a
+    common prefix into `individual` values (apis/kueue/v1beta2/workload_types.go); the job's rack is then its nodes'
+    rack label."""
+    workload = {"status": {"admission": {"podSetAssignments": [{"flavors": {"cpu": "h100", "nvidia.com/gpu": "h100"},
+                "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "slices": [
+                    {"domainCount": 2, "podCounts": {"individual": [1, 1]},
+                     "valuesPerLevel": [{"individual": {"prefix": "n", "roots": ["1", "2"]}}]}]}}]}}}
+    placed = kueue_backend.kueue_placement(workload)
+    assert placed == {"flavors": ["h100"],
+                      "domains": [{"kubernetes.io/hostname": "n1"}, {"kubernetes.io/hostname": "n2"}]}
+    job = Job(cluster=placement_world["cluster"], topology_level="rack")
+    assert nodes.lacks_level(job, placed)
+    assert nodes.with_levels(job, placed)["domains"] == [
+        {"example.com/block": "b1", "example.com/rack": "r1", "kubernetes.io/hostname": name} for name in ("n1", "n2")]
+    assert not nodes.lacks_level(job, nodes.with_levels(job, placed))
+
+
 def placement_setup(sb):
     """gpu-east with block/rack/host levels, reserved h100 nodes in racks r1 (2 nodes) and r2 (1), and a spot
     flavor on nodes in rack s1."""
@@ -103,6 +121,31 @@ def test_the_service_refuses_what_cannot_be_placed(placement_world, run_on_commi
             services.job_submit(actor=placement_world["member"], team=placement_world["team"],
                                 flavor=placement_world["spot"], kind="batch", name="on-spot", image="x/y:1",
                                 command=["true"], gpus_per_worker=8)
+
+
+def test_a_job_with_no_topology_request_runs_on_a_topology_flavor_beside_a_shared_one(placement_world, run_on_commit):
+    """A team that also holds an MPS share (a flavor with no topology) has a queue that is not all topology
+    flavors, so Kueue would give a pod set with no topology request no flavor that has one ("supports only
+    TopologyAwareScheduling"). The portal asks for unconstrained topology-aware scheduling instead, and the job
+    runs on the reserved flavor; the MPS flavor's jobs ask for nothing."""
+    world, sb = placement_world, placement_world["sb"]
+    mps = GpuFlavor.objects.create(cluster=world["cluster"], name="h100-mps", capacity=32, sharing="mps", replicas=4,
+                                   resource_name="nvidia.com/gpu.shared",
+                                   node_labels={"example.com/pool": "reserved"})
+    quota_services.quota_set(actor=PlatformAdminFactory(), team=world["team"], flavor=mps, guaranteed=8, burst=0,
+                             cpu_cores=16, memory_gib=64)
+    reconcile_cluster(world["cluster"])
+    free = submit(world, run_on_commit, "anywhere", 1)
+    pod_sets = selectors.job_spec(free).pod_annotations
+    assert pod_sets == {kueue_backend.UNCONSTRAINED_ANNOTATION: "true"}
+    assert placement.placement_fields(cluster=world["cluster"], flavor=mps, level="", mode="") == {
+        "pod_annotations": {}, "network_topology": {}}
+    step(sb, 0)
+    step(sb, 5)
+    job_sync.job_status_sync(cluster=world["cluster"])
+    free.refresh_from_db()
+    assert free.state == JobState.RUNNING, free.state_message
+    assert free.placement["flavors"] == ["h100"]
 
 
 def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reserved_is_full(
