@@ -38,6 +38,8 @@ ROOT_QUEUE = "root"
 REFUSAL_EVENTS = "involvedObject.kind=PodGroup,reason=Unschedulable,type=Normal"
 
 
+# What the page says of a job Volcano's job controller restarted after an eviction (`volcano_job`).
+EVICTED = "Its pods were evicted and Volcano restarted it"
 VOLCANO_PHASES = {
     "Pending": JobState.QUEUED,
     "Inqueue": JobState.ADMITTED,
@@ -73,6 +75,12 @@ def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed
     if phase == "Pending" and phase_info.get("reason") == "PodEvicted":
         # Evicted by the scheduler's preempt or reclaim action: the job waits to be scheduled again.
         return Observed(JobState.PREEMPTED, phase_info.get("message", ""))
+    restarts = (job.get("status") or {}).get("retryCount") or 0
+    if restarts and (phase == "Restarting" or (phase == "Pending" and waiting)):
+        # Volcano's job controller restarts a job whose pod was evicted (the portal's PodEvicted policy), counting
+        # it in retryCount and writing no reason (pkg/controllers/job/state/running.go); the scheduler's reclaim
+        # or preempt action says which only in Events (pkg/scheduler/cache/cache.go Evict).
+        return Observed(JobState.PREEMPTED, f"{EVICTED} (restart {restarts}). {why}".strip())
     transition = phase_info.get("lastTransitionTime")
     return Observed(
         state,
@@ -143,6 +151,9 @@ _PREEMPTED = re.compile(r"Evicted by (?P<how>preempt|reclaim)\w* to schedule (?P
 
 
 def preempted_sentence(message: str) -> str:
+    if message.startswith(EVICTED):
+        return "Preempted: Volcano evicted its pods to make room for another job (one of a higher priority, or " \
+               f"another team's taking back the quota this job was borrowing). {REQUEUED}"
     volcano = _PREEMPTED.search(message)
     if volcano and volcano["how"].lower() == "reclaim":
         return f"Preempted: another team took back the quota this job was borrowing, for {volcano['who']}. " \

@@ -46,6 +46,20 @@ _DRA_V114 = ("Volcano v1.14.1 (the release the module proxy lets us build) count
              "quota in both")
 KEPT |= {("volcano: devices claimed through DRA", field): _DRA_V114 for field in (
     "admission order", "second.conditions", "second.message", "second.phase", "second.why_waiting")}
+# Volcano's reclaim, as the scenario runs it on each target (tests/controllers/test_volcano.py).
+_RECLAIM_VICTIM = ("the real reclaim action evicts on the first node where the capacity plugin allows a victim, "
+                   "whichever of nlp's jobs runs there (here its own `base`), and its job controller restarts it "
+                   "with no reason (`retryCount`); the simulator takes the newest job of the queue and writes "
+                   "`PodEvicted` with the reclaiming job's name into its status, words the real controller never "
+                   "writes. The real cluster also has a third node for nlp to borrow (the capacity plugin keeps "
+                   "vision's guarantee from it), the simulator two")
+_RECLAIM_TICK = ("observed when the victim is seen preempted: the simulator admits vision's job a tick before its "
+                 "pod runs; the real gang's Unschedulable condition from its wait stays beside Scheduled")
+KEPT |= {("volcano: borrowing and its reclaim", field): _RECLAIM_VICTIM for field in (
+    "preempted", "base.conditions", "base.message", "base.outcome", "base.phase", "base.state", "burst.message",
+    "burst.outcome", "burst.phase", "burst.state")}
+KEPT |= {("volcano: borrowing and its reclaim", field): _RECLAIM_TICK for field in (
+    "own.conditions", "own.phase", "own.state")}
 # What the comparison has led to so far, in the simulator and in the portal (before: the state it replaced).
 FIXED = (
     "The simulator writes Kueue's `Active` condition on ClusterQueues and LocalQueues (before: none).",
@@ -70,6 +84,9 @@ FIXED = (
     "flavor's TAS match as Kueue does, writes the hostname level alone, binds the pods to their assigned nodes and "
     "adds Kueue's exclusion stats to its no-fit words; the portal reads Kueue's `individual` values and the job's "
     "rack from its nodes' labels.",
+    "The page shows a Volcano job preempted when Volcano's job controller restarts it after its pod was evicted "
+    "(`retryCount`): the real controller writes no reason (before: queued, \"Placement, not quota, is what blocks\", "
+    "in the gang's words, where the simulator's `PodEvicted` made it preempted).",
 )
 
 

@@ -29,6 +29,16 @@ DRA_FLAVOR = {"name": "h100-dra", "sharing": "dra", "device_class": "gpu.nvidia.
 DRA_NODES = 2
 
 
+def portal_volcano_conf() -> dict:
+    """The Volcano scheduler configuration the portal gives operators (`Volcano.scheduler_setup`), parsed."""
+    import yaml
+
+    from backends.volcano import BACKEND as VOLCANO_BACKEND
+
+    [config] = [obj for obj in VOLCANO_BACKEND.scheduler_setup() if obj["kind"] == "ConfigMap"]
+    return yaml.safe_load(config["data"]["volcano-scheduler.conf"])
+
+
 def dra_mapping() -> dict:
     """What the portal tells an operator to add to Kueue's Configuration for the lane's DRA flavor."""
     from backends.kueue import kueue_mapping
@@ -59,11 +69,13 @@ class Target:
     `simulator` (the sandbox with its Kueue and Volcano, ticking in real time; pods run until told otherwise)."""
 
     def __init__(self, kind: str, scheduler: str, crds_dir, settings, *, pods_ready_timeout: int | None = None,
-                 ray: bool = False, dra: bool = False):
+                 ray: bool = False, dra: bool = False, volcano_setup: bool = False):
         """`pods_ready_timeout`: Kueue's waitForPodsReady timeout in seconds (its default is 30 minutes); on the
         simulator, pods then take a day to start, so only the timeout ends their wait. `ray`: the KubeRay operator
         runs beside the scheduler (the simulator writes KubeRay's part itself). `dra`: Kueue's Configuration maps
-        the DRA flavor's DeviceClass (`dra_mapping`); the simulator publishes its own DRA driver's slices."""
+        the DRA flavor's DeviceClass (`dra_mapping`); the simulator publishes its own DRA driver's slices.
+        `volcano_setup`: Volcano's scheduler runs with the configuration the portal gives operators
+        (`Volcano.scheduler_setup`: the reclaim action, the capacity plugin) instead of its installer's."""
         self.kind, self.scheduler = kind, scheduler
         self.plane = self.sandbox = None
         if kind == "controllers":
@@ -73,7 +85,8 @@ class Target:
             if dra:
                 kueue_config["resources"] = {"deviceClassMappings": [dra_mapping()]}
             self.plane = _start((scheduler, "kuberay") if ray else (scheduler,), crds_dir, settings,
-                                kueue_config=kueue_config, dra=dra)
+                                kueue_config=kueue_config, dra=dra,
+                                volcano_conf=portal_volcano_conf() if volcano_setup else None)
         else:
             from sandbox import Sandbox
 
@@ -86,6 +99,13 @@ class Target:
                                "kueue_mappings": {cls: mapping["name"] for cls in mapping["deviceClassNames"]}}
             self.sandbox = Sandbox(crd_dirs=[crds_dir], builtin_custom_kinds=True, simulate=True, tick=0.2,
                                    simulation=simulation).start()
+            if volcano_setup:
+                # The simulator reads the same ConfigMap the portal gives operators.
+                from backends.volcano import BACKEND as VOLCANO_BACKEND
+
+                store = self.sandbox.store
+                for obj in VOLCANO_BACKEND.scheduler_setup():
+                    store.create(store.kind(obj["apiVersion"], obj["kind"]), obj)
 
     def cluster_fields(self) -> dict:
         from tools import controlplane
@@ -104,6 +124,16 @@ class Target:
 
             node = {"kubernetes.io/hostname": name, **labels}
             add_node(self.sandbox.store, name, node, allocatable)
+
+    def occupy(self, node: str, resources: dict) -> None:
+        """A pod outside the scheduler's queues (another team's tool, bound by hand) holding `resources` on `node`,
+        running once kwok starts it. The controllers only: the simulator counts only its own jobs' pods."""
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"outside-{node}", "namespace": "default"},
+               "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "containers": [
+                   {"name": "main", "image": "busybox",
+                    "resources": {"requests": {k: str(v) for k, v in resources.items()},
+                                  "limits": {k: str(v) for k, v in resources.items()}}}]}}
+        self.plane.apply(pod, f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}")
 
     def publish_devices(self, nodes: list[str]) -> None:
         """NVIDIA's DRA driver on the nodes, as its chart and kubelet plugin would publish it: the DeviceClasses and
@@ -175,6 +205,14 @@ def kueue_target_dra(request, crds_dir, settings):
 def volcano_target_dra(request, crds_dir, settings):
     """Volcano, for a DRA driver's devices."""
     target = Target(request.param, "volcano", crds_dir, settings, dra=True)
+    request.addfinalizer(target.stop)
+    return target
+
+
+@pytest.fixture(params=TARGETS)
+def volcano_target_reclaim(request, crds_dir, settings):
+    """Volcano with the portal's scheduler configuration: the reclaim action and the capacity plugin."""
+    target = Target(request.param, "volcano", crds_dir, settings, volcano_setup=True)
     request.addfinalizer(target.stop)
     return target
 

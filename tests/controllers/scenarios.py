@@ -53,14 +53,20 @@ def priority_preemption(world, run_on_commit) -> dict:
     return {"cheap": low, "deadline": high}
 
 
-def borrow_and_reclaim(world, run_on_commit) -> dict:
-    """nlp (8 + 8) borrows vision's idle 8 GPUs in the cohort; when vision (8 + 0) submits, Kueue reclaims them
-    (reclaimWithinCohort Any) by preempting the borrowing job, not nlp's own."""
+def _borrowing(world, run_on_commit):
+    """Team vision (8 + 0) beside nlp; nlp's `base` runs on its guarantee, then `burst` beyond it."""
     vision = add_team(world, "vision", guaranteed=8, burst=0)
     mine = submit(world, run_on_commit, name="base", workers=1, gpus_per_worker=8, kind="batch")
     sync_until(world, lambda r: r[mine.pk].state == JobState.RUNNING, what="base running")
     borrowing = submit(world, run_on_commit, name="burst", workers=1, gpus_per_worker=8, kind="batch")
-    sync_until(world, lambda r: r[borrowing.pk].state == JobState.RUNNING, what="burst running on borrowed GPUs")
+    sync_until(world, lambda r: r[borrowing.pk].state == JobState.RUNNING, what="burst running beyond the guarantee")
+    return vision, mine, borrowing
+
+
+def borrow_and_reclaim(world, run_on_commit) -> dict:
+    """nlp (8 + 8) borrows vision's idle 8 GPUs in the cohort; when vision (8 + 0) submits, Kueue reclaims them
+    (reclaimWithinCohort Any) by preempting the borrowing job, not nlp's own."""
+    vision, mine, borrowing = _borrowing(world, run_on_commit)
     theirs = submit(vision, run_on_commit, name="own", workers=1, gpus_per_worker=8, kind="batch")
     with run_on_commit():
         sync_until(world, lambda r: r[borrowing.pk].state == JobState.PREEMPTED and r[theirs.pk].state in STARTED,
@@ -91,6 +97,27 @@ def gang_does_not_fit(world, run_on_commit) -> dict:
     sync_until(world, lambda r: r[gang.pk].state == JobState.QUEUED and "gang" in r[gang.pk].state_message,
                what="gang waiting for room on the nodes")
     return {"small": small, "gang": gang}
+
+
+def reclaimed_from_the_borrower(world, run_on_commit) -> tuple[dict, list[dict]]:
+    """nlp (8 + 8) runs `base` on its guarantee and `burst` beyond it; vision (8 + 0) then submits `own` when no
+    node has room: Volcano's reclaim action evicts a pod of nlp's queue, which is above its deserved share, and
+    `own` runs. Returns the jobs, and what the portal showed for `own` each time it saw it waiting before then."""
+    vision, mine, borrowing = _borrowing(world, run_on_commit)
+    theirs = submit(vision, run_on_commit, name="own", workers=1, gpus_per_worker=8, kind="batch")
+    waited: list[dict] = []
+
+    def reclaimed(rows) -> bool:
+        own = rows[theirs.pk]
+        if own.state == JobState.QUEUED and own.state_message:
+            seen = {"message": own.state_message, "why_waiting": selectors.why_waiting(job=own)}
+            if seen not in waited:
+                waited.append(seen)
+        return own.state in STARTED and any(rows[j.pk].state == JobState.PREEMPTED for j in (mine, borrowing))
+
+    with run_on_commit():
+        sync_until(world, reclaimed, what="one of nlp's jobs reclaimed, own started")
+    return {"base": mine, "burst": borrowing, "own": theirs}, waited
 
 
 # --- topology-required placement: Kueue TAS, Volcano HyperNodes ----------------------------------------------

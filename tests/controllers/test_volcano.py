@@ -8,9 +8,11 @@ import pytest
 
 from composition import reconcile
 from jobs.choices import JobState, WaitReason
+from jobs.models import Job
 from jobs.waits import wait_reason
 from portal import kube
 from quotas import selectors as quota_selectors
+from tenants.models import Team
 from tests.controllers import scenarios
 from tests.controllers.conftest import build_world_on, pod_story, wait_for
 
@@ -143,3 +145,76 @@ def test_devices_claimed_through_dra_under_volcano(volcano_target_dra, run_on_co
         return held.in_use == 8
 
     wait_for(in_use, what="8 devices in use from the cluster's status")
+
+
+def test_another_team_reclaims_the_gpus_a_team_borrowed(volcano_target_reclaim, run_on_commit, observations):
+    """Borrowing and its reclaim, under the scheduler configuration the portal gives operators (the reclaim action,
+    the capacity plugin: `Volcano.scheduler_setup`). nlp (8 guaranteed + 8 burst, CPU and memory quota far above
+    what its jobs use) runs two 8-GPU jobs; vision (8 + 0) submits one when no node has room, and Volcano's reclaim
+    evicts a pod of nlp's queue, which is above its deserved share, so vision's job runs.
+
+    On the real Volcano a team can borrow only GPUs no queue guarantees: the capacity plugin caps each queue at the
+    cluster less every other queue's guarantee (its realCapability, plugins/capacity/capacity.go), so here the
+    cluster has a third node, held by a pod outside the queues, for nlp's second job to borrow. The simulator caps
+    a queue at its capability alone, so there nlp borrows vision's idle 8 on two nodes.
+
+    Volcano does not tell a queue's borrowing job from its own: the capacity plugin judges the queue as a whole, and
+    the reclaim action evicts the first victim on the first node it tries, so either of nlp's jobs may go (Kueue
+    takes the borrowing one). Queues that guaranteed CPU and memory as well (before the guarantee named GPUs only)
+    kept both: checkGuaranteeConstraint refuses a victim whose queue would fall below any guaranteed resource, and
+    nlp, without either job, would have fallen below its 256-CPU guarantee. Run so once, on both targets, vision's
+    job waited the whole minute with "0/3 nodes are unavailable: 3 Insufficient nvidia.com/gpu" (the simulator: the
+    gang's words alone) and neither of nlp's jobs was evicted."""
+    target = volcano_target_reclaim
+    real = target.kind == "controllers"
+    world = build_world_on(target, guaranteed=8, burst=8, nodes=3 if real else 2)
+    if real:
+        target.occupy("h100-2", {"nvidia.com/gpu": 8, "cpu": 1, "memory": "1Gi"})
+    jobs, waited = scenarios.reclaimed_from_the_borrower(world, run_on_commit)
+    seen = scenarios.observe(world, jobs)
+    seen["waited"] = waited
+    observations.setdefault("volcano: borrowing and its reclaim", {})[target.kind] = seen
+    [victim] = seen["preempted"]
+    assert victim in ("base", "burst"), seen
+    kept = "burst" if victim == "base" else "base"
+    assert seen["jobs"][kept]["state"] == JobState.RUNNING
+    assert seen["jobs"]["own"]["state"] in scenarios.STARTED
+    preempted = seen["jobs"][victim]
+    client = kube.client_for_cluster(world["cluster"])
+    if real:
+        # Volcano's job controller restarted the victim (the portal's PodEvicted policy) and wrote no reason; the
+        # reclaim is told only by the scheduler's Events, on the PodGroup and on the evicted pod.
+        assert preempted["message"].startswith("Its pods were evicted and Volcano restarted it (restart 1)."), \
+            preempted
+        assert preempted["outcome"].startswith("Preempted: Volcano evicted its pods to make room for another job"), \
+            preempted
+        said = {(e["involvedObject"]["kind"], e.get("message")) for e in client.list("v1", "Event", namespace="nlp")
+                if e.get("reason") == "Evict"}
+        assert said == {("PodGroup", "reclaim"), ("Pod", "Pod is evicted, because of reclaim")}, said
+        [restarted] = [j for j in client.list("batch.volcano.sh/v1alpha1", "Job", namespace="nlp")
+                       if j["metadata"]["name"] == Job.objects.get(pk=jobs[victim].pk).object_name]
+        assert restarted["status"]["retryCount"] == 1, restarted["status"]
+    else:
+        # The simulator's job controller writes the eviction into the job's status (reason PodEvicted).
+        assert preempted["message"] == "Evicted by reclaim to schedule vision/<job:own>", preempted
+        assert preempted["outcome"].startswith("Preempted: another team took back the quota this job was "
+                                               "borrowing, for vision/<job:own>."), preempted
+
+    def in_use():
+        reconcile.reconcile_sweep()
+        figures = {team.slug: [held.in_use for held in quota_selectors.team_held_quotas(team=team)]
+                   for team in Team.objects.all()}
+        return figures["vision"] == [8] and figures
+
+    seen["in_use"] = wait_for(in_use, what="vision's 8 in use once the reclaim is done")
+    # The real victim's restarted pod waits for a node, and the team's ResourceQuota counts a pending pod's
+    # requests, so nlp's page says 16 in use until it runs or is cancelled; the simulator makes no pod for a job
+    # it has not placed.
+    assert seen["in_use"] == {"nlp": [16 if real else 8], "vision": [8]}, seen["in_use"]
+    # vision's job, if the sync saw it waiting before Volcano made room (the reclaim comes within a session or
+    # two): let into its queue, with no node free.
+    for sighting in waited:
+        assert sighting["why_waiting"].startswith(
+            "Placement, not quota, is what blocks: Volcano let the job into its queue (8 guaranteed + 0 burst, 0 in "
+            "use), but its nodes have no room for it. Scheduler: 1/1 tasks in gang unschedulable: pod group is not "
+            "ready"), sighting

@@ -4,6 +4,7 @@ from backends.kueue import kueue_batch_job
 from backends.observe import ray_job
 from backends.volcano import volcano_job, volcano_ray_job
 from jobs.choices import JobState
+from jobs.outcome import explain
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 
@@ -93,6 +94,23 @@ def test_volcano_preemption_says_who_evicted_the_job():
     observed = volcano_job(vc("Pending", reason="PodEvicted", message="Evicted by preempt to schedule nlp/x"),
                            podgroup)
     assert (observed.state, observed.message) == (JobState.PREEMPTED, "Evicted by preempt to schedule nlp/x")
+
+
+def test_a_volcano_job_restarted_after_an_eviction_is_preempted_until_placed_again():
+    """Volcano's job controller restarts a job whose pod was evicted (`retryCount`), with no reason: preempted while
+    it waits, in the gang's words; once placed again it is admitted as any other."""
+    waiting = {"status": {"phase": "Inqueue", "conditions": [cond("Unschedulable", "True", "NotEnoughResources",
+                                                                  GANG)]}}
+    restarted = {"status": {"retryCount": 1, **vc("Pending")["status"]}}
+    observed = volcano_job(restarted, waiting)
+    assert (observed.state, observed.message) == (
+        JobState.PREEMPTED, f"Its pods were evicted and Volcano restarted it (restart 1). {GANG}")
+    assert explain(observed.state, observed.message).startswith(
+        "Preempted: Volcano evicted its pods to make room for another job")
+    assert volcano_job({"status": {"retryCount": 1, **vc("Restarting")["status"]}}, None).state == \
+        JobState.PREEMPTED
+    assert volcano_job(restarted, {"status": {"phase": "Inqueue"}}).state == JobState.ADMITTED
+    assert volcano_job({"status": {"retryCount": 1, **vc("Running")["status"]}}, None).state == JobState.RUNNING
 
 
 GANG = ("2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; Pending: "
