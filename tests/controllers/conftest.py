@@ -73,7 +73,7 @@ class Target:
             if dra:
                 kueue_config["resources"] = {"deviceClassMappings": [dra_mapping()]}
             self.plane = _start((scheduler, "kuberay") if ray else (scheduler,), crds_dir, settings,
-                                kueue_config=kueue_config)
+                                kueue_config=kueue_config, dra=dra)
         else:
             from sandbox import Sandbox
 

@@ -147,8 +147,9 @@ def _kueue_webhook_kept(path: str) -> bool:
 class Controllers:
     """What `start()` launched: ports, the webhook CA, and each controller's log."""
 
-    def __init__(self, plane: ControlPlane, schedulers, bin_dir: Path, kueue_config: dict | None = None):
-        self.plane, self.schedulers, self.bin_dir = plane, tuple(schedulers), Path(bin_dir)
+    def __init__(self, plane: ControlPlane, schedulers, bin_dir: Path, kueue_config: dict | None = None,
+                 dra: bool = False):
+        self.plane, self.schedulers, self.bin_dir, self.dra = plane, tuple(schedulers), Path(bin_dir), dra
         self.kueue_config = dict(kueue_config or {})
         self.workdir = plane.workdir / "controllers"
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -276,7 +277,7 @@ class Controllers:
         plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
         if "network-topology-aware" not in plugins:
             conf["tiers"][-1]["plugins"].append({"name": "network-topology-aware"})
-        for plugin in (p for tier in conf["tiers"] for p in tier["plugins"] if p["name"] == "predicates"):
+        for plugin in (p for tier in conf["tiers"] for p in tier["plugins"] if p["name"] == "predicates" and self.dra):
             # v1.14's predicates plugin allocates ResourceClaims (Kubernetes' DynamicResources plugin) only when
             # told to (pkg/scheduler/plugins/predicates/predicates.go, predicate.DynamicResourceAllocationEnable,
             # false by default; v1.15 defaults it to the DynamicResourceAllocation feature gate, on since 1.34).
@@ -328,16 +329,17 @@ class Controllers:
 
 
 def start(plane: ControlPlane, schedulers=SCHEDULERS, *, bin_dir: str | os.PathLike = BIN_DIR,
-          kueue_config: dict | None = None) -> Controllers:
+          kueue_config: dict | None = None, dra: bool = False) -> Controllers:
     """Launch the controllers of `schedulers` (any of kueue, volcano, kuberay) against `plane`; return once each
     one's health endpoint answers and its webhooks are registered. `kueue_config` adds to (or replaces top-level
-    fields of) Kueue's Configuration, e.g. a shorter `waitForPodsReady`."""
+    fields of) Kueue's Configuration, e.g. a shorter `waitForPodsReady` or `resources.deviceClassMappings`. `dra`:
+    Volcano's predicates plugin allocates ResourceClaims (kube-scheduler always does)."""
     schedulers = tuple(schedulers)
     if unknown := set(schedulers) - set(SCHEDULERS):
         raise ControlPlaneError(f"unknown scheduler(s) {', '.join(sorted(unknown))}: choose from {SCHEDULERS}")
     if missing := missing_binaries(schedulers, Path(bin_dir)):
         raise ControlPlaneError(f"{', '.join(missing)} not built in {bin_dir}: run `make controllers-bin`")
-    running = Controllers(plane, schedulers, Path(bin_dir), kueue_config)
+    running = Controllers(plane, schedulers, Path(bin_dir), kueue_config, dra)
     running.start_base()
     # In SCHEDULERS' order: KubeRay's Volcano plugin needs the PodGroup kind Volcano's start installs.
     for name in sorted(schedulers, key=SCHEDULERS.index):

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from sandbox.simulator import dra
 from tools import controllers, controlplane
 
 
@@ -22,6 +23,10 @@ def main(argv=None) -> int:
     parser.add_argument("--kubeconfig", default=str(controlplane.KUBECONFIG), help="where to write the kubeconfig")
     parser.add_argument("--nodes", type=int, default=4, help="fake nodes with 8 nvidia.com/gpu each")
     parser.add_argument("--node-labels", default="", help="labels of the fake nodes, k=v,k=v (a flavor's labels)")
+    parser.add_argument("--dra-nodes", type=int, default=0,
+                        help="fake nodes publishing 8 GPUs each through NVIDIA's DRA driver's DeviceClasses and "
+                             "ResourceSlices; Kueue maps gpu.nvidia.com to gpu.nvidia.com/devices (and MIG alike)")
+    parser.add_argument("--dra-node-labels", default="", help="labels of the DRA nodes, k=v,k=v (the flavor's)")
     args = parser.parse_args(argv)
     schedulers = [s for s in args.schedulers.split(",") if s]
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -33,11 +38,19 @@ def main(argv=None) -> int:
         return 1
     with plane:
         try:
-            controllers.start(plane, schedulers)
-            labels = dict(pair.split("=", 1) for pair in args.node_labels.split(",") if pair)
-            for index in range(args.nodes):
-                controllers.add_node(plane, f"gpu-node-{index}", labels=labels, allocatable={
-                    "nvidia.com/gpu": 8, "cpu": 96, "memory": "1024Gi", "pods": 110})
+            kueue_config = {"resources": {"deviceClassMappings": [
+                {"name": name, "deviceClassNames": [cls]} for cls, name in dra.NVIDIA_MAPPINGS.items()]}} \
+                if args.dra_nodes else None
+            controllers.start(plane, schedulers, kueue_config=kueue_config, dra=bool(args.dra_nodes))
+            for prefix, count, pairs, gpus in (("gpu-node", args.nodes, args.node_labels, {"nvidia.com/gpu": 8}),
+                                               ("dra-node", args.dra_nodes, args.dra_node_labels, {})):
+                labels = dict(pair.split("=", 1) for pair in pairs.split(",") if pair)
+                for index in range(count):
+                    controllers.add_node(plane, f"{prefix}-{index}", labels=labels, allocatable={
+                        **gpus, "cpu": 96, "memory": "1024Gi", "pods": 110})
+            if args.dra_nodes:
+                controllers.publish_devices(plane, dra.device_classes() + [
+                    dra.resource_slice(f"dra-node-{index}", index) for index in range(args.dra_nodes)])
         except controlplane.ControlPlaneError as exc:
             print(exc, file=sys.stderr)
             return 1
