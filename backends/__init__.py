@@ -34,7 +34,7 @@ A third scheduler (KAI, YuniKorn) is one new module here, imported below, fillin
         def job_objects(self, spec, parts): ...                # assembled from `JobParts`
         def ray_labels(self, spec): return {}
         def topology_problem(self, *, cluster, flavor, kind, level): return ""
-        def placement_fields(self, *, cluster, level, mode): ...
+        def placement_fields(self, *, cluster, flavor, level, mode): ...
         def observe(self, kind, job, record, refusals): ...    # -> observe.Observed
         def preempted_sentence(self, message): return ""
         def forecast_policy(self): ...                         # its admission, for estimates (`forecast.Policy`)

@@ -45,6 +45,7 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_NAME_LABEL = "kueue.x-k8s.io/job-name"
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
 TAS_SHARING = (Sharing.EXCLUSIVE, Sharing.MIG)  # whole devices a node has so many of: what Kueue's TAS places
 
 
@@ -316,11 +317,15 @@ class Kueue:
                     f"place it by topology.")
         return ""
 
-    def placement_fields(self, *, cluster, level: str, mode: str) -> dict:
+    def placement_fields(self, *, cluster, flavor, level: str, mode: str) -> dict:
         """The pod sets carry the level's node label as a required or preferred topology (kueue
-        apis/kueue/v1beta1/topology_types.go)."""
+        apis/kueue/v1beta1/topology_types.go). With no level, on a flavor that names the cluster's Topology, they ask
+        for an unconstrained topology: Kueue refuses a TAS flavor to a pod set asking for none unless every flavor of
+        its ClusterQueue has a topology (pkg/scheduler/flavorassigner/tas_flavorassigner.go), and a team may also
+        hold flavors that have none."""
         if not level:
-            return {"pod_annotations": {}, "network_topology": {}}
+            tas = bool(cluster.topology_levels and flavor.sharing in TAS_SHARING and flavor.node_labels)
+            return {"pod_annotations": {UNCONSTRAINED_ANNOTATION: "true"} if tas else {}, "network_topology": {}}
         key = REQUIRED_ANNOTATION if mode == Placement.REQUIRED else PREFERRED_ANNOTATION
         return {"pod_annotations": {key: level_label(cluster.topology_levels, level)}, "network_topology": {}}
 

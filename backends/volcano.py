@@ -289,7 +289,7 @@ class Volcano:
             return "On Volcano a single host is not a network tier: choose a wider level."
         return ""
 
-    def placement_fields(self, *, cluster, level: str, mode: str) -> dict:
+    def placement_fields(self, *, cluster, flavor, level: str, mode: str) -> dict:
         """The vcjob's networkTopology: hard or soft, and the widest tier it may span (staging/src/volcano.sh/apis/
         pkg/apis/batch/v1alpha1/job.go, NetworkTopologySpec)."""
         topology = {"mode": "hard" if mode == Placement.REQUIRED else "soft",

@@ -61,10 +61,11 @@ def topology_problem(*, cluster, flavor, kind: str, level: str, mode: str) -> st
     return backend_for(cluster).topology_problem(cluster=cluster, flavor=flavor, kind=kind, level=level)
 
 
-def placement_fields(*, cluster, level: str, mode: str) -> dict:
-    """What the job's objects carry to keep its workers in one domain: `pod_annotations` (Kueue's topology
-    request on the pod sets) and `network_topology` (a vcjob's), each empty where the scheduler does not use it."""
-    return backend_for(cluster).placement_fields(cluster=cluster, level=level, mode=mode)
+def placement_fields(*, cluster, flavor, level: str, mode: str) -> dict:
+    """What the job's objects carry to keep its workers in one domain (or, on Kueue, placeable by its flavor's
+    topology at all): `pod_annotations` (Kueue's topology request on the pod sets) and `network_topology` (a
+    vcjob's), each empty where the scheduler does not use it."""
+    return backend_for(cluster).placement_fields(cluster=cluster, flavor=flavor, level=level, mode=mode)
 
 
 def placement_sentence(job, spot_flavors: set[str]) -> str:

@@ -210,7 +210,8 @@ def _placement_fields(job: Job) -> dict:
     cluster's spot flavors of its resource, and their taints tolerated; its topology request."""
     strategy, flavor, cluster = job.cluster.mig_strategy, job.flavor, job.cluster
     fields = {"node_labels": flavor.scheduled_node_labels(strategy), "tolerations": list(flavor.tolerations),
-              **placement.placement_fields(cluster=cluster, level=job.topology_level, mode=job.topology_mode)}
+              **placement.placement_fields(cluster=cluster, flavor=flavor, level=job.topology_level,
+                                           mode=job.topology_mode)}
     if job.spot_allowed:
         siblings = placement.spot_siblings(flavor, list(cluster.flavors.all()), strategy)
         if siblings:
