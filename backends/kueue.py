@@ -52,6 +52,12 @@ TAS_SHARING = (Sharing.EXCLUSIVE, Sharing.MIG)  # whole devices a node has so ma
 FIXED_WITH_TOPOLOGY = ("topologyName", "nodeLabels", "tolerations")
 
 
+def places_by_topology(flavor, mig_strategy: str) -> bool:
+    """Whether the flavor's ResourceFlavor names the cluster's Topology, on a cluster that has one
+    (`cluster_objects`; the CRD wants a node label beside topologyName)."""
+    return flavor.sharing in TAS_SHARING and bool(flavor.scheduled_node_labels(mig_strategy))
+
+
 def _same(desired, live) -> bool:
     desired, live = desired or None, live or None  # an empty map or list is no field
     if desired is None or live is None:
@@ -319,12 +325,13 @@ class Kueue:
 
     def placement_fields(self, *, cluster, flavor, level: str, mode: str) -> dict:
         """The pod sets carry the level's node label as a required or preferred topology (kueue
-        apis/kueue/v1beta1/topology_types.go). With no level, on a flavor that names the cluster's Topology, they ask
-        for an unconstrained topology: Kueue refuses a TAS flavor to a pod set asking for none unless every flavor of
-        its ClusterQueue has a topology (pkg/scheduler/flavorassigner/tas_flavorassigner.go), and a team may also
-        hold flavors that have none."""
+        apis/kueue/v1beta1/topology_types.go). A job on a flavor with the cluster's topology that asks for no level
+        still asks for topology-aware scheduling, unconstrained: Kueue gives a pod set with no topology request
+        no flavor that has a topology unless every flavor of its queue has one
+        (pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS), and a team's queue
+        may also hold a shared flavor, which has none."""
         if not level:
-            tas = bool(cluster.topology_levels and flavor.sharing in TAS_SHARING and flavor.node_labels)
+            tas = bool(cluster.topology_levels) and places_by_topology(flavor, cluster.mig_strategy)
             return {"pod_annotations": {UNCONSTRAINED_ANNOTATION: "true"} if tas else {}, "network_topology": {}}
         key = REQUIRED_ANNOTATION if mode == Placement.REQUIRED else PREFERRED_ANNOTATION
         return {"pod_annotations": {key: level_label(cluster.topology_levels, level)}, "network_topology": {}}

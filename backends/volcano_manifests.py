@@ -22,7 +22,7 @@ VOLCANO_POLICIES = (
 )
 
 
-def _volcano_resources(quotas, amount) -> dict[str, str]:
+def _volcano_resources(quotas, amount, *, devices_only: bool = False) -> dict[str, str]:
     per_resource: dict[str, int] = defaultdict(int)
     cpu = memory = 0
     for quota in quotas:
@@ -30,6 +30,8 @@ def _volcano_resources(quotas, amount) -> dict[str, str]:
         cpu += quota.cpu_cores
         memory += quota.memory_gib
     resources = {name: str(per_resource[name]) for name in sorted(per_resource)}
+    if devices_only:
+        return resources
     if cpu:
         resources["cpu"] = str(cpu)
     if memory:
@@ -39,6 +41,11 @@ def _volcano_resources(quotas, amount) -> dict[str, str]:
 
 def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
     """guarantee = guaranteed ≤ deserved = guaranteed ≤ capability = guaranteed + burst, per resource name.
+
+    The guarantee names the GPUs (and DRA devices) alone. The capacity plugin lets another queue reclaim a pod only
+    while its queue keeps every guaranteed resource without it (plugins/capacity/capacity.go,
+    checkGuaranteeConstraint), so a CPU and memory guarantee the size of the team's quota, which its jobs seldom use
+    whole, would make GPUs it borrows beyond its share impossible to take back.
 
     Volcano knows resources, not flavors: two flavors with the same resource name add up. A held (suspended)
     team gets a capability of zero: Volcano has no spec field to close a queue (state lives in status)."""
@@ -52,7 +59,7 @@ def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
             "reclaimable": True,
             "capability": _volcano_resources(team.quotas, lambda q: q.guaranteed + q.burst),
             "deserved": guaranteed,
-            "guarantee": {"resource": guaranteed},
+            "guarantee": {"resource": _volcano_resources(team.quotas, lambda q: q.guaranteed, devices_only=True)},
         }
     if parent:
         spec["parent"] = parent
@@ -102,7 +109,7 @@ def volcano_parent_queue_manifest(*, name: str, teams: list[TeamQuotaSpec], pare
         "reclaimable": True,
         "capability": _volcano_resources(quotas, lambda q: q.guaranteed + q.burst),
         "deserved": guaranteed,
-        "guarantee": {"resource": guaranteed},
+        "guarantee": {"resource": _volcano_resources(quotas, lambda q: q.guaranteed, devices_only=True)},
     }
     if parent:
         spec["parent"] = parent

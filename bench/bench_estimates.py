@@ -11,7 +11,8 @@ its runtime limit stops it. Users declare limits of 1.5 to 4 times the typical r
 Volcano a job of 4 or 8 GPUs is a gang of two workers (minAvailable: both).
 
 The estimator sees what the portal would: the queues, the jobs running (since when, their limits), those waiting in
-order, and the runs that succeeded so far (so early in the week it knows little). It is compared with the naive
+order, the runs that succeeded so far (so early in the week it knows little) and the submissions so far, whose rates
+give the later submissions it allows for (`backends/arrivals.py`). It is compared with the naive
 baseline: the job's position in its team's queue × the mean run time of the runs so far. As the portal does, the
 estimates are also recomputed whenever the cluster changes (a job submitted, admitted, preempted or ended); the
 estimate on display halfway through a job's wait is judged against the rest of its wait.
@@ -439,7 +440,8 @@ def run() -> str:
         "Kueue: one cohort, LowerPriority / reclaim-Any preemption; Volcano: the portal's capacity plugin and reclaim "
         "action, jobs of 4 or 8 GPUs as gangs of two workers), 10 % of jobs at high priority, heavy-tailed run times "
         "per image, over-declared runtime limits, one run in thirty stopped by its limit. Each job's likely start "
-        "was recorded when it was submitted (the estimator knowing only the runs finished by then) and compared "
+        "was recorded when it was submitted (the estimator knowing only the runs finished by then, and allowing for "
+        "later submissions at the rates of those so far) and compared "
         f"with its admission by the simulator, stepped at each submission and each run's end (at least every "
         f"{TICK:.0f} s). Within tolerance: |estimated − actual "
         "wait| ≤ 25 % of the actual wait, or ≤ 10 min. Baseline: position in the team's queue × the mean run time "

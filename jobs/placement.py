@@ -62,9 +62,8 @@ def topology_problem(*, cluster, flavor, kind: str, level: str, mode: str) -> st
 
 
 def placement_fields(*, cluster, flavor, level: str, mode: str) -> dict:
-    """What the job's objects carry to keep its workers in one domain (or, on Kueue, placeable by its flavor's
-    topology at all): `pod_annotations` (Kueue's topology request on the pod sets) and `network_topology` (a
-    vcjob's), each empty where the scheduler does not use it."""
+    """What the job's objects carry to keep its workers in one domain: `pod_annotations` (Kueue's topology
+    request on the pod sets) and `network_topology` (a vcjob's), each empty where the scheduler does not use it."""
     return backend_for(cluster).placement_fields(cluster=cluster, flavor=flavor, level=level, mode=mode)
 
 

@@ -123,6 +123,31 @@ def test_the_service_refuses_what_cannot_be_placed(placement_world, run_on_commi
                                 command=["true"], gpus_per_worker=8)
 
 
+def test_a_job_with_no_topology_request_runs_on_a_topology_flavor_beside_a_shared_one(placement_world, run_on_commit):
+    """A team that also holds an MPS share (a flavor with no topology) has a queue that is not all topology
+    flavors, so Kueue would give a pod set with no topology request no flavor that has one ("supports only
+    TopologyAwareScheduling"). The portal asks for unconstrained topology-aware scheduling instead, and the job
+    runs on the reserved flavor; the MPS flavor's jobs ask for nothing."""
+    world, sb = placement_world, placement_world["sb"]
+    mps = GpuFlavor.objects.create(cluster=world["cluster"], name="h100-mps", capacity=32, sharing="mps", replicas=4,
+                                   resource_name="nvidia.com/gpu.shared",
+                                   node_labels={"example.com/pool": "reserved"})
+    quota_services.quota_set(actor=PlatformAdminFactory(), team=world["team"], flavor=mps, guaranteed=8, burst=0,
+                             cpu_cores=16, memory_gib=64)
+    reconcile_cluster(world["cluster"])
+    free = submit(world, run_on_commit, "anywhere", 1)
+    pod_sets = selectors.job_spec(free).pod_annotations
+    assert pod_sets == {kueue_backend.UNCONSTRAINED_ANNOTATION: "true"}
+    assert placement.placement_fields(cluster=world["cluster"], flavor=mps, level="", mode="") == {
+        "pod_annotations": {}, "network_topology": {}}
+    step(sb, 0)
+    step(sb, 5)
+    job_sync.job_status_sync(cluster=world["cluster"])
+    free.refresh_from_db()
+    assert free.state == JobState.RUNNING, free.state_message
+    assert free.placement["flavors"] == ["h100"]
+
+
 def test_a_rack_bound_job_that_may_use_spot_lands_in_one_rack_of_spot_when_reserved_is_full(
         placement_world, run_on_commit):
     """Reserved holds three 8-GPU nodes; a 3-worker job fills them. The next, two workers kept within one rack and

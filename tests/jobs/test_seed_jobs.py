@@ -47,7 +47,8 @@ def test_seed_demo_leaves_jobs_in_every_state_on_both_clusters():
             "Placement, not quota, is what blocks: Volcano let the job into its queue")
         # A DRA job and a shared-GPU job run on each cluster, each DRA worker holding an allocated claim.
         for name in ("dra-finetune", "mps-inference", "dra-eval", "notebook-shared"):
-            assert Job.objects.get(name=name).state == JobState.RUNNING, name
+            job = Job.objects.get(name=name)
+            assert job.state == JobState.RUNNING, (name, job.state_message)
         for sandbox, workers in ((east, 2), (west, 1)):
             rt = sandbox.store.kind("resource.k8s.io/v1", "ResourceClaim")
             claims = sandbox.store.list(rt, None)["items"]

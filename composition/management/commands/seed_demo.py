@@ -145,7 +145,7 @@ GRANTS = [
     ("vision", "gpu-west", "l40s", 12, 4, 48, 384),
     ("recsys", "gpu-west", "a100", 16, 0, 128, 1024),
     ("ml-research", "gpu-east", "h100-dra", 4, 4, 32, 256),
-    ("nlp", "gpu-east", "h100-mps", 8, 4, 16, 128),
+    ("nlp", "gpu-east", "h100-mps", 8, 4, 24, 192),  # on Kueue a flavor's jobs take CPU and memory from its own quota
     ("vision", "gpu-west", "h100-dra", 4, 0, 32, 256),
     ("vision", "gpu-west", "l40s-shared", 4, 2, 8, 64),
 ]
