@@ -33,6 +33,7 @@ from jobs.models import Job
 from portal import kube
 from portal.reconciled import SyncState
 from tenants.models import TeamNamespace
+from tests.kueue_queues import flavor_quota
 from tests.requires import unavailable
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
@@ -195,7 +196,7 @@ def test_a_cluster_stopped_during_approvals_and_submissions(standalone, run_on_c
     wait_until(converged, CONVERGE_SECONDS, "the team namespace and jobs after the cluster came back", step=0.3)
     took = time.monotonic() - returned
     queue = kube.client_for_cluster(cluster).get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "nlp")
-    nominal = queue["spec"]["resourceGroups"][-1]["flavors"][0]["resources"][0]["nominalQuota"]
+    nominal = flavor_quota(queue, "h100", "nvidia.com/gpu")["nominalQuota"]
     assert nominal == "16"
     for job in jobs:
         assert len(job_objects(cluster, job)) == 1, job.name
@@ -401,7 +402,7 @@ def test_the_worker_killed_mid_reconcile(standalone, tmp_path):
 
         wait_until(converged, CONVERGE_SECONDS, "the approval and the jobs once a new worker was ready", step=1)
         queue = kube.client_for_cluster(cluster).get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "nlp")
-        assert queue["spec"]["resourceGroups"][-1]["flavors"][0]["resources"][0]["nominalQuota"] == "16"
+        assert flavor_quota(queue, "h100", "nvidia.com/gpu")["nominalQuota"] == "16"
         print(f"converged {time.monotonic() - ready:.1f} s after the new worker was ready "
               f"({time.monotonic() - killed_at:.1f} s after the kill)")
     finally:

@@ -20,6 +20,7 @@ from portal.naming import is_dns1123_label
 from quotas.manifests import limit_range_manifest, resource_quota_manifest
 from tenants.sharing import LOGICAL_RESOURCE
 from tests.jobs.test_manifests import spec
+from tests.kueue_queues import flavor_quota
 
 KUBERNETES = "1.34.0"
 KINDS = list(itertools.product(["pytorch", "ray", "batch"], ["kueue", "volcano"]))
@@ -115,9 +116,11 @@ def test_team_quota_counts_dra_devices_per_class_and_shares_per_replica(validato
     limits = limit_range_manifest(team)["spec"]["limits"][0]["max"]
     assert limits == {"nvidia.com/gpu": "8", "nvidia.com/gpu.shared": "32"}  # a DRA device is no container resource
     queue = cluster_queue_manifest(team)
-    dra_group = next(g for g in queue["spec"]["resourceGroups"] if g["coveredResources"] == ["gpu.nvidia.com/devices"])
-    assert dra_group["flavors"] == [{"name": "h100-dra", "resources": [
-        {"name": "gpu.nvidia.com/devices", "nominalQuota": "4", "borrowingLimit": "2"}]}]
+    (group,) = queue["spec"]["resourceGroups"]  # one group: cpu, memory and the GPU names, the DRA one among them
+    assert group["coveredResources"] == ["cpu", "memory", "gpu.nvidia.com/devices", "nvidia.com/gpu.shared"]
+    assert flavor_quota(queue, "h100-dra", "gpu.nvidia.com/devices") == {
+        "name": "gpu.nvidia.com/devices", "nominalQuota": "4", "borrowingLimit": "2"}
+    assert flavor_quota(queue, "h100-dra", "cpu") == {"name": "cpu", "nominalQuota": "8"}
     assert LOGICAL_RESOURCE.match(DRA.resource_name)
     volcano = volcano_queue_manifest(team)["spec"]
     assert volcano["capability"] == {"deviceclass/gpu.nvidia.com": "6", "nvidia.com/gpu.shared": "8", "cpu": "8",
