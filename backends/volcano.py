@@ -274,7 +274,13 @@ class Volcano:
                  + f"The team queues count deviceclass/{flavor.device_class}.")]
 
     def flavor_in_use(self, flavor_name: str, resource: str, quota_status: dict) -> int | None:
-        return None  # no flavors: the ResourceQuota's `used`, else the Queue's `allocated`, per resource
+        """No flavors: per resource, the Queue's `allocated`, which counts only pods Volcano has placed
+        (framework/session.go updateQueueStatus: tasks in an allocated status). The ResourceQuota's `used` also
+        counts a job's pods still pending (Volcano creates them once the job is let into its queue, and again
+        when it restarts an evicted job), so it is the fallback, for a queue not yet counted and for DRA
+        devices, which the Queue names by device class."""
+        allocated = quota_status.get("allocated") or {}
+        return allocated[resource] if resource in allocated else None
 
     def decayed_usage(self, objects: list[dict]) -> dict | None:
         """Volcano v1.15 keeps no usage over time: its proportion and capacity plugins share out what is allocated
