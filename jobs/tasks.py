@@ -1,15 +1,9 @@
-import logging
-
 from celery import shared_task
-from django.core.cache import cache
 
-from portal.metrics import ENQUEUE_FAILURES
+from portal.enqueue import enqueue_coalesced
 from tenants.models import Cluster
 
 from . import estimates, services, sync
-
-log = logging.getLogger(__name__)
-
 
 @shared_task(ignore_result=True)
 def job_reconcile_task(job_id: int) -> None:
@@ -41,13 +35,8 @@ def job_estimates_refresh_soon(cluster_id: int) -> None:
     """One refresh of the cluster's estimates for however many changes come within REFRESH_COALESCE seconds. Never
     raises (it runs once the change is committed, often in a request): a refresh lost with the broker is made by
     the next change, or by the sweep of estimates that time overtook."""
-    try:
-        if cache.add(f"jobs:estimates-refresh:{cluster_id}", 1, timeout=REFRESH_COALESCE):
-            job_estimates_refresh_task.apply_async((cluster_id,), countdown=REFRESH_COALESCE)
-    except Exception as exc:  # noqa: BLE001 - redis and kombu errors alike, as portal.enqueue treats them
-        log.warning("could not queue a refresh of cluster %s's estimates (%s: %s)", cluster_id,
-                    type(exc).__name__, exc)
-        ENQUEUE_FAILURES.labels(job_estimates_refresh_task.name).inc()
+    enqueue_coalesced(job_estimates_refresh_task, cluster_id, key=f"jobs:estimates-refresh:{cluster_id}",
+                      within=REFRESH_COALESCE)
 
 
 @shared_task(ignore_result=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from django.core.cache import cache
 from django.db import transaction
 
 from portal.metrics import ENQUEUE_FAILURES
@@ -17,16 +18,33 @@ log = logging.getLogger(__name__)
 
 
 
-def enqueue(task, *args) -> bool:
-    """Send `task(*args)` now; False (logged) when the broker refused or was unreachable."""
+def enqueue(task, *args, countdown: float | None = None) -> bool:
+    """Send `task(*args)` now (to run `countdown` seconds later); False (logged) when the broker refused or was
+    unreachable."""
     try:
-        task.delay(*args)
+        task.apply_async(args, countdown=countdown)
     except Exception as exc:  # noqa: BLE001 - kombu.OperationalError, redis errors, a timeout: all the same here
-        log.warning("could not enqueue %s%r (%s: %s); the due sweep will pick it up", task.name, args,
-                    type(exc).__name__, exc)
-        ENQUEUE_FAILURES.labels(task.name).inc()
+        _lost(task, args, exc)
         return False
     return True
+
+
+def enqueue_coalesced(task, *args, key: str, within: float) -> bool:
+    """Send `task(*args)` to run `within` seconds from now, unless one sent under `key` is still waiting to run: the
+    changes of a busy moment share one run. Never raises: the cache is on the broker's Redis, and an unreachable one
+    is logged and counted as a lost message is."""
+    try:
+        first = cache.add(key, 1, timeout=within)
+    except Exception as exc:  # noqa: BLE001 - redis errors and timeouts alike
+        _lost(task, args, exc)
+        return False
+    return enqueue(task, *args, countdown=within) if first else False
+
+
+def _lost(task, args, exc: Exception) -> None:
+    log.warning("could not enqueue %s%r (%s: %s); the due sweep will pick it up", task.name, args,
+                type(exc).__name__, exc)
+    ENQUEUE_FAILURES.labels(task.name).inc()
 
 
 def enqueue_on_commit(task, *args) -> None:

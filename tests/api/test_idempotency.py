@@ -90,7 +90,7 @@ def test_a_broker_that_is_away_after_commit_does_not_fail_the_submission(world, 
     def refuse(*args, **kwargs):
         raise BrokerDown("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    monkeypatch.setattr(job_tasks.job_reconcile_task, "delay", refuse)
+    monkeypatch.setattr(job_tasks.job_reconcile_task, "apply_async", refuse)
     client = api_as(world.member)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(f"{V1}/jobs/", submit_body(), format="json")

@@ -96,7 +96,7 @@ def test_a_report_is_kept_and_answered_while_redis_is_down(world, api_as, caplog
     down = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
                         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
     api = api_as(world.member)
-    with override_settings(CACHES=down), caplog.at_level(logging.WARNING, logger="jobs.tasks"), run_on_commit():
+    with override_settings(CACHES=down), caplog.at_level(logging.WARNING, logger="portal.enqueue"), run_on_commit():
         response = api.post(url(world.job), {"done": 4, "total": 10}, format="json")
     assert response.status_code == 200 and Job.objects.get(pk=world.job.pk).progress_done == 4
-    assert any("could not queue a refresh" in r.getMessage() for r in caplog.records)
+    assert any("could not enqueue jobs.tasks.job_estimates_refresh_task" in r.getMessage() for r in caplog.records)
