@@ -5,6 +5,7 @@ from tenants.models import Cluster
 
 from . import estimates, services, sync
 
+
 @shared_task(ignore_result=True)
 def job_reconcile_task(job_id: int) -> None:
     services.job_reconcile(job_id=job_id)

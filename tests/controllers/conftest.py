@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from composition import reconcile
 from jobs import sync as job_sync
 from jobs.models import Job
 from portal import kube
+from quotas import selectors as quota_selectors
 from tests.jobs.conftest import reconcile_cluster
 from tests.requires import unavailable
 
@@ -169,8 +171,8 @@ class Target:
             self.sandbox.stop()
 
 
-def _target(request, scheduler, crds_dir, settings):
-    target = Target(request.param, scheduler, crds_dir, settings)
+def _target(request, scheduler, crds_dir, settings, **options):
+    target = Target(request.param, scheduler, crds_dir, settings, **options)
     request.addfinalizer(target.stop)
     return target
 
@@ -188,33 +190,25 @@ def volcano_target(request, crds_dir, settings):
 @pytest.fixture(params=TARGETS)
 def kueue_target_pods_ready_timeout(request, crds_dir, settings):
     """Kueue with a 15-second waitForPodsReady timeout."""
-    target = Target(request.param, "kueue", crds_dir, settings, pods_ready_timeout=15)
-    request.addfinalizer(target.stop)
-    return target
+    return _target(request, "kueue", crds_dir, settings, pods_ready_timeout=15)
 
 
 @pytest.fixture(params=TARGETS)
 def kueue_target_dra(request, crds_dir, settings):
     """Kueue with its Configuration mapping the DRA flavor's class, for a DRA driver's devices."""
-    target = Target(request.param, "kueue", crds_dir, settings, dra=True)
-    request.addfinalizer(target.stop)
-    return target
+    return _target(request, "kueue", crds_dir, settings, dra=True)
 
 
 @pytest.fixture(params=TARGETS)
 def volcano_target_dra(request, crds_dir, settings):
     """Volcano, for a DRA driver's devices."""
-    target = Target(request.param, "volcano", crds_dir, settings, dra=True)
-    request.addfinalizer(target.stop)
-    return target
+    return _target(request, "volcano", crds_dir, settings, dra=True)
 
 
 @pytest.fixture(params=TARGETS)
 def volcano_target_reclaim(request, crds_dir, settings):
     """Volcano with the portal's scheduler configuration: the reclaim action and the capacity plugin."""
-    target = Target(request.param, "volcano", crds_dir, settings, volcano_setup=True)
-    request.addfinalizer(target.stop)
-    return target
+    return _target(request, "volcano", crds_dir, settings, volcano_setup=True)
 
 
 @pytest.fixture(params=[(scheduler, kind) for scheduler in ("kueue", "volcano") for kind in TARGETS],
@@ -354,6 +348,16 @@ def wait_for(check, *, timeout: float = 60, what: str = ""):
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout:g} s: {what}")
         time.sleep(0.5)
+
+
+def wait_in_use(team, units: int, *, what: str) -> None:
+    """Until the team's one quota reads `units` in use, as the reconcile sweep reads the cluster's status."""
+    def in_use():
+        reconcile.reconcile_sweep()
+        [held] = quota_selectors.team_held_quotas(team=team)
+        return held.in_use == units
+
+    wait_for(in_use, what=what)
 
 
 def add_team(world, slug: str, *, guaranteed: int, burst: int) -> dict:

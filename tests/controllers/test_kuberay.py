@@ -6,14 +6,12 @@ starts once the CPUs are free. What each target showed is recorded for bench/CON
 
 import pytest
 
-from composition import reconcile
 from jobs.choices import JobState
 from portal import kube
 from portal.kube import quantity_float
 from portal.upstream import KUEUE_API, VOLCANO_SCHEDULING_API
-from quotas import selectors as quota_selectors
 from tests.controllers import scenarios
-from tests.controllers.conftest import build_world_on, wait_for
+from tests.controllers.conftest import build_world_on, wait_in_use
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
@@ -78,9 +76,4 @@ def test_a_rayjob_waits_for_its_submitter_then_runs(ray_target, run_on_commit, o
         assert podgroup["spec"]["queue"] == "nlp"
         assert quantity_float(podgroup["spec"]["minResources"]["cpu"]) == 8.5, podgroup["spec"]["minResources"]
 
-    def in_use():
-        reconcile.reconcile_sweep()
-        [held] = quota_selectors.team_held_quotas(team=world["team"])
-        return held.in_use == 8
-
-    wait_for(in_use, what="8 in use from the scheduler's status")
+    wait_in_use(world["team"], 8, what="8 in use from the scheduler's status")

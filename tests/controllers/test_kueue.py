@@ -7,12 +7,10 @@ import re
 
 import pytest
 
-from composition import reconcile
 from jobs.choices import JobState
 from portal import kube
-from quotas import selectors as quota_selectors
 from tests.controllers import scenarios
-from tests.controllers.conftest import build_world_on, pod_story, wait_for
+from tests.controllers.conftest import build_world_on, pod_story, wait_for, wait_in_use
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
@@ -64,12 +62,7 @@ def test_one_job_runs_and_the_next_waits_in_kueues_words(kueue_target, run_on_co
     assert waiting["conditions"]["QuotaReserved"] == "False Pending"
 
     # "In use" on the quota page is the ClusterQueue's flavorsUsage that Kueue wrote, as the sweep records it.
-    def in_use():
-        reconcile.reconcile_sweep()
-        [held] = quota_selectors.team_held_quotas(team=world["team"])
-        return held.in_use == 8
-
-    wait_for(in_use, what="8 in use from Kueue's ClusterQueue status")
+    wait_in_use(world["team"], 8, what="8 in use from Kueue's ClusterQueue status")
 
 
 def test_a_higher_tier_preempts_within_the_team_and_the_victim_says_why(kueue_target, run_on_commit, mailoutbox,
@@ -175,12 +168,7 @@ def test_a_rack_bound_job_under_kueues_topology_aware_scheduling(kueue_target, r
         f"16 in use). Scheduler: {waiting['message']}"), waiting["why_waiting"]
 
     # "In use" on the quota page: the ClusterQueue's flavorsUsage for h100, as the sweep records it.
-    def in_use():
-        reconcile.reconcile_sweep()
-        [held] = quota_selectors.team_held_quotas(team=world["team"])
-        return held.in_use == 16
-
-    wait_for(in_use, what="16 in use from Kueue's ClusterQueue status")
+    wait_in_use(world["team"], 16, what="16 in use from Kueue's ClusterQueue status")
 
 def test_devices_claimed_through_dra_are_counted_by_kueue_and_allocated_by_kube_scheduler(kueue_target_dra,
                                                                                           run_on_commit,
@@ -220,9 +208,4 @@ def test_devices_claimed_through_dra_are_counted_by_kueue_and_allocated_by_kube_
         f"job. Scheduler: {waiting['message']}"), waiting["why_waiting"]
     assert scenarios.allocated_devices(world, jobs["second"]) == []
 
-    def in_use():
-        reconcile.reconcile_sweep()
-        [held] = quota_selectors.team_held_quotas(team=world["team"])
-        return held.in_use == 8
-
-    wait_for(in_use, what="8 devices in use from Kueue's ClusterQueue status")
+    wait_in_use(world["team"], 8, what="8 devices in use from Kueue's ClusterQueue status")

@@ -14,7 +14,7 @@ from portal import kube
 from quotas import selectors as quota_selectors
 from tenants.models import Team
 from tests.controllers import scenarios
-from tests.controllers.conftest import build_world_on, pod_story, wait_for
+from tests.controllers.conftest import build_world_on, pod_story, wait_for, wait_in_use
 
 pytestmark = [pytest.mark.controllers, pytest.mark.django_db(transaction=True)]
 
@@ -47,12 +47,7 @@ def test_one_job_runs_and_the_next_waits_in_volcanos_words(volcano_target, run_o
         f"Scheduler: {waiting['message']}")
     assert waiting["phase"] == "Pending"
 
-    def in_use():
-        reconcile.reconcile_sweep()
-        [held] = quota_selectors.team_held_quotas(team=world["team"])
-        return held.in_use == 8
-
-    wait_for(in_use, what="8 in use from the cluster's status")
+    wait_in_use(world["team"], 8, what="8 in use from the cluster's status")
 
 
 def test_a_gang_that_passes_the_quota_but_not_the_nodes_waits_for_room(volcano_target, run_on_commit, observations):
@@ -139,12 +134,7 @@ def test_devices_claimed_through_dra_under_volcano(volcano_target_dra, run_on_co
         assert waiting["message"] == "queue resource quota insufficient: insufficient deviceclass/gpu.nvidia.com"
         assert waiting["why_waiting"] == f"{held}. Scheduler: {waiting['message']}", waiting["why_waiting"]
 
-    def in_use():
-        reconcile.reconcile_sweep()
-        [held] = quota_selectors.team_held_quotas(team=world["team"])
-        return held.in_use == 8
-
-    wait_for(in_use, what="8 devices in use from the cluster's status")
+    wait_in_use(world["team"], 8, what="8 devices in use from the cluster's status")
 
 
 def test_another_team_reclaims_the_gpus_a_team_borrowed(volcano_target_reclaim, run_on_commit, observations):
