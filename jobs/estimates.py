@@ -8,7 +8,6 @@ The submit form's preview and "what would start it sooner" ask the same forecast
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from quotas.models import Quota
 from tenants.choices import PreemptionPolicy, TeamState
 from tenants.models import Cluster, Team
 
-from . import inventory, runtimes
+from . import inventory, nodes, runtimes
 from .choices import TERMINAL_STATES, JobState, Placement
 from .models import Job
 
@@ -156,27 +155,21 @@ def with_domains(cluster: Cluster, world: forecast.World, works: list[forecast.W
     return replace(world, domains=found.sizes), works
 
 
-NODES_TTL = 60.0  # seconds a cluster's Nodes are reused (they change rarely; pods are read on every refresh)
-_nodes: dict[int, tuple[float, list[dict]]] = {}
-
-
 def topology_inventory(cluster: Cluster, *, running: set[int]) -> inventory.Inventory | None:
     """The cluster's topology domains and what the running jobs hold in them; None (logged) when the cluster
-    could not be read: the estimates then count the flavor's total, as before the domains were known."""
+    could not be read: the estimates then count the flavor's total, as before the domains were known. Nodes are
+    reused for a minute (`nodes.cluster_nodes`); pods are read on every refresh."""
     try:
-        client = kube.client_for_cluster(cluster)
-        read_at, nodes = _nodes.get(cluster.pk, (-NODES_TTL, []))
-        if time.monotonic() - read_at >= NODES_TTL:
-            nodes = client.list("v1", "Node")
-            _nodes[cluster.pk] = (time.monotonic(), nodes)
-        pods = client.list("v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        found = nodes.cluster_nodes(cluster)
+        pods = kube.client_for_cluster(cluster).list("v1", "Pod",
+                                                     field_selector="status.phase!=Succeeded,status.phase!=Failed")
     except kube.KubeError as exc:
         log.warning("estimates of %s count no topology domains: its nodes and pods could not be read (%s)",
                     cluster.name, exc)
         return None
     flavors = [inventory.FlavorNodes(f.name, f.scheduled_resource(cluster.mig_strategy),
                                      f.scheduled_node_labels(cluster.mig_strategy)) for f in cluster.flavors.all()]
-    return inventory.domain_inventory(nodes=nodes, pods=pods, flavors=flavors, levels=cluster.topology_levels,
+    return inventory.domain_inventory(nodes=found, pods=pods, flavors=flavors, levels=cluster.topology_levels,
                                       running=running)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from portal.kube import quantity_units
+
 from .manifests import JOB_LABEL
 
 DONE_PHASES = ("Succeeded", "Failed")
@@ -34,21 +36,13 @@ class Inventory:
     held: dict[int, tuple[tuple[str, str, int], ...]]
 
 
-def quantity(value) -> int:
-    """A whole count of an extended resource ("8"); GPUs are never fractional quantities."""
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
 def pod_gpus(pod: dict, resource: str) -> int:
     """What the pod asks of the resource: its containers' requests (an extended resource's request equals its
     limit, and a limit alone stands for both)."""
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
-        total += quantity((resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(
+        total += quantity_units((resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(
             resource, 0)))
     return total
 
@@ -71,7 +65,7 @@ def domain_inventory(*, nodes: list[dict], pods: list[dict], flavors: list[Flavo
             if all(labels.get(k) == v for k, v in flavor.node_labels.items()) and flavor.resource in allocatable:
                 flavors_of[name].append(flavor)
                 for level, domain in where[name].items():
-                    sizes[(flavor.name, level)][domain] += quantity(allocatable[flavor.resource])
+                    sizes[(flavor.name, level)][domain] += quantity_units(allocatable[flavor.resource])
     held: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName") or ""

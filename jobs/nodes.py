@@ -9,8 +9,8 @@ import time
 from portal import kube
 from tenants.topology import level_label
 
-NODE_LABELS_TTL = 60.0  # seconds a cluster's node labels are reused (again after 5 s when a node is missing)
-_labels: dict[int, tuple[float, dict[str, dict]]] = {}
+NODES_TTL = 60.0  # seconds a cluster's Nodes are reused: they change rarely (again after 5 s when one is missing)
+_nodes: dict[int, tuple[float, list[dict]]] = {}
 
 
 def lacks_level(job, placement: dict) -> bool:
@@ -35,15 +35,24 @@ def with_levels(job, placement: dict) -> dict:
     return {**placement, "domains": domains}
 
 
-def node_labels(cluster, names: set[str]) -> dict[str, dict]:
-    """The labels of the cluster's nodes, read once a minute at most (sooner when one of `names` is not known)."""
-    read_at, labels = _labels.get(cluster.pk, (0.0, {}))
+def cluster_nodes(cluster, *, missing: bool = False) -> list[dict]:
+    """The cluster's Nodes as last listed, listed again once a minute at most (after 5 s when the caller is missing a
+    node). Raises `kube.KubeError` when they cannot be listed."""
+    read_at, nodes = _nodes.get(cluster.pk, (-NODES_TTL, []))
     age = time.monotonic() - read_at
-    if age >= NODE_LABELS_TTL or (age >= 5 and not names <= set(labels)):
+    if age >= NODES_TTL or (missing and age >= 5):
         nodes = kube.client_for_cluster(cluster).list("v1", "Node")
-        labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
-        _labels[cluster.pk] = (time.monotonic(), labels)
-    return labels
+        _nodes[cluster.pk] = (time.monotonic(), nodes)
+    return nodes
+
+
+def node_labels(cluster, names: set[str]) -> dict[str, dict]:
+    """The labels of the cluster's nodes (`cluster_nodes`; listed again sooner when one of `names` is not known)."""
+    def labels_of(nodes):
+        return {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+
+    labels = labels_of(cluster_nodes(cluster))
+    return labels if names <= set(labels) else labels_of(cluster_nodes(cluster, missing=True))
 
 
 def _node_key(levels) -> str:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs import estimates, services
+from jobs import estimates, nodes, services
 from jobs.choices import JobState
 from jobs.models import Job
 from tests.jobs.conftest import T0, build_world, reconcile_cluster, step
@@ -54,7 +54,7 @@ def test_a_rack_bound_job_waits_for_a_whole_rack_though_the_flavor_total_fits(si
     pair = submit(world, run_on_commit, "pair", 2, topology_level="rack", max_runtime_minutes=60)
     step(sb, 6)
     assert sync(world)[pair.pk].state == JobState.QUEUED
-    estimates._nodes.clear()  # the nodes were read before n3 came (they are reused for a minute)
+    nodes._nodes.clear()  # the nodes were read before n3 came (they are reused for a minute)
     estimates.job_estimates_refresh(cluster=cluster, now=at(10))
     waiting = Job.objects.get(pk=pair.pk)
     said = waiting.estimate
