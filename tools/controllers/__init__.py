@@ -169,9 +169,11 @@ class Controllers:
             start_new_session=True, cwd=self.workdir, env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)})
         log.close()
 
-    def wait_http(self, name: str, url: str, timeout: float = 120) -> None:
-        """Until `url` (a health endpoint on loopback; HTTPS under the webhook certificate) answers 200."""
+    def wait_http(self, name: str, url: str, timeout: float = 120, *, any_status: bool = False) -> None:
+        """Until `url` (a health endpoint on loopback; HTTPS under the webhook certificate) answers 200, or answers
+        at all with `any_status` (a webhook server, whose paths answer only admission reviews)."""
         import ssl
+        import urllib.error
         import urllib.request
 
         context = ssl.create_default_context(cadata=self.pki.ca_pem.decode()) if url.startswith("https") else None
@@ -186,6 +188,10 @@ class Controllers:
                 with urllib.request.urlopen(url, timeout=5, context=context) as response:
                     if response.status == 200:
                         return
+            except urllib.error.HTTPError as exc:
+                if any_status:
+                    return
+                last = str(exc)
             except OSError as exc:
                 last = str(exc)
             time.sleep(0.5)
@@ -305,6 +311,10 @@ class Controllers:
             *args["vc-webhook-manager"], kubeconfig, *tls, "--listen-address=127.0.0.1", f"--port={webhook_port}",
             f"--webhook-url=https://127.0.0.1:{webhook_port}", "--graceful-shutdown-time=1s",
             f"--healthz-address=127.0.0.1:{health['vc-webhook-manager']}", "-v=2"])
+        # The scheduler creates the root and default queues through the queue webhooks as it starts and exits if
+        # they fail. The webhook manager answers its health check before it syncs its informers and opens the webhook
+        # port (cmd/webhook-manager/app/server.go), so the wait is for the webhook port itself.
+        self.wait_http("vc-webhook-manager", f"https://127.0.0.1:{webhook_port}/queues/mutate", any_status=True)
         self.launch("vc-controller-manager", [
             *args["vc-controller-manager"], kubeconfig,
             f"--healthz-address=127.0.0.1:{health['vc-controller-manager']}",
