@@ -6,8 +6,9 @@ and no reclaim).
 
 - enqueue (pkg/scheduler/actions/enqueue): a PodGroup goes Pending → Inqueue when the queue's plugins admit its
   minResources: proportion compares them plus the queue's allocation with the queue's real capability
-  (capability, at most the cluster less the other queues' guarantees); capacity (when configured, with
-  hierarchical queues) with the capability of the queue and of each ancestor; overcommit with 1.2 × the cluster.
+  (capability, at most the cluster less the other queues' guarantees); capacity (when configured) with the
+  queue's real capability, and with hierarchical queues each ancestor's (`volcano_capacity`); overcommit with
+  1.2 × the cluster.
   A refusal is an Event on the PodGroup, not a condition ("queue resource quota insufficient: insufficient X").
 - allocate with gang (pkg/scheduler/plugins/gang): the job runs once at least minAvailable pods can be placed,
   more as room allows; short of that the PodGroup says `Unschedulable`, reason `NotEnoughResources`,
@@ -26,7 +27,7 @@ from decimal import Decimal
 import yaml
 
 from ..quantity import parse_quantity
-from . import volcano_nodes, volcano_preemption, volcano_proportion
+from . import volcano_capacity, volcano_nodes, volcano_preemption, volcano_proportion
 from .model import VCJOB, VOLCANO, Tracked, fmt, iso, owner, set_conditions
 
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -170,8 +171,11 @@ class Volcano:
             for k, v in (q["guarantee"] if q["leaf"] else {}).items():
                 guarantees[k] += v
         volcano_proportion.deal(self, queues, capacity, plugins)  # with proportion alone: deserved by weight
+        hierarchy = bool((plugins.get("capacity") or {}).get("enableHierarchy"))
+        real = {} if "capacity" not in plugins else volcano_capacity.real_capabilities(queues, capacity,
+                                                                                      hierarchy=hierarchy)
         return {"actions": actions, "plugins": plugins, "tiers": conf.get("tiers") or [], "queues": queues,
-                "capacity": dict(capacity), "guarantees": guarantees, "cluster": cluster}
+                "capacity": dict(capacity), "guarantees": guarantees, "cluster": cluster, "real": real}
 
     # Scheduling ------------------------------------------------------------------------------------------------
 
@@ -253,13 +257,15 @@ class Volcano:
         return real
 
     def _limits(self, name: str, config: dict) -> list[tuple[str, dict]]:
-        """The bounds a queue's allocation must respect: proportion's real capability, or with the capacity
-        plugin the capability of the queue and every ancestor (hierarchical queues)."""
+        """The bounds a queue's allocation must respect: proportion's real capability, or the capacity plugin's
+        (`volcano_capacity`), with hierarchical queues of the queue and every ancestor."""
         if "capacity" in config["plugins"]:
-            bounds, seen = [], set()
+            real, bounds, seen = config["real"], [], set()
             while name in config["queues"] and name not in seen:
                 seen.add(name)
-                bounds.append((name, config["queues"][name]["capability"]))
+                bounds.append((name, real.get(name, config["queues"][name]["capability"])))
+                if not config["plugins"]["capacity"].get("enableHierarchy"):
+                    break
                 name = config["queues"][name]["parent"]
             return bounds
         return [(name, self._real_capability(name, config))]

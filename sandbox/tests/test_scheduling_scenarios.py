@@ -315,9 +315,10 @@ def test_volcano_reclaims_from_a_queue_above_its_deserved_share_when_configured(
 
 
 def _reclaiming(sb, qb_capability=8):
-    """Queues qa (deserved 8, capability 16) and qb (deserved 8) on 16 GPUs, with the capacity plugin and the
-    reclaim action as the portal configures them."""
-    volcano_setup(sb, {"qa": (8, 16), "qb": (8, qb_capability)})
+    """Queues qa (deserved and guaranteed 8, capability 16) and qb (deserved 8, guaranteeing none) on 16 GPUs, with
+    the capacity plugin and the reclaim action as the portal configures them. qb guarantees nothing so that qa may
+    borrow its 8: the capacity plugin caps qa at the cluster less the other queues' guarantees (realCapability)."""
+    volcano_setup(sb, {"qa": (8, 16), "qb": (8, qb_capability, 0)})
     conf = {"actions": "enqueue, allocate, backfill, reclaim", "tiers": [
         {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
         {"plugins": [{"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
@@ -427,3 +428,24 @@ def test_volcano_hierarchical_queues_bound_a_child_by_its_parent(sb):
     assert podgroup_of(sb, "team-b", "second")["status"]["phase"] == "Pending"
     refusals = [e["message"] for e in items(sb, "v1", "Event", "team-b") if e["type"] == "Normal"]
     assert refusals == ["queue resource quota insufficient: insufficient nvidia.com/gpu"]
+
+
+@pytest.mark.parametrize("hierarchy", [False, True])
+def test_volcano_capacity_plugin_keeps_the_other_queues_guarantees_from_a_borrower(sb, hierarchy):
+    """capacity.go realCapability (buildQueueAttrs; checkHierarchicalQueue with enableHierarchy): a queue may hold
+    at most the cluster less the other queues' guarantees, whatever its capability. qa (guarantee 8, capability 16)
+    and qb (guarantee 8) share 16 GPUs: qa's job of 12 is refused at enqueue, one of 8 runs."""
+    volcano_setup(sb, {"qa": (8, 16), "qb": (8, 8)})
+    create(sb, "v1", "Namespace", {"metadata": {"name": "volcano-system"}})
+    conf = {"actions": "enqueue, allocate, backfill", "tiers": [
+        {"plugins": [{"name": "priority"}, {"name": "gang"}]},
+        {"plugins": [{"name": "capacity", "enableHierarchy": hierarchy}]}]}
+    create(sb, "v1", "ConfigMap", {"metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                                   "data": {"volcano-scheduler.conf": yaml.safe_dump(conf)}})
+    vc_job(sb, "team-a", "wide", queue="qa", workers=1, gpus=12)
+    vc_job(sb, "team-a", "own", queue="qa", workers=1, gpus=8)
+    step(sb, 0)
+    assert podgroup_of(sb, "team-a", "wide")["status"]["phase"] == "Pending"
+    assert len(pods(sb, "team-a", "own")) == 1
+    refusals = {e["message"] for e in items(sb, "v1", "Event", "team-a") if e["type"] == "Normal"}
+    assert refusals == {"queue resource quota insufficient: insufficient nvidia.com/gpu"}

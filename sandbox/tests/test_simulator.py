@@ -112,16 +112,18 @@ def kueue_setup(sb, queues, preemption=None):
 
 
 def volcano_setup(sb, queues):
-    """`queues`: {queue: (deserved GPUs, capability GPUs)}; PriorityClasses low, high and never (no preemption)."""
+    """`queues`: {queue: (deserved GPUs, capability GPUs[, guaranteed GPUs, else the deserved])}; PriorityClasses
+    low, high and never (no preemption)."""
     for name, value, policy in (("low", 100, "PreemptLowerPriority"), ("high", 1000, "PreemptLowerPriority"),
                                 ("never", 1000, "Never")):
         create(sb, "scheduling.k8s.io/v1", "PriorityClass", {"metadata": {"name": name}, "value": value,
                                                               "preemptionPolicy": policy})
-    for name, (deserved, capability) in queues.items():
+    for name, (deserved, capability, *guaranteed) in queues.items():
         gpus = {"nvidia.com/gpu": str(deserved)}
+        guarantee = {"nvidia.com/gpu": str(guaranteed[0])} if guaranteed else gpus
         create(sb, VOLCANO, "Queue", {"metadata": {"name": name}, "spec": {
             "weight": 1, "reclaimable": True, "capability": {"nvidia.com/gpu": str(capability)},
-            "deserved": gpus, "guarantee": {"resource": gpus}}})
+            "deserved": gpus, "guarantee": {"resource": guarantee}}})
 
 
 # --- observing -----------------------------------------------------------------------------------------------
