@@ -20,6 +20,8 @@ Sources (volcano-sh/volcano):
   (session.go recoverAllocatedHyperNode).
 - Within the chosen HyperNode, or anywhere for mode hard with no tier, nodes closest to the job's placed pods
   come first (networkTopologyAwareScore: the lower the tier of their lowest common HyperNode, the better).
+- A node's free room is its allocatable less what the pods bound to it request, the simulator's own and any other
+  pod bound there by hand (one with no owner, not finished), as the scheduler's cache counts every pod on a node.
 - Nodes are otherwise chosen as the predicates plugin filters them (requests within what is free, NoSchedule and
   NoExecute taints tolerated, nodeSelector matched); among those, the sandbox packs by GPUs, the node left with
   the fewest free first (upstream's binpack plugin weighs cpu and memory unless `binpack.resources` names the GPU).
@@ -36,6 +38,7 @@ from ..quantity import parse_quantity
 from ..selectors import matches_label_selector
 from ..structural import re2_search
 from .kueue_tas import tolerates
+from .model import pod_requests
 
 TOPOLOGY = "topology.volcano.sh/v1alpha1"
 TOP = "<cluster-top-hypernode>"  # pkg/scheduler/framework/session.go ClusterTopHyperNode
@@ -52,9 +55,15 @@ def snapshot(objects) -> dict:
         nodes[node["metadata"]["name"]] = {
             "labels": node["metadata"].get("labels") or {},
             "allocatable": {k: parse_quantity(v) for k, v in allocatable.items()},
-            "taints": (node.get("spec") or {}).get("taints") or []}
+            "taints": (node.get("spec") or {}).get("taints") or [], "held": {}}
     if not nodes:
         return {}
+    for pod in objects.list("v1", "Pod"):
+        bound = nodes.get((pod.get("spec") or {}).get("nodeName"))
+        if bound is not None and not pod["metadata"].get("ownerReferences") and (
+                (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")):
+            for k, v in pod_requests(pod).items():
+                bound["held"][k] = bound["held"].get(k, Decimal(0)) + v
     found = objects.list(TOPOLOGY, "HyperNode") if objects.installed(TOPOLOGY, "HyperNode") else []
     hyper = hypernodes(found, nodes)
     tier_names = {info["tier_name"]: info["tier"] for info in hyper.values() if info["tier_name"]}
@@ -133,7 +142,9 @@ def _fits(pod, node: dict, free: dict) -> bool:
 
 
 def _free(cluster: dict, used: dict, name: str) -> dict:
-    return {k: v - used.get(name, {}).get(k, Decimal(0)) for k, v in cluster["nodes"][name]["allocatable"].items()}
+    node = cluster["nodes"][name]
+    return {k: v - used.get(name, {}).get(k, Decimal(0)) - node["held"].get(k, Decimal(0))
+            for k, v in node["allocatable"].items()}
 
 
 def highest_tier(cluster: dict, topology: dict) -> int | None:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from . import volcano_nodes
-from .model import Tracked
+from .model import VOLCANO, Tracked
 
 
 def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
@@ -135,12 +135,15 @@ def _everyone(scheduler, preemptor, tasks, config):
 
 
 def shrink(scheduler, victim: Tracked, count: int, now: float, preemptor: Tracked) -> None:
-    """Evict `count` of the victim's pods, newest first. A job left below its gang minimum is evicted whole
-    (Volcano's job controller restarts it: PodEvicted)."""
+    """Evict `count` of the victim's pods, newest first, with the Events the scheduler's cache writes (`evict_events`).
+    A job left below its gang minimum is evicted whole (Volcano's job controller restarts it: its PodEvicted
+    policy)."""
     keep = (victim.limit or 0) - count
-    if keep < scheduler.min_count(victim):
-        reason = "preempt" if victim.queue == preemptor.queue else "reclaim"
-        return scheduler.sim.evict(victim, now, f"Evicted by {reason} to schedule {preemptor.namespace}/"
+    action = "preempt" if victim.queue == preemptor.queue else "reclaim"
+    whole = keep < scheduler.min_count(victim)
+    evict_events(scheduler.objects, victim, victim.pods if whole else victim.pods[keep:], action, now)
+    if whole:
+        return scheduler.sim.evict(victim, now, f"Evicted by {action} to schedule {preemptor.namespace}/"
                                                 f"{preemptor.name}")
     scheduler.charge(victim, -1)
     for pod in victim.pods[keep:]:
@@ -153,3 +156,17 @@ def shrink(scheduler, victim: Tracked, count: int, now: float, preemptor: Tracke
 PLUGIN_FNS = {"preempt": {"priority": _by_priority, "gang": _gang, "conformance": _everyone},
               "reclaim": {"gang": _gang, "conformance": _everyone, "proportion": _overused,
                           "capacity": _above_deserved}}
+
+
+def evict_events(objects, victim: Tracked, pods: list[str], action: str, now: float) -> None:
+    """pkg/scheduler/cache/cache.go: for each pod evicted, defaultEvictor.Evict records a Warning Event `Evict`
+    "Pod is evicted, because of <action>" on the pod, and SchedulerCache.Evict a Normal Event `Evict` whose message
+    is the action alone on the job's PodGroup (one here: the recorder folds the same Event into one). Neither names
+    the job the room is made for."""
+    for name in [p for p in pods if p]:
+        pod = objects.get("v1", "Pod", victim.namespace, name) or {}
+        objects.event({"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": victim.namespace,
+                       "uid": (pod.get("metadata") or {}).get("uid", "")}, "Evict",
+                      f"Pod is evicted, because of {action}", now, "volcano", "Warning")
+    objects.event({"apiVersion": VOLCANO, "kind": "PodGroup", "name": victim.scheduler_object,
+                   "namespace": victim.namespace, "uid": victim.scheduler_uid}, "Evict", action, now, "volcano")

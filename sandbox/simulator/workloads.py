@@ -167,10 +167,15 @@ class VcjobWriter(Writer):
                    running=0, **({"succeeded": count} if succeeded else {"failed": count}))
 
     def evicted(self, job, now, message):
+        """The job controller's restart under the job's PodEvicted → RestartJob policy (pkg/controllers/job/state
+        running.go, restarting.go): Restarting with retryCount + 1, then Pending once its pods are gone, with no
+        reason and no message; what evicted it is told only by the scheduler's Events (`evict_events`)."""
         current = self.objects.get(job.api_version, "Job", job.namespace, job.name) or {}
         retries = ((current.get("status") or {}).get("retryCount") or 0) + 1
-        self.phase(job, "Pending", now, "PodEvicted", message, running=0, pending=job.pod_count,
-                   retryCount=retries)
+        self.status(job, {"state": {"phase": "Pending", "lastTransitionTime": iso(now), "reason": None,
+                                    "message": None},
+                          "minAvailable": job.min_available or job.pod_count, "running": 0,
+                          "pending": job.pod_count, "retryCount": retries})
 
     def pod_name(self, job, pod_set, index, suffix):
         return f"{job.name}-{pod_set.name}-{index}"

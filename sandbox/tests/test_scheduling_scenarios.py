@@ -301,16 +301,21 @@ def test_the_default_queue_exists(sb):
 def test_volcano_reclaims_from_a_queue_above_its_deserved_share_when_configured(sb):
     """docs/user-guide/how_to_use_capacity_plugin.md's configuration (capacity with hierarchy, the reclaim action);
     actions/reclaim and capacity.go's reclaimableFn: a queue under its deserved share takes back from one above
-    it. The victim, left below its gang minimum, is evicted whole and waits again (PodEvicted)."""
+    it. The victim, left below its gang minimum, is evicted whole: its job controller restarts it (retryCount, no
+    reason), and only the scheduler's Events say it was reclaimed (cache.go Evict), without naming the job."""
     _reclaiming(sb)
     vc_job(sb, "team-a", "borrower", queue="qa", workers=2, gpus=8, priority="high")
     step(sb, 0)
     assert len(pods(sb, "team-a", "borrower")) == 2
     vc_job(sb, "team-b", "owner", queue="qb", workers=1, gpus=8, priority="low")
     step(sb, 1)
-    state = get(sb, "batch.volcano.sh/v1alpha1", "Job", "team-a", "borrower")["status"]["state"]
-    assert (state["phase"], state["reason"]) == ("Pending", "PodEvicted")
-    assert state["message"] == "Evicted by reclaim to schedule team-b/owner"
+    status = get(sb, "batch.volcano.sh/v1alpha1", "Job", "team-a", "borrower")["status"]
+    assert (status["state"]["phase"], status["retryCount"]) == ("Pending", 1)
+    assert "reason" not in status["state"] and "message" not in status["state"]
+    said = sorted((e["involvedObject"]["kind"], e["type"], e["reason"], e["message"])
+                  for e in items(sb, "v1", "Event", "team-a") if e["reason"] == "Evict")
+    assert said == [("Pod", "Warning", "Evict", "Pod is evicted, because of reclaim")] * 2 + [
+        ("PodGroup", "Normal", "Evict", "reclaim")]
     assert pods(sb, "team-a", "borrower") == [] and len(pods(sb, "team-b", "owner")) == 1
 
 
@@ -449,3 +454,22 @@ def test_volcano_capacity_plugin_keeps_the_other_queues_guarantees_from_a_borrow
     assert len(pods(sb, "team-a", "own")) == 1
     refusals = {e["message"] for e in items(sb, "v1", "Event", "team-a") if e["type"] == "Normal"}
     assert refusals == {"queue resource quota insufficient: insufficient nvidia.com/gpu"}
+
+
+def test_volcano_counts_a_pod_bound_by_hand_on_its_node(sb):
+    """The scheduler's cache counts every pod on a node, not only its own jobs': with one of two 8-GPU nodes held
+    by a pod bound there by hand, a second 8-GPU job waits for room (the gang's NotEnoughResources)."""
+    from sandbox.nodes import add_node
+
+    volcano_setup(sb, {"qa": (16, 16)})
+    for name in ("n0", "n1"):
+        add_node(sb.store, name, {"kubernetes.io/hostname": name},
+                 {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    create(sb, "v1", "Pod", {"metadata": {"name": "outside", "namespace": "team-b"}, "spec": {
+        "nodeName": "n1", "containers": [{"name": "main", "image": "busybox",
+                                          "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
+    vc_job(sb, "team-a", "first", queue="qa", workers=1, gpus=8)
+    vc_job(sb, "team-a", "second", queue="qa", workers=1, gpus=8)
+    step(sb, 0)
+    assert [len(pods(sb, "team-a", name)) for name in ("first", "second")] == [1, 0]
+    assert condition(podgroup_of(sb, "team-a", "second"), "Unschedulable")["reason"] == "NotEnoughResources"

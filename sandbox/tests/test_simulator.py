@@ -155,11 +155,11 @@ def podgroup_of(sb, namespace, name):
 
 
 def volcano_state(sb, namespace, name):
-    phase = get(sb, "batch.volcano.sh/v1alpha1", "Job", namespace, name)["status"]["state"]
-    if phase.get("reason") == "PodEvicted":
-        return "preempted"
-    return {"Pending": "pending", "Inqueue": "admitted", "Running": "admitted"}[podgroup_of(sb, namespace, name)[
-        "status"]["phase"]]
+    status = get(sb, "batch.volcano.sh/v1alpha1", "Job", namespace, name)["status"]
+    group_phase = podgroup_of(sb, namespace, name)["status"]["phase"]
+    if status.get("retryCount") and status["state"]["phase"] == "Pending" and group_phase == "Pending":
+        return "preempted"  # restarted by its job controller after an eviction, waiting again
+    return {"Pending": "pending", "Inqueue": "admitted", "Running": "admitted"}[group_phase]
 
 
 def pods(sb, namespace, job_name=None):

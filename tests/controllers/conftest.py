@@ -129,13 +129,17 @@ class Target:
 
     def occupy(self, node: str, resources: dict) -> None:
         """A pod outside the scheduler's queues (another team's tool, bound by hand) holding `resources` on `node`,
-        running once kwok starts it. The controllers only: the simulator counts only its own jobs' pods."""
+        running once kwok starts it; the simulator's Volcano counts it on its node as the real scheduler does."""
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"outside-{node}", "namespace": "default"},
                "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "containers": [
                    {"name": "main", "image": "busybox",
                     "resources": {"requests": {k: str(v) for k, v in resources.items()},
                                   "limits": {k: str(v) for k, v in resources.items()}}}]}}
-        self.plane.apply(pod, f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}")
+        if self.plane is not None:
+            self.plane.apply(pod, f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}")
+        else:
+            store = self.sandbox.store
+            store.create(store.kind("v1", "Pod"), pod)
 
     def publish_devices(self, nodes: list[str]) -> None:
         """NVIDIA's DRA driver on the nodes, as its chart and kubelet plugin would publish it: the DeviceClasses and

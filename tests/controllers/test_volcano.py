@@ -143,10 +143,9 @@ def test_another_team_reclaims_the_gpus_a_team_borrowed(volcano_target_reclaim, 
     what its jobs use) runs two 8-GPU jobs; vision (8 + 0) submits one when no node has room, and Volcano's reclaim
     evicts a pod of nlp's queue, which is above its deserved share, so vision's job runs.
 
-    On the real Volcano a team can borrow only GPUs no queue guarantees: the capacity plugin caps each queue at the
-    cluster less every other queue's guarantee (its realCapability, plugins/capacity/capacity.go), so here the
-    cluster has a third node, held by a pod outside the queues, for nlp's second job to borrow. The simulator caps
-    a queue at its capability alone, so there nlp borrows vision's idle 8 on two nodes.
+    A team can borrow only GPUs no queue guarantees: the capacity plugin caps each queue at the cluster less every
+    other queue's guarantee (its realCapability, plugins/capacity/capacity.go), so the cluster has a third node,
+    held by a pod outside the queues, for nlp's second job to borrow; both targets count that pod on its node.
 
     Volcano does not tell a queue's borrowing job from its own: the capacity plugin judges the queue as a whole, and
     the reclaim action evicts the first victim on the first node it tries, so either of nlp's jobs may go (Kueue
@@ -157,9 +156,8 @@ def test_another_team_reclaims_the_gpus_a_team_borrowed(volcano_target_reclaim, 
     gang's words alone) and neither of nlp's jobs was evicted."""
     target = volcano_target_reclaim
     real = target.kind == "controllers"
-    world = build_world_on(target, guaranteed=8, burst=8, nodes=3 if real else 2)
-    if real:
-        target.occupy("h100-2", {"nvidia.com/gpu": 8, "cpu": 1, "memory": "1Gi"})
+    world = build_world_on(target, guaranteed=8, burst=8, nodes=3)
+    target.occupy("h100-2", {"nvidia.com/gpu": 8, "cpu": 1, "memory": "1Gi"})
     jobs, waited = scenarios.reclaimed_from_the_borrower(world, run_on_commit)
     seen = scenarios.observe(world, jobs)
     seen["waited"] = waited
