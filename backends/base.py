@@ -130,14 +130,21 @@ class Backend(Protocol):
 # --- rules every backend shares -----------------------------------------------------------------------------
 
 
+def event_key(name: str, reason: str) -> str:
+    """Where `keep_latest_refusal` keeps the latest Event of this reason about the object `name`."""
+    return f"{name}/{reason}" if reason else name
+
+
 def keep_latest_refusal(latest: dict[str, tuple[str, str]], event: dict) -> bool:
-    """Keep in `latest` (object name → (when, message)) the event if it is the newest for its object; whether it
-    was. The one rule for the polling sync's list and the watcher's stream alike."""
+    """Keep in `latest` (`event_key` of object name and reason → (when, message)) the event if it is the newest of
+    its reason for its object; whether it was. The one rule for the polling sync's list and the watcher's stream
+    alike."""
     name = (event.get("involvedObject") or {}).get("name", "")
+    key = event_key(name, event.get("reason") or "")
     when = event.get("lastTimestamp") or event.get("eventTime") or ""
-    if not name or when < latest.get(name, ("", ""))[0]:
+    if not name or when < latest.get(key, ("", ""))[0]:
         return False
-    latest[name] = (when, event.get("message", ""))
+    latest[key] = (when, event.get("message", ""))
     return True
 
 

@@ -31,15 +31,22 @@ QUEUE_LABEL = "volcano.sh/queue-name"
 JOB_NAME_LABEL = "volcano.sh/job-name"
 RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
 ROOT_QUEUE = "root"
-# Why Volcano's enqueue action refused a PodGroup: no condition says it, only a Normal Event on it from the plugin
-# (plugins/proportion, capacity, overcommit: "queue resource quota insufficient: ..."). The scheduler's cache also
-# writes, every session, a Warning Event with the same reason for any PodGroup still Pending or Inqueue ("0/0 tasks
-# in gang unschedulable: ...", pkg/scheduler/cache/cache.go RecordJobStatusEvent): not a refusal.
-REFUSAL_EVENTS = "involvedObject.kind=PodGroup,reason=Unschedulable,type=Normal"
+# Volcano's words on a PodGroup that are in no condition, only in Normal Events on it: why its enqueue action
+# refused it (reason Unschedulable, from plugins/proportion, capacity, overcommit: "queue resource quota
+# insufficient: ..."), and which action evicted its pods (reason Evict, message "reclaim" or "preempt":
+# pkg/scheduler/cache/cache.go SchedulerCache.Evict). The scheduler's cache also writes, every session, a Warning
+# Event reason Unschedulable for any PodGroup still Pending or Inqueue ("0/0 tasks in gang unschedulable: ...",
+# RecordJobStatusEvent): not a refusal. One list reads both; the latest of each reason is kept (`base.event_key`).
+REFUSAL_EVENTS = "involvedObject.kind=PodGroup,type=Normal"
+REFUSED, EVICTED_BY = "Unschedulable", "Evict"
 
-
-# What the page says of a job Volcano's job controller restarted after an eviction (`volcano_job`).
+# What the page says of a job Volcano's job controller restarted after an eviction (`volcano_job`), by the action
+# the PodGroup's latest Evict Event names; Volcano never names the job the room was made for.
 EVICTED = "Its pods were evicted and Volcano restarted it"
+RESTARTED_AFTER = {
+    "reclaim": "Volcano reclaimed its GPUs for a queue below its guaranteed share and restarted it",
+    "preempt": "Volcano preempted it for higher-priority work and restarted it",
+}
 VOLCANO_PHASES = {
     "Pending": JobState.QUEUED,
     "Inqueue": JobState.ADMITTED,
@@ -55,9 +62,10 @@ VOLCANO_PHASES = {
 }
 
 
-def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed:
+def volcano_job(job: dict, podgroup: dict | None, refusal: str = "", evicted_by: str = "") -> Observed:
     """`refusal`: the message of the latest Unschedulable Event on the PodGroup, Volcano's only word on why its
-    enqueue action keeps a PodGroup Pending. An Inqueue PodGroup whose gang cannot be placed is still waiting,
+    enqueue action keeps a PodGroup Pending; `evicted_by`: that of its latest Evict Event, the action that evicted
+    its pods ("reclaim" or "preempt"). An Inqueue PodGroup whose gang cannot be placed is still waiting,
     with the gang plugin's NotEnoughResources condition. The scheduler replaces a condition by its type and never
     removes one (v1.15.1 framework/session.go UpdatePodGroupCondition), so once the gang is placed its old
     Unschedulable stays, still True, beside a newer Scheduled: that one is no longer the news."""
@@ -72,15 +80,13 @@ def volcano_job(job: dict, podgroup: dict | None, refusal: str = "") -> Observed
         message = why or message
     if phase == "Aborted" and "preempt" in (phase_info.get("reason", "") + message).lower():
         state = JobState.PREEMPTED
-    if phase == "Pending" and phase_info.get("reason") == "PodEvicted":
-        # Evicted by the scheduler's preempt or reclaim action: the job waits to be scheduled again.
-        return Observed(JobState.PREEMPTED, phase_info.get("message", ""))
     restarts = (job.get("status") or {}).get("retryCount") or 0
     if restarts and (phase == "Restarting" or (phase == "Pending" and waiting)):
         # Volcano's job controller restarts a job whose pod was evicted (the portal's PodEvicted policy), counting
         # it in retryCount and writing no reason (pkg/controllers/job/state/running.go); the scheduler's reclaim
         # or preempt action says which only in Events (pkg/scheduler/cache/cache.go Evict).
-        return Observed(JobState.PREEMPTED, f"{EVICTED} (restart {restarts}). {why}".strip())
+        said = RESTARTED_AFTER.get(evicted_by.strip().lower(), EVICTED)
+        return Observed(JobState.PREEMPTED, f"{said} (restart {restarts}). {why}".strip())
     transition = phase_info.get("lastTransitionTime")
     return Observed(
         state,
@@ -151,6 +157,11 @@ _PREEMPTED = re.compile(r"Evicted by (?P<how>preempt|reclaim)\w* to schedule (?P
 
 
 def preempted_sentence(message: str) -> str:
+    if message.startswith(RESTARTED_AFTER["reclaim"]):
+        return "Preempted: Volcano reclaimed its GPUs for a queue below its guaranteed share; this job's team held " \
+               f"more than its own share. {REQUEUED}"
+    if message.startswith(RESTARTED_AFTER["preempt"]):
+        return f"Preempted: Volcano evicted its pods to make room for higher-priority work in its queue. {REQUEUED}"
     if message.startswith(EVICTED):
         return "Preempted: Volcano evicted its pods to make room for another job (one of a higher priority, or " \
                f"another team's taking back the quota this job was borrowing). {REQUEUED}"
@@ -314,8 +325,12 @@ class Volcano:
         return {"pod_annotations": {}, "network_topology": topology}
 
     def observe(self, kind: str, job: dict, record: dict | None, refusals: dict[str, str]) -> Observed:
-        refusal = refusals.get(((record or {}).get("metadata") or {}).get("name", ""), "")
-        observed = (volcano_ray_job if kind == JobKind.RAY else volcano_job)(job, record, refusal)
+        name = ((record or {}).get("metadata") or {}).get("name", "")
+        refusal = refusals.get(base.event_key(name, REFUSED), "")
+        if kind == JobKind.RAY:
+            observed = volcano_ray_job(job, record, refusal)
+        else:
+            observed = volcano_job(job, record, refusal, refusals.get(base.event_key(name, EVICTED_BY), ""))
         return replace(observed, admitted_at=admission_time(job, None, record))
 
     def preempted_sentence(self, message: str) -> str:

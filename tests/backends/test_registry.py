@@ -42,6 +42,17 @@ def test_the_latest_refusal_of_each_object_is_kept_whatever_the_order_it_arrives
     assert [keep_latest_refusal(latest, e) for e in events] == [True, True, False, True, False]
 
 
+def test_the_latest_event_of_each_reason_is_kept_apart():
+    """Volcano's enqueue refusals and evictions come in one list of a PodGroup's Normal Events: a newer eviction
+    does not hide the refusal, nor the other way round."""
+    events = [{**_event("pg-a", "2026-01-01T10:00:00Z", "queue resource quota insufficient"),
+               "reason": "Unschedulable"},
+              {**_event("pg-a", "2026-01-01T10:05:00Z", "reclaim"), "reason": "Evict"},
+              {**_event("pg-a", "2026-01-01T10:01:00Z", "preempt"), "reason": "Evict"}]
+    assert latest_refusals(events) == {"pg-a/Unschedulable": "queue resource quota insufficient",
+                                       "pg-a/Evict": "reclaim"}
+
+
 @pytest.mark.parametrize(("metadata", "owner"), [
     ({"name": "job-x-123", "ownerReferences": [{"kind": "Job", "name": "train-7"}]}, "train-7"),
     ({"name": "rayjob-x", "ownerReferences": [{"kind": "RayJob", "name": "ray-8"}]}, "ray-8"),

@@ -4,7 +4,7 @@ from backends.kueue import kueue_batch_job
 from backends.observe import ray_job
 from backends.volcano import volcano_job, volcano_ray_job
 from jobs.choices import JobState
-from jobs.outcome import explain
+from jobs.outcome import REQUEUED, explain
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 
@@ -81,7 +81,8 @@ def vc(phase, **extra):
         (vc("Completed"), None, JobState.SUCCEEDED),
         (vc("Failed"), None, JobState.FAILED),
         (vc("Aborted", reason="Preempted"), None, JobState.PREEMPTED),
-        (vc("Pending", reason="PodEvicted"), {"status": {"phase": "Pending"}}, JobState.PREEMPTED),
+        # Volcano's job controller writes no reason on a restarted job: only retryCount says it was evicted.
+        (vc("Pending", reason="PodEvicted"), {"status": {"phase": "Pending"}}, JobState.QUEUED),
         ({}, None, JobState.QUEUED),
     ],
 )
@@ -89,11 +90,23 @@ def test_volcano_job(job, podgroup, state):
     assert volcano_job(job, podgroup).state == state
 
 
-def test_volcano_preemption_says_who_evicted_the_job():
-    podgroup = {"status": {"phase": "Pending", "conditions": [cond("Unschedulable", message="queue quota")]}}
-    observed = volcano_job(vc("Pending", reason="PodEvicted", message="Evicted by preempt to schedule nlp/x"),
-                           podgroup)
-    assert (observed.state, observed.message) == (JobState.PREEMPTED, "Evicted by preempt to schedule nlp/x")
+@pytest.mark.parametrize(("evicted_by", "message", "sentence"), [
+    ("reclaim", "Volcano reclaimed its GPUs for a queue below its guaranteed share and restarted it (restart 2).",
+     "Preempted: Volcano reclaimed its GPUs for a queue below its guaranteed share; this job's team held more than "
+     "its own share."),
+    ("preempt", "Volcano preempted it for higher-priority work and restarted it (restart 2).",
+     "Preempted: Volcano evicted its pods to make room for higher-priority work in its queue."),
+    ("", "Its pods were evicted and Volcano restarted it (restart 2).",
+     "Preempted: Volcano evicted its pods to make room for another job"),
+])
+def test_a_restarted_volcano_job_says_which_action_evicted_it(evicted_by, message, sentence):
+    """The PodGroup's latest Evict Event names the action (pkg/scheduler/cache/cache.go SchedulerCache.Evict), never
+    the job it made room for; without one the page says only that the pods were evicted."""
+    restarted = {"status": {"retryCount": 2, **vc("Pending")["status"]}}
+    observed = volcano_job(restarted, {"status": {"phase": "Pending"}}, REFUSED, evicted_by)
+    assert (observed.state, observed.message) == (JobState.PREEMPTED, f"{message} {REFUSED}")
+    assert explain(observed.state, observed.message).startswith(sentence)
+    assert explain(observed.state, observed.message).endswith(REQUEUED)
 
 
 def test_a_volcano_job_restarted_after_an_eviction_is_preempted_until_placed_again():
