@@ -4,8 +4,9 @@ actions/reclaim): which running tasks may give way to a waiting gang, and taking
 Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable do (framework/session_plugins.go):
 the plugins of a tier that have a say (enablePreemptable / enableReclaimable not false) intersect their choices,
 and the first tier with a non-empty answer decides. Victims are then taken as Session.BuildVictimsPriorityQueue
-orders them (the job order reversed: lowest priority, then the newest created, first; a job's pods last first)
-until the preemptor's gang can be placed.
+orders them (the job order reversed: lowest priority, then the newest created, first; a job's pods last first),
+preempt's before reclaim's and, with Nodes registered, reclaim's node by node in the session's node order, until
+the preemptor's gang can be placed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
     each only when configured. Answers (job, how many of its pods go)."""
     chosen: dict[tuple, int] = {}
     order = []
+    nodes = {name: rank for rank, name in enumerate((config["cluster"] or {}).get("nodes") or {})}
     for action, same in (("preempt", True), ("reclaim", False)):
         if action not in config["actions"] or (action == "reclaim" and not _preemptive(scheduler, job, config)):
             continue
@@ -29,8 +31,16 @@ def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
                  for other in jobs.values() if other is not job
                  and (same or config["queues"].get(queue, {}).get("reclaimable", True))
                  for i in range(other.limit or 0)]
-        order.extend(_allowed(scheduler, action, job, tasks, config))
-    order.sort(key=lambda t: (t[0].priority, -t[0].seq, -t[1]))
+        # The preempt action runs before reclaim. Reclaim tries the session's nodes in order, asking the plugins
+        # about the tasks of one node at a time, and takes victims on the first node that has some (reclaim.go
+        # reclaimForTask): whichever job runs there, not the newest.
+        by_node: dict[int, list] = defaultdict(list)
+        for task in tasks:
+            other, index = task
+            by_node[0 if same else nodes.get(other.nodes[index] if index < len(other.nodes) else "", 0)].append(task)
+        for rank in sorted(by_node):
+            order.extend(sorted(_allowed(scheduler, action, job, by_node[rank], config),
+                                key=lambda t: (t[0].priority, -t[0].seq, -t[1])))
     saved = {q: dict(u) for q, u in scheduler.usage.items()}
     saved_nodes = {n: dict(u) for n, u in scheduler.node_used.items()}
     try:

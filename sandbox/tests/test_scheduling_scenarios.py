@@ -473,3 +473,23 @@ def test_volcano_counts_a_pod_bound_by_hand_on_its_node(sb):
     step(sb, 0)
     assert [len(pods(sb, "team-a", name)) for name in ("first", "second")] == [1, 0]
     assert condition(podgroup_of(sb, "team-a", "second"), "Unschedulable")["reason"] == "NotEnoughResources"
+
+
+def test_volcano_reclaims_on_the_first_node_that_has_a_victim(sb):
+    """actions/reclaim reclaimForTask tries the session's nodes in order and evicts on the first one holding a task
+    it may take: qa's older job on n0 goes, not its newest (as it would without Nodes)."""
+    from sandbox.nodes import add_node
+
+    _reclaiming(sb)
+    for name in ("n0", "n1"):
+        add_node(sb.store, name, {"kubernetes.io/hostname": name},
+                 {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    vc_job(sb, "team-a", "older", queue="qa", workers=1, gpus=8)
+    step(sb, 0)
+    vc_job(sb, "team-a", "newer", queue="qa", workers=1, gpus=8)
+    step(sb, 1)
+    assert [pod["spec"]["nodeName"] for name in ("older", "newer") for pod in pods(sb, "team-a", name)] == ["n0", "n1"]
+    vc_job(sb, "team-b", "owner", queue="qb", workers=1, gpus=8)
+    step(sb, 2)
+    assert [len(pods(sb, "team-a", name)) for name in ("older", "newer")] == [0, 1]
+    assert len(pods(sb, "team-b", "owner")) == 1
