@@ -410,8 +410,11 @@ class Volcano:
                              "succeeded" if succeeded else "failed": len(job.pods) or job.pod_count})
 
     def evicted_status(self, job: Tracked, now: float, message: str, reason: str) -> None:
-        job.enqueued, job.nodes = False, []
-        self._podgroup(job, {"phase": "Pending", "running": 0})
+        """The job controller restarting a vcjob deletes its PodGroup and makes it anew (pkg/controllers/job
+        job_controller_actions.go killPods, createOrUpdatePodGroup): Pending, without the old conditions."""
+        job.enqueued, job.nodes, job.waiting = False, [], None
+        self._podgroup(job, {"phase": "Pending", "running": 0,
+                             **({"conditions": None} if job.kind == VCJOB else {})})
 
     def adopt(self, job: Tracked, record: dict | None) -> None:
         job.enqueued = True
