@@ -3,9 +3,9 @@
 up). Jobs go by priority then first come (plugins/priority JobOrderFn); with the capacity plugin the queues take
 turns, the one with the lowest share (allocated over deserved) first (its QueueOrderFn, as actions/allocate pops
 them), otherwise across queues by the job order. A job that does not fit does not block the next. The enqueue
-action admits a PodGroup when its queue's allocation plus the gang's minimum stays within the queue's bound: with
-the capacity plugin (the portal's configuration) its capability (plugins/capacity), with proportion its real
-capability, at most the cluster less every other queue's guarantee (plugins/proportion); allocate then needs the
+action admits a PodGroup when its queue's allocation plus the gang's minimum stays within the queue's real
+capability: its capability, at most the cluster less every other queue's guarantee (plugins/capacity, the portal's
+configuration, and plugins/proportion alike), so a team borrows only GPUs no queue guarantees; allocate then needs the
 whole gang free in the cluster (plugins/gang: minAvailable is every worker). Preempt (same queue, lower priority)
 and reclaim run only when the scheduler's configuration lists those actions (actions/preempt, actions/reclaim).
 Reclaim, with the capacity plugin: a queue reclaims for a job only while its allocation plus the job stays within
@@ -50,8 +50,6 @@ class Shares:
         self.running: dict[str, dict[int, Work]] = defaultdict(dict)
 
     def real_capability(self, queue: str, r: str) -> int:
-        if self.capacity_plugin:
-            return self.capability[queue][r]
         room = max(0, self.cluster[r] - self.guarantees[r]) + self.guarantee[queue][r]
         return min(room, self.capability[queue][r])
 

@@ -5,8 +5,8 @@ Which tasks may go is decided tier by tier as Session.Preemptable/Reclaimable do
 the plugins of a tier that have a say (enablePreemptable / enableReclaimable not false) intersect their choices,
 and the first tier with a non-empty answer decides. Victims are then taken as Session.BuildVictimsPriorityQueue
 orders them (the job order reversed: lowest priority, then the newest created, first; a job's pods last first),
-preempt's before reclaim's and, with Nodes registered, reclaim's node by node in the session's node order, until
-the preemptor's gang can be placed.
+preempt's before reclaim's and, with Nodes registered, reclaim's node by node (the simulator from the first node,
+upstream from wherever its rotating, parallel predicate pass puts first), until the preemptor's gang can be placed.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ def victims(scheduler, job: Tracked, config: dict) -> list[tuple[Tracked, int]]:
                  for other in jobs.values() if other is not job
                  and (same or config["queues"].get(queue, {}).get("reclaimable", True))
                  for i in range(other.limit or 0)]
-        # The preempt action runs before reclaim. Reclaim tries the session's nodes in order, asking the plugins
-        # about the tasks of one node at a time, and takes victims on the first node that has some (reclaim.go
-        # reclaimForTask): whichever job runs there, not the newest.
+        # The preempt action runs before reclaim. Reclaim asks the plugins about the tasks of one node at a time
+        # and takes victims on the first node that has some (reclaim.go reclaimForTask): whichever job runs there,
+        # not the newest. Upstream starts where its last predicate pass stopped and checks nodes in parallel
+        # (util/predicate_helper.go), so its first node varies; the simulator starts from the first.
         by_node: dict[int, list] = defaultdict(list)
         for task in tasks:
             other, index = task

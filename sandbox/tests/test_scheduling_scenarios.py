@@ -476,8 +476,9 @@ def test_volcano_counts_a_pod_bound_by_hand_on_its_node(sb):
 
 
 def test_volcano_reclaims_on_the_first_node_that_has_a_victim(sb):
-    """actions/reclaim reclaimForTask tries the session's nodes in order and evicts on the first one holding a task
-    it may take: qa's older job on n0 goes, not its newest (as it would without Nodes)."""
+    """actions/reclaim reclaimForTask asks the plugins about one node's tasks at a time and evicts on the first node
+    holding a task it may take (upstream's first node varies; the simulator's is the first): qa's older job on n0
+    goes, not its newest, which the capacity plugin would choose from all of qa's tasks at once."""
     from sandbox.nodes import add_node
 
     _reclaiming(sb)

@@ -187,18 +187,27 @@ def test_volcano_enqueue_keeps_a_queue_within_its_real_capability():
     assert starts(result, 2, 3) == [0, 0]
 
 
-def test_volcano_with_the_capacity_plugin_bounds_a_queue_by_its_capability_and_reclaims():
-    world = VolcanoPolicy(capacity_plugin=True).world(
-        [Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 0)], cohort="", capacity={"h100": 16},
-        resources={})
-    assert world.reclaim and not world.preempt
-    result = forecast(world, [waiting(1, "a", 12)], VolcanoPolicy(capacity_plugin=True), NOW)
-    assert starts(result, 1) == [0]  # within a's capability of 16, b's guarantee notwithstanding
-    works = [replace(running(1, "a", 16, ends_in=1000), workers=2), waiting(2, "b", 8)]
-    result = forecast(world, works, VolcanoPolicy(capacity_plugin=True), NOW)
+def test_volcano_with_the_capacity_plugin_bounds_a_queue_by_its_real_capability_and_reclaims():
+    """capacity.go realCapability: a queue holds at most its capability and the cluster less the other queues'
+    guarantees. On 16 GPUs b's guarantee keeps a at 8; on 24 a may borrow the 8 no queue guarantees, and b takes
+    its deserved 8 back once a job of higher priority outside the portal's queues holds the rest (reclaim takes
+    the lowest priority first)."""
+    holdings = [Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 0)]
+    policy = VolcanoPolicy(capacity_plugin=True)
+    tight = policy.world(holdings, cohort="", capacity={"h100": 16}, resources={})
+    assert tight.reclaim and not tight.preempt
+    assert "more than its queue may ever hold (8)" in forecast(tight, [waiting(1, "a", 12)], policy, NOW)[1].never
+    world = policy.world(holdings, cohort="", capacity={"h100": 24}, resources={})
+    assert starts(forecast(world, [waiting(1, "a", 12)], policy, NOW), 1) == [0]
+    outside = running(9, "gone", 8, ends_in=5000, priority=10)
+    works = [replace(running(1, "a", 16, ends_in=1000), workers=2), outside, waiting(2, "b", 8)]
+    result = forecast(world, works, policy, NOW)
     assert starts(result, 2) == [0] and result[2].preempts == (1,)  # b takes its deserved 8 back
-    works = [running(1, "a", 16, ends_in=1000), waiting(2, "b", 8)]  # one pod of 16: a would be left below 8
-    assert starts(forecast(world, works, VolcanoPolicy(capacity_plugin=True), NOW), 2) == [1000]
+    # a's one pod of 16 may not go (a would fall below its 8), so the job in a queue the portal does not know, above
+    # its deserved share of nothing, goes instead.
+    works = [running(1, "a", 16, ends_in=1000), outside, waiting(2, "b", 8)]
+    result = forecast(world, works, policy, NOW)
+    assert starts(result, 2) == [0] and result[2].preempts == (9,)
 
 
 def test_volcano_reclaims_only_from_a_queue_above_its_deserved_share():
@@ -229,7 +238,8 @@ def test_volcano_reclaims_only_for_a_job_within_its_queues_deserved_share():
                          capacity={"h100": 16}, resources={})
     works = [running(1, "a", 4, ends_in=1000), running(4, "a", 4, ends_in=1000, started=NOW - 10),
              running(5, "a", 4, ends_in=1000, started=NOW - 5), running(2, "b", 4, ends_in=5000)]
-    assert starts(forecast(world, [*works, waiting(3, "b", 8)], policy, NOW), 3) == [1000]
+    # b's real capability is 8 (a's guarantee takes the rest): its job of 8 also waits for its own job to end.
+    assert starts(forecast(world, [*works, waiting(3, "b", 8)], policy, NOW), 3) == [5000]
     result = forecast(world, [*works, waiting(3, "b", 4)], policy, NOW)
     assert starts(result, 3) == [0] and result[3].preempts == (5,)  # a above 8: its newest goes
 
@@ -271,10 +281,11 @@ def test_volcano_with_the_capacity_plugin_serves_the_queue_with_the_lowest_share
     """capacity.go QueueOrderFn (actions/allocate pops the queue with the lowest allocated / deserved): b, at half
     its share, gets the last 4 before a's earlier job; by the job order alone a's would go first."""
     holdings = [Holding("a", "", "", "h100", 8, 8), Holding("b", "", "", "h100", 8, 8)]
-    works = [running(1, "a", 8, ends_in=1000), running(2, "b", 4, ends_in=5000), waiting(3, "a", 4),
-             waiting(4, "b", 4)]
+    # 24 GPUs, 8 held outside the queues: a may borrow the 8 no queue guarantees (its real capability is 16).
+    works = [running(1, "a", 8, ends_in=1000), running(2, "b", 4, ends_in=5000), running(9, "gone", 8, ends_in=9000),
+             waiting(3, "a", 4), waiting(4, "b", 4)]
     policy = VolcanoPolicy(capacity_plugin=True)
-    world = policy.world(holdings, cohort="", capacity={"h100": 16}, resources={})
+    world = policy.world(holdings, cohort="", capacity={"h100": 24}, resources={})
     assert starts(forecast(world, works, policy, NOW), 3, 4) == [600, 0]  # when b's job of 600 s ends
     by_order = World(**{**world.__dict__, "fair": False})
     result = forecast(by_order, works, policy, NOW)
