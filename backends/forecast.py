@@ -230,6 +230,7 @@ class _Replay:
     """One replay: a moment's offers (`_offer`), then the next end, until no job waits or nothing runs."""
 
     def __init__(self, world: World, works: list[Work], policy: Policy, now: float, which: int, never: dict):
+        self.evicted_from: set[str] = set()  # the queues the latest start took victims from
         self.world, self.policy, self.now, self.which = world, policy, now, which
         self.ledger = policy.ledger(world)
         self.domain_used: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -294,7 +295,8 @@ class _Replay:
             heads = [(self.buckets[name][0][0], name) for name in names if self.buckets[name] and (
                      borrowing or self.buckets[name][0][1].units <= self._room(self.buckets[name][0][1]))]
             if self.world.fair:
-                self._offer_fair([name for _, name in heads], t, freed, borrowing, failed)
+                offer = self._offer_ranked if hasattr(self.policy, "rank") else self._offer_fair
+                offer([name for _, name in heads], t, freed, borrowing, failed)
                 continue
             heapq.heapify(heads)
             while heads:
@@ -329,6 +331,39 @@ class _Replay:
             bucket.pop(0)
             if not bucket:
                 live.pop(i)
+
+    def _offer_ranked(self, names: list[tuple], t: float, freed: int | None, borrowing: bool, failed: dict) -> None:
+        """`_offer_fair` where a head's place depends on its own queue alone (`Policy.rank`): the live buckets in a
+        heap, an entry ranked again when it comes up stale (its queue's share grew), and the buckets of the queues
+        a start took victims from (their share fell, their heads changed) ranked again at once."""
+        live = set(names)
+        rank = self.policy.rank
+
+        def entry(name: tuple) -> tuple:
+            return rank(self.ledger, self.buckets[name][0][1]), name
+
+        heap = [entry(name) for name in live]
+        heapq.heapify(heap)
+        while heap:
+            key, name = heapq.heappop(heap)
+            if name not in live or not self.buckets[name]:
+                continue
+            if (current := entry(name)) != (key, name):
+                heapq.heappush(heap, current)
+                continue
+            w = self.buckets[name][0][1]
+            group = (w.queue, w.flavor, w.level)
+            self.evicted_from = set()
+            if w.units >= failed.get(group, INF) or not self._admit(w, t, freed, borrowing):
+                failed[group] = min(failed.get(group, INF), w.units)
+                live.discard(name)
+                continue
+            self.buckets[name].pop(0)
+            if not self.buckets[name]:
+                live.discard(name)
+            for other in (n for n in live if n[0] in self.evicted_from or n == name):
+                if self.buckets[other]:
+                    heapq.heappush(heap, entry(other))
 
     def _room(self, w: Work) -> float:
         scope = self.policy.scope(w)
@@ -395,6 +430,7 @@ class _Replay:
     def _evict(self, victim: Work) -> None:
         """A preempted job waits again from the start of its run, in its old place in line."""
         w = self._stop(victim.key)
+        self.evicted_from.add(w.queue)
         self._enqueue(replace(w, started=None, domain="", held=()))
         self.ends.pop(w.key, None)
 

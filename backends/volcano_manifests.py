@@ -22,7 +22,7 @@ VOLCANO_POLICIES = (
 )
 
 
-def _volcano_resources(quotas, amount, *, devices_only: bool = False) -> dict[str, str]:
+def _volcano_resources(quotas, amount) -> dict[str, str]:
     per_resource: dict[str, int] = defaultdict(int)
     cpu = memory = 0
     for quota in quotas:
@@ -30,8 +30,6 @@ def _volcano_resources(quotas, amount, *, devices_only: bool = False) -> dict[st
         cpu += quota.cpu_cores
         memory += quota.memory_gib
     resources = {name: str(per_resource[name]) for name in sorted(per_resource)}
-    if devices_only:
-        return resources
     if cpu:
         resources["cpu"] = str(cpu)
     if memory:
@@ -40,12 +38,14 @@ def _volcano_resources(quotas, amount, *, devices_only: bool = False) -> dict[st
 
 
 def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
-    """guarantee = guaranteed ≤ deserved = guaranteed ≤ capability = guaranteed + burst, per resource name.
+    """deserved = guaranteed ≤ capability = guaranteed + burst, per resource name, and no guarantee.
 
-    The guarantee names the GPUs (and DRA devices) alone. The capacity plugin lets another queue reclaim a pod only
-    while its queue keeps every guaranteed resource without it (plugins/capacity/capacity.go,
-    checkGuaranteeConstraint), so a CPU and memory guarantee the size of the team's quota, which its jobs seldom use
-    whole, would make GPUs it borrows beyond its share impossible to take back.
+    Deserved is what the capacity plugin gives back by reclaim: a queue below it reclaims pods from queues above
+    theirs (plugins/capacity/capacity.go preemptiveFn, reclaimableFn), as Kueue reclaims a nominal quota lent in its
+    cohort. A guarantee is something else, capacity no other queue may use even while idle: every queue is capped
+    at the cluster less the other queues' guarantees (realCapability), so guaranteeing each team its quota would
+    leave a fully allotted cluster nothing to borrow, and a team's burst would never run. The portal's guaranteed
+    quota is lent while idle, on both schedulers.
 
     Volcano knows resources, not flavors: two flavors with the same resource name add up. A held (suspended)
     team gets a capability of zero: Volcano has no spec field to close a queue (state lives in status)."""
@@ -59,7 +59,6 @@ def volcano_queue_manifest(team: TeamQuotaSpec, *, parent: str = "") -> dict:
             "reclaimable": True,
             "capability": _volcano_resources(team.quotas, lambda q: q.guaranteed + q.burst),
             "deserved": guaranteed,
-            "guarantee": {"resource": _volcano_resources(team.quotas, lambda q: q.guaranteed, devices_only=True)},
         }
     if parent:
         spec["parent"] = parent
@@ -92,14 +91,14 @@ def department_queue_name(slug: str) -> str:
 
 def volcano_department_queue_manifest(*, name: str, children: list[TeamQuotaSpec], parent: str = "",
                                       weight: int = 1) -> dict:
-    """A department's queue bounds its teams: Volcano requires Σ children's deserved/guarantee ≤ the parent's."""
+    """A department's queue bounds its teams: Volcano requires Σ children's deserved ≤ the parent's."""
     return volcano_parent_queue_manifest(name=department_queue_name(name), teams=children, parent=parent,
                                          weight=weight)
 
 
 def volcano_parent_queue_manifest(*, name: str, teams: list[TeamQuotaSpec], parent: str = "",
                                   weight: int = 1) -> dict:
-    """A queue holding no jobs of its own, sized to the teams beneath it: guarantee and deserved are the sums of
+    """A queue holding no jobs of its own, sized to the teams beneath it: deserved is the sum of
     theirs (volcano pkg/webhooks/admission/queues/validate refuses a parent below its children's sums),
     capability the sum of theirs (at least the largest, as the same webhook requires of an ancestor)."""
     quotas = [q for team in teams if not team.held for q in team.quotas]
@@ -109,7 +108,6 @@ def volcano_parent_queue_manifest(*, name: str, teams: list[TeamQuotaSpec], pare
         "reclaimable": True,
         "capability": _volcano_resources(quotas, lambda q: q.guaranteed + q.burst),
         "deserved": guaranteed,
-        "guarantee": {"resource": _volcano_resources(quotas, lambda q: q.guaranteed, devices_only=True)},
     }
     if parent:
         spec["parent"] = parent
@@ -139,8 +137,9 @@ def volcano_queue_widened(desired: dict, live: dict | None) -> dict:
     spec, now = dict(desired["spec"]), live.get("spec") or {}
     for part in ("capability", "deserved"):
         spec[part] = wider(spec.get(part), now.get(part))
-    spec["guarantee"] = {"resource": wider((spec.get("guarantee") or {}).get("resource"),
-                                           (now.get("guarantee") or {}).get("resource"))}
+    if live_guarantee := (now.get("guarantee") or {}).get("resource"):
+        # A guarantee written before (queues no longer carry one) stays until the queues under it have lost theirs.
+        spec["guarantee"] = {"resource": live_guarantee}
     return {**desired, "spec": spec}
 
 

@@ -3,7 +3,7 @@ their clock driven by the replay), each job's estimate recorded when it is submi
 actually started; and the forecast's CPU for a cluster with 1,000 waiting jobs.
 
 The trace: four teams sharing 40 GPUs (nominal quota and a borrowing limit each, as the portal configures their
-ClusterQueues in one cohort, or their Volcano Queues: capability, deserved and guarantee, with the portal's scheduler
+ClusterQueues in one cohort, or their Volcano Queues: capability and deserved, with the portal's scheduler
 configuration, capacity plugin and reclaim), two priority tiers, Poisson arrivals. Each team runs a handful of
 images; an image's typical run time is heavy-tailed across images (log-normal, σ = 1.2 around 40 minutes, from
 3 minutes to 20 hours), a run of it varies a little around that (σ = 0.15), and one run in thirty runs away until
@@ -128,8 +128,8 @@ def _kueue_submit(store, job: TraceJob) -> None:
 
 
 def _volcano_world(store) -> None:
-    """The portal's scheduler configuration and, per team, the Queue it builds: capability = guaranteed + burst,
-    deserved = guarantee = guaranteed."""
+    """The portal's scheduler configuration and, per team, the Queue it builds (`volcano_queue_manifest`):
+    capability = guaranteed + burst, deserved = guaranteed, no guarantee."""
     kind = store.kind
     for obj in VOLCANO_BACKEND.scheduler_setup():
         store.create(kind(obj["apiVersion"], obj["kind"]), obj)
@@ -137,10 +137,9 @@ def _volcano_world(store) -> None:
         store.create(kind("scheduling.k8s.io/v1", "PriorityClass"), {"metadata": {"name": name}, "value": value})
     for team, (nominal, borrowing) in TEAMS.items():
         store.create(kind("v1", "Namespace"), {"metadata": {"name": team}})
-        amount = {"nvidia.com/gpu": str(nominal)}
         store.create(kind(VOLCANO, "Queue"), {"metadata": {"name": team}, "spec": {
             "weight": 1, "reclaimable": True, "capability": {"nvidia.com/gpu": str(nominal + borrowing)},
-            "deserved": amount, "guarantee": {"resource": amount}}})
+            "deserved": {"nvidia.com/gpu": str(nominal)}}})
 
 
 def _volcano_submit(store, job: TraceJob) -> None:

@@ -125,7 +125,7 @@ def test_team_quota_counts_dra_devices_per_class_and_shares_per_replica(validato
     volcano = volcano_queue_manifest(team)["spec"]
     assert volcano["capability"] == {"deviceclass/gpu.nvidia.com": "6", "nvidia.com/gpu.shared": "8", "cpu": "8",
                                      "memory": "64Gi"}
-    assert volcano["guarantee"]["resource"]["deviceclass/gpu.nvidia.com"] == "4"
+    assert volcano["deserved"]["deviceclass/gpu.nvidia.com"] == "4"
     assert volcano_queue_manifest(_team(held=True))["spec"]["capability"] == {
         "deviceclass/gpu.nvidia.com": "0", "nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "0"}
     for obj in (quota, limit_range_manifest(team), queue, volcano_queue_manifest(team)):

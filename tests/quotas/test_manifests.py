@@ -119,9 +119,10 @@ def test_kueue_cluster_objects():
     assert cohort_manifest(name="ai-research", parent="gpu-east")["spec"] == {"parentName": "gpu-east"}
 
 
-def test_volcano_queue_orders_guarantee_deserved_capability():
-    """The guarantee names devices only: Volcano's capacity plugin reclaims a pod only while its queue keeps every
-    guaranteed resource without it, so a CPU guarantee the team seldom uses whole would keep its borrowed GPUs."""
+def test_volcano_queue_deserves_its_quota_and_guarantees_nothing():
+    """Deserved is what reclaim gives back; a guarantee would be capacity no other queue may borrow even while idle
+    (the capacity plugin caps each queue at the cluster less the others' guarantees), so none is set: the team's
+    guaranteed quota is lent while idle and reclaimed, as on Kueue."""
     spec = team(QuotaSpec(H100, 8, 4, cpu_cores=64, memory_gib=512), QuotaSpec(L40S, 2, 2), QuotaSpec(MIG, 0, 7))
     assert volcano_queue_manifest(spec, parent="ai-research") == {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -132,7 +133,6 @@ def test_volcano_queue_orders_guarantee_deserved_capability():
             "reclaimable": True,
             "capability": {"nvidia.com/gpu": "16", "nvidia.com/mig-1g.10gb": "7", "cpu": "64", "memory": "512Gi"},
             "deserved": {"nvidia.com/gpu": "10", "nvidia.com/mig-1g.10gb": "0", "cpu": "64", "memory": "512Gi"},
-            "guarantee": {"resource": {"nvidia.com/gpu": "10", "nvidia.com/mig-1g.10gb": "0"}},
             "parent": "ai-research",
         },
     }
@@ -151,7 +151,8 @@ def test_department_queue_bounds_its_teams():
     dept = volcano_department_queue_manifest(name="ai-research", children=[a, b])
     assert dept["metadata"] == {"name": "ai-research-dept", "labels": CLUSTER_LABELS}
     assert dept["spec"]["capability"] == {"nvidia.com/gpu": "16", "nvidia.com/mig-1g.10gb": "7"}
-    assert dept["spec"]["guarantee"] == {"resource": {"nvidia.com/gpu": "10", "nvidia.com/mig-1g.10gb": "7"}}
+    assert dept["spec"]["deserved"] == {"nvidia.com/gpu": "10", "nvidia.com/mig-1g.10gb": "7"}
+    assert "guarantee" not in dept["spec"]
 
 
 def _all_objects():

@@ -128,7 +128,8 @@ def test_volcano_queues_with_a_department_parent(any_sandbox):
     queue = get(cluster, VOLCANO, "Queue", "nlp")
     assert queue["spec"]["parent"] == "research-dept"
     assert queue["spec"]["capability"]["nvidia.com/gpu"] == "12"
-    assert queue["spec"]["guarantee"]["resource"]["nvidia.com/mig-1g.10gb"] == "7"
+    assert queue["spec"]["deserved"]["nvidia.com/mig-1g.10gb"] == "7"
+    assert "guarantee" not in queue["spec"]
     department = get(cluster, VOLCANO, "Queue", "research-dept")
     assert department["spec"]["capability"] == {"nvidia.com/gpu": "12", "nvidia.com/mig-1g.10gb": "14",
                                                 "cpu": "120", "memory": "960Gi"}

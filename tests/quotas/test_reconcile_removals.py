@@ -95,7 +95,7 @@ def test_a_mig_flavor_given_back_leaves_the_volcano_queues(sandbox):
     sweep_converges(cluster, sandbox)
     for name in ("nlp", "research-dept"):
         spec = get(cluster, VOLCANO, "Queue", name)["spec"]
-        for resources in (spec["capability"], spec["deserved"], spec["guarantee"]["resource"]):
+        for resources in (spec["capability"], spec["deserved"]):
             assert "nvidia.com/mig-1g.10gb" not in resources, (name, spec)
 
 

@@ -25,7 +25,7 @@ def gpu_parent_cluster(url):
 
 def resources(cluster, name):
     spec = get(cluster, VOLCANO, "Queue", name)["spec"]
-    return spec.get("parent"), spec["guarantee"]["resource"].get("nvidia.com/gpu"), spec["capability"].get(
+    return spec.get("parent"), spec["deserved"].get("nvidia.com/gpu"), spec["capability"].get(
         "nvidia.com/gpu")
 
 
