@@ -98,6 +98,10 @@ FIXED = (
     "(before: the simulator wrote `PodEvicted` and \"Evicted by reclaim to schedule vision/<job>\" into the job's "
     "status; the page said only \"Its pods were evicted and Volcano restarted it\"; the reclaim scenario agreed on 10 "
     "of 23 fields, now on 19 when both targets evict the same job).",
+    "The portal's Volcano Queues set no guarantee, only a deserved share the reclaim gives back, as Kueue lends and "
+    "reclaims a nominal quota (before: a guarantee of the team's GPUs, which the capacity plugin holds back from "
+    "every other queue, so on a cluster whose GPUs were all guaranteed no team could use its burst; the simulator hid "
+    "it until it capped queues at their real capability).",
 )
 
 

@@ -143,15 +143,15 @@ def test_another_team_reclaims_the_gpus_a_team_borrowed(volcano_target_reclaim, 
     what its jobs use) runs two 8-GPU jobs; vision (8 + 0) submits one when no node has room, and Volcano's reclaim
     evicts a pod of nlp's queue, which is above its deserved share, so vision's job runs.
 
-    A team can borrow only GPUs no queue guarantees: the capacity plugin caps each queue at the cluster less every
-    other queue's guarantee (its realCapability, plugins/capacity/capacity.go), so the cluster has a third node,
-    held by a pod outside the queues, for nlp's second job to borrow; both targets count that pod on its node.
+    The portal's queues set no guarantee (the capacity plugin would cap every other queue at the cluster less it,
+    its realCapability in plugins/capacity/capacity.go, and vision's idle 8 would not be nlp's to borrow). The
+    cluster has a third node held by a pod outside the queues, which both targets count on its node.
 
     Volcano does not tell a queue's borrowing job from its own: the capacity plugin judges the queue as a whole, and
     the reclaim action evicts the first victim on the first node it tries, so either of nlp's jobs may go (Kueue
-    takes the borrowing one). Queues that guaranteed CPU and memory as well (before the guarantee named GPUs only)
-    kept both: checkGuaranteeConstraint refuses a victim whose queue would fall below any guaranteed resource, and
-    nlp, without either job, would have fallen below its 256-CPU guarantee. Run so once, on both targets, vision's
+    takes the borrowing one). Queues that guaranteed CPU and memory (before they guaranteed nothing) kept both:
+    checkGuaranteeConstraint refuses a victim whose queue would fall below any guaranteed resource, and nlp, without
+    either job, would have fallen below its 256-CPU guarantee. Run so once, on both targets, vision's
     job waited the whole minute with "0/3 nodes are unavailable: 3 Insufficient nvidia.com/gpu" (the simulator: the
     gang's words alone) and neither of nlp's jobs was evicted."""
     target = volcano_target_reclaim
