@@ -137,9 +137,6 @@ def volcano_queue_widened(desired: dict, live: dict | None) -> dict:
     spec, now = dict(desired["spec"]), live.get("spec") or {}
     for part in ("capability", "deserved"):
         spec[part] = wider(spec.get(part), now.get(part))
-    if live_guarantee := (now.get("guarantee") or {}).get("resource"):
-        # A guarantee written before (queues no longer carry one) stays until the queues under it have lost theirs.
-        spec["guarantee"] = {"resource": live_guarantee}
     return {**desired, "spec": spec}
 
 

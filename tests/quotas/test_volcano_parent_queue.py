@@ -152,3 +152,28 @@ def test_a_queue_refused_for_its_parents_size_is_retried_with_backoff():
                                    "[Open Closed]")
     assert waits.transient and smaller.transient
     assert not malformed.transient
+
+
+def test_queues_that_guaranteed_their_quota_lose_the_guarantee_in_one_sweep(any_sandbox):
+    """Queues the portal wrote when it still guaranteed each team's GPUs (a parent's guarantee at least its
+    children's sum, as Volcano's webhook requires): the sweep removes every guarantee and leaves the deserved shares.
+    A parent may lose its guarantee first: without one, the webhook bounds its children's by its capability
+    (pkg/webhooks/admission/queues/validate validateResourceLimit)."""
+    from portal import kube
+
+    cluster, nlp, cv, h100 = gpu_parent_cluster(any_sandbox.url)
+    grant(nlp, h100, 8, 4)
+    grant(cv, h100, 4, 2)
+    reconcile_all(cluster)
+    client = kube.client_for_cluster(cluster)
+    for name, gpus in (("gpu", "12"), ("research-dept", "8"), ("nlp", "8"), ("cv", "4")):  # parents first
+        live = get(cluster, VOLCANO, "Queue", name)
+        client.apply({"apiVersion": live["apiVersion"], "kind": "Queue",
+                      "metadata": {"name": name, "labels": live["metadata"]["labels"]},
+                      "spec": {**live["spec"], "guarantee": {"resource": {"nvidia.com/gpu": gpus}}}})
+    assert get(cluster, VOLCANO, "Queue", "nlp")["spec"]["guarantee"]["resource"] == {"nvidia.com/gpu": "8"}
+    converges_in_one_sweep(cluster, any_sandbox)
+    for name in ("gpu", "research-dept", "nlp", "cv"):
+        assert "guarantee" not in get(cluster, VOLCANO, "Queue", name)["spec"], name
+    assert resources(cluster, "gpu") == (None, "12", "18")
+    assert resources(cluster, "nlp") == ("research-dept", "8", "12")
